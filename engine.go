@@ -1,0 +1,91 @@
+package relock
+
+import (
+	"context"
+	"time"
+)
+
+// wait is the package's one acquisition loop, shared by every lock type:
+// try; on busy, join the channel where the holder's release will be announced
+// (subscribing if this process is the first to wait on it); then sleep until
+// a wake-up, the holder's remaining lease, the wait time or ctx ends,
+// whichever is first; try again.
+//
+// try must not be cancelled by ctx (see lockWith). The attempt returned is
+// the last one made; the error wraps ErrNotObtained when the wait ended.
+func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attempt, error)) (attempt, error) {
+	tried := time.Now()
+	a, err := try()
+	if err != nil || a.outcome != busy {
+		return a, err
+	}
+	if wait == 0 {
+		return a, ErrNotObtained
+	}
+	var deadline time.Time
+	if wait != WaitForever {
+		deadline = tried.Add(wait)
+	}
+
+	var w *waiter
+	defer func() {
+		if w != nil {
+			w.leave(err == nil && a.outcome == acquired)
+		}
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		subs := a.subs
+		if subs == nil {
+			subs = c.subs
+		}
+		switch {
+		case a.channel == "":
+			if w != nil {
+				w.leave(false)
+				w = nil
+			}
+		case w == nil || w.s != subs || w.st.name != a.channel:
+			if w != nil {
+				w.leave(false)
+			}
+			if w, err = subs.join(ctx, a.channel, tried); err != nil {
+				return a, err
+			}
+		default:
+			w.rearm()
+		}
+
+		sleep := a.retryIn
+		if sleep <= 0 || sleep > c.opts.watchdogLease {
+			// No lease to go by (a key without TTL, or one that just expired):
+			// the watchdog lease bounds the sleep, so no wait is untimed.
+			sleep = c.opts.watchdogLease
+		}
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return a, ErrNotObtained
+			}
+			sleep = min(sleep, left)
+		}
+		timer.Reset(sleep)
+		var wake <-chan struct{}
+		if w != nil {
+			wake = w.sig
+		}
+		select {
+		case <-ctx.Done():
+			return a, notObtained(ctx)
+		case <-c.closing:
+			return a, ErrClientClosed
+		case <-wake:
+		case <-timer.C:
+		}
+		tried = time.Now()
+		if a, err = try(); err != nil || a.outcome != busy {
+			return a, err
+		}
+	}
+}

@@ -1,0 +1,32 @@
+package relock
+
+import "errors"
+
+// Sentinel errors. Every error the package returns wraps one of these (or a
+// Redis/network error), so callers test with errors.Is, never by message.
+var (
+	// ErrNotObtained: the lock could not be acquired before the wait time or the
+	// context ended. When the context ended, the error also wraps ctx.Err().
+	ErrNotObtained = errors.New("relock: lock not obtained")
+
+	// ErrNotHeld: the caller's context does not hold the lock (it never locked
+	// it, or it called Unlock once more than Lock). Nothing was changed.
+	ErrNotHeld = errors.New("relock: lock not held by this owner")
+
+	// ErrLockLost: a hold ended without Unlock: its lease expired, the key was
+	// deleted or force-unlocked, or renewal failed until the lease ran out. It is
+	// the context.Cause of a lost hold's context, and Unlock returns it when the
+	// hold was already gone.
+	ErrLockLost = errors.New("relock: lock lost")
+
+	// ErrUnlocked is the context.Cause of a hold's context after its Unlock.
+	ErrUnlocked = errors.New("relock: lock released")
+
+	// ErrClientClosed: the Client was closed. It is also the context.Cause of
+	// every hold that was still open when Close ran.
+	ErrClientClosed = errors.New("relock: client closed")
+
+	// ErrInvalidArgument: a bad name, duration, option or client. It is
+	// returned before anything is sent to Redis.
+	ErrInvalidArgument = errors.New("relock: invalid argument")
+)

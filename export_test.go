@@ -1,0 +1,31 @@
+package relock
+
+import "time"
+
+// Test-only views of internals that black-box tests assert on.
+
+// WatchdogStats reports the watchdog's ticks, pipeline round trips and the
+// duration of its last tick.
+func (c *Client) WatchdogStats() (ticks, roundTrips int64, last time.Duration) {
+	return c.dog.ticks.Load(), c.dog.roundTrips.Load(), time.Duration(c.dog.lastTick.Load())
+}
+
+// WatchedHolds reports how many holds the watchdog renews.
+func (c *Client) WatchedHolds() int {
+	c.dog.mu.Lock()
+	defer c.dog.mu.Unlock()
+	return len(c.dog.holds)
+}
+
+// SubscribedChannels reports how many channels the subscriber holds.
+func (c *Client) SubscribedChannels() int { return c.subs.channels() }
+
+// TrackedHolds reports how many hold records the Client keeps.
+func (c *Client) TrackedHolds() int {
+	c.holds.mu.Lock()
+	defer c.holds.mu.Unlock()
+	return len(c.holds.m)
+}
+
+// WatchdogTick runs one renewal tick now.
+func (c *Client) WatchdogTick() { c.dog.tick() }

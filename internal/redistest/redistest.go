@@ -1,0 +1,217 @@
+// Package redistest starts real redis-server processes for tests, on free
+// loopback ports, and stops them when the test ends. Without a redis-server
+// binary the test is skipped, unless RELOCK_REQUIRE_REDIS=1, which makes it
+// fail: CI sets it so that real-Redis tests can never skip silently.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RequireEnv is the environment variable that turns a missing binary into a
+// test failure.
+const RequireEnv = "RELOCK_REQUIRE_REDIS"
+
+// Binary returns the path of the named binary (redis-server, redis-sentinel,
+// redis-cli), skipping or failing t when it is missing.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("%s not found and %s=1: install it (apt-get install redis-server redis-sentinel redis-tools)", name, RequireEnv)
+		}
+		t.Skipf("%s not found; set %s=1 to make this a failure", name, RequireEnv)
+	}
+	return path
+}
+
+// Server is one redis-server process.
+type Server struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	port int
+	args []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start starts a redis-server on a free loopback port with extra config
+// arguments (e.g. "--appendonly", "yes") and stops it when t ends.
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: Binary(t, "redis-server"), dir: t.TempDir(), args: args}
+	var err error
+	for range 5 {
+		if s.port, err = FreePort(); err != nil {
+			continue
+		}
+		if err = s.start(); err == nil {
+			t.Cleanup(s.Kill)
+			return s
+		}
+	}
+	t.Fatalf("redistest: cannot start redis-server: %v", err)
+	return nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) start() error {
+	args := append([]string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--save", "",
+		"--appendonly", "no",
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+	}, s.args...)
+	cmd := exec.Command(s.bin, args...)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return fmt.Errorf("redis-server exited at start: %s", s.logTail())
+		default:
+		}
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		err := c.Ping(context.Background()).Err()
+		_ = c.Close()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Kill()
+	return fmt.Errorf("redis-server did not answer within 10s: %s", s.logTail())
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// Addr returns host:port of the server.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// Port returns the server's port.
+func (s *Server) Port() int { return s.port }
+
+// Client returns a go-redis client of the server, closed when t ends.
+func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
+	o := &redis.Options{Addr: s.Addr()}
+	for _, f := range opts {
+		f(o)
+	}
+	c := redis.NewClient(o)
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
+// Pause stops the server process (SIGSTOP): connections stay open, nothing
+// answers. Resume undoes it.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+// Kill ends the server with SIGKILL and waits until it has exited.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// Restart kills the server and starts it again on the same port, empty.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Kill()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("redistest: restart: %v", err)
+	}
+}
+
+// Info returns one section of INFO as a map.
+func Info(ctx context.Context, c redis.UniversalClient, section string) (map[string]string, error) {
+	raw, err := c.Info(ctx, section).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string)
+	for _, line := range strings.Split(raw, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// CommandCalls returns, from INFO commandstats, how many times each command
+// (lower case, e.g. "evalsha") has been called.
+func CommandCalls(ctx context.Context, c redis.UniversalClient) (map[string]int64, error) {
+	info, err := Info(ctx, c, "commandstats")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64)
+	for k, v := range info {
+		name, ok := strings.CutPrefix(k, "cmdstat_")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(v, ",")
+		n, _ := strconv.ParseInt(strings.TrimPrefix(calls, "calls="), 10, 64)
+		out[name] = n
+	}
+	return out, nil
+}

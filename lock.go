@@ -1,0 +1,274 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Lock is a reentrant, exclusive lock shared by every process that uses the
+// same name on the same Redis, like Redisson's RLock. A Lock value is cheap
+// and safe to share between goroutines; it holds no state of its own.
+//
+// Ownership travels in the context: the context a successful Lock returns
+// carries the owner, so any call made with it, or with a context derived from
+// it, is the same owner and re-enters (count + 1) instead of blocking. A
+// context without an owner is a new owner. The returned context is also the
+// holder's signal: it is cancelled when that hold is released (cause
+// ErrUnlocked) or the lock is lost (cause ErrLockLost) — check
+// context.Cause(ctx).
+//
+// In Redis a Lock is one hash, owner → hold count, whose TTL is the lease.
+type Lock struct {
+	c    *Client
+	ks   keyspace
+	err  error
+	keys lockKeys
+}
+
+type lockKeys struct {
+	hash, fence, channel string
+}
+
+// Lock returns the reentrant lock called name. It sends nothing to Redis. An
+// empty or oversized name does not panic: every method of the returned Lock
+// then fails with ErrInvalidArgument.
+func (c *Client) Lock(name string) *Lock {
+	l := &Lock{c: c}
+	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
+		l.err = err
+		return l
+	}
+	l.ks, l.err = newKeyspace(c.opts.prefix, name)
+	l.keys = lockKeys{hash: l.ks.key(""), fence: l.ks.key("fence"), channel: l.ks.key("ch")}
+	return l
+}
+
+// Name returns the name the lock was created with.
+func (l *Lock) Name() string { return l.ks.name }
+
+// Key returns the Redis key of the lock's hash (owner → hold count).
+func (l *Lock) Key() string { return l.keys.hash }
+
+// Lock blocks until the lock is acquired or ctx ends, and returns the context
+// of the hold. The hold has the Client's watchdog lease (30 s by default),
+// renewed while it is held. If ctx already holds the lock, Lock re-enters at
+// once.
+//
+// On failure it returns an error wrapping ErrNotObtained and ctx.Err() when
+// ctx ended first, ErrClientClosed when the Client closed, or a Redis error;
+// the lock is then not held by ctx's owner (a re-entry that failed leaves the
+// outer holds as they were).
+func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
+	return l.TryLock(ctx, WaitForever, 0)
+}
+
+// TryLock tries to acquire the lock for at most wait (0: a single attempt;
+// WaitForever: until ctx ends) and returns the context of the hold. With
+// lease > 0 the hold expires by itself after lease and is never renewed (its
+// context is cancelled with ErrLockLost when it does); with lease 0 the
+// watchdog keeps it. A re-entry never shortens the lease the lock already
+// has.
+//
+// When wait ends first, the error wraps ErrNotObtained. Negative or absurd
+// durations return ErrInvalidArgument and send nothing.
+func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	return lockWith(ctx, lockScheme{l}, wait, lease)
+}
+
+// Unlock releases one hold of ctx's owner; the lock is free once every hold
+// is released. It works with a cancelled ctx, since it must not leak the lock:
+// the Redis call is bounded by the go-redis client's timeouts instead.
+//
+// It returns ErrNotHeld (changing nothing) when ctx's owner holds no hold —
+// ctx never locked, or one Unlock more than Locks — and ErrLockLost when the
+// hold was lost before Unlock. The released hold's context is cancelled with
+// cause ErrUnlocked.
+func (l *Lock) Unlock(ctx context.Context) error {
+	if l.err != nil {
+		return l.err
+	}
+	return unlockWith(ctx, lockScheme{l})
+}
+
+// ForceUnlock frees the lock whoever holds it and wakes its waiters. It
+// reports whether the lock was held. Holds of this Client on it end at once
+// (contexts cancelled with ErrLockLost); holders in other processes learn it
+// at their next renewal, Unlock or lease end.
+func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
+	ctx, err := l.check(ctx)
+	if err != nil {
+		return false, err
+	}
+	n, err := lockForceReleaseScript.Run(context.WithoutCancel(ctx), l.c.rdb,
+		[]string{l.keys.hash, l.keys.channel}, l.c.publishCommand(), wakeAll).Int64()
+	if err != nil {
+		return false, wrapRedis("force unlock", err)
+	}
+	l.c.endAll(l.keys.hash, fmt.Errorf("%w: force-unlocked", ErrLockLost))
+	return n == 1, nil
+}
+
+// IsLocked reports whether anyone holds the lock.
+func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
+	ctx, err := l.check(ctx)
+	if err != nil {
+		return false, err
+	}
+	n, err := l.c.rdb.Exists(ctx, l.keys.hash).Result()
+	return n == 1, wrapRedis("is locked", err)
+}
+
+// HoldCount returns how many holds ctx's owner has on the lock, as Redis
+// sees it (0 when it holds none, or ctx carries no owner).
+func (l *Lock) HoldCount(ctx context.Context) (int, error) {
+	ctx, err := l.check(ctx)
+	if err != nil {
+		return 0, err
+	}
+	o := ownerFrom(ctx)
+	if o == nil {
+		return 0, nil
+	}
+	n, err := l.c.rdb.HGet(ctx, l.keys.hash, o.field(l.c)).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, wrapRedis("hold count", err)
+}
+
+// HeldBy reports whether ctx's owner holds the lock, as Redis sees it.
+func (l *Lock) HeldBy(ctx context.Context) (bool, error) {
+	n, err := l.HoldCount(ctx)
+	return n > 0, err
+}
+
+// TTL returns the lock's remaining lease, or 0 when it is not held.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	ctx, err := l.check(ctx)
+	if err != nil {
+		return 0, err
+	}
+	d, err := l.c.rdb.PTTL(ctx, l.keys.hash).Result()
+	if err != nil {
+		return 0, wrapRedis("ttl", err)
+	}
+	if d < 0 {
+		return 0, nil // -2: no key; -1: no expiry, which relock never writes
+	}
+	return d, nil
+}
+
+// Token returns the fencing token of ctx's hold: a number strictly greater
+// than that of every earlier acquisition of this lock name, the same for all
+// re-entries of one hold. Pass it to the storage the lock protects, and let
+// the storage reject writes with a smaller token than it has seen: that keeps
+// a holder that lost its lock (a pause longer than the lease) from doing harm.
+// It reports ErrNotHeld when ctx's owner holds no hold of this Client.
+func (l *Lock) Token(ctx context.Context) (int64, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	return tokenOf(ctx, lockScheme{l})
+}
+
+// check validates a query's arguments and returns the context to run it on.
+func (l *Lock) check(ctx context.Context) (context.Context, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	if err := l.c.usable(); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	return queryContext(ctx), nil
+}
+
+// queryContext lets a query run on a hold's context after the hold ended: a
+// context relock itself cancelled (asking "do I still hold it?" after the
+// lock was lost is the point) is detached; one the caller cancelled is not.
+func queryContext(ctx context.Context) context.Context {
+	if ctx.Err() == nil {
+		return ctx
+	}
+	cause := context.Cause(ctx)
+	if errors.Is(cause, ErrUnlocked) || errors.Is(cause, ErrLockLost) || errors.Is(cause, ErrClientClosed) {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
+}
+
+// lockScheme runs Lock's scripts.
+type lockScheme struct{ l *Lock }
+
+func (s lockScheme) client() *Client { return s.l.c }
+func (s lockScheme) holdID() string  { return s.l.keys.hash }
+
+func (s lockScheme) acquire(ctx context.Context, owner string, held int, lease time.Duration) (attempt, error) {
+	l := s.l
+	fencing := "0"
+	if l.c.opts.fencing {
+		fencing = "1"
+	}
+	res, err := lockAcquireScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.fence},
+		owner, lease.Milliseconds(), held, fencing).Int64Slice()
+	if err != nil {
+		return attempt{}, wrapRedis("acquire", err)
+	}
+	return parseAcquire(res, l.keys.channel)
+}
+
+// parseAcquire reads the {status, value} reply shared by the acquire scripts.
+func parseAcquire(res []int64, channel string) (attempt, error) {
+	if len(res) != 2 {
+		return attempt{}, fmt.Errorf("relock: acquire script returned %d values, want 2", len(res))
+	}
+	switch res[0] {
+	case 1:
+		return attempt{outcome: acquired, token: res[1]}, nil
+	case 0:
+		return attempt{outcome: busy, retryIn: time.Duration(res[1]) * time.Millisecond, channel: channel}, nil
+	case -1:
+		return attempt{outcome: mismatch, held: int(res[1])}, nil
+	}
+	return attempt{}, fmt.Errorf("relock: acquire script returned status %d", res[0])
+}
+
+func (s lockScheme) release(ctx context.Context, owner string, held int) (releaseOutcome, error) {
+	l := s.l
+	latch := l.ks.key("latch:" + l.c.newRequestID())
+	n, err := lockReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, latch},
+		owner, held, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
+	if err != nil {
+		return 0, wrapRedis("release", err)
+	}
+	return parseRelease(n)
+}
+
+// parseRelease reads the reply shared by the release scripts.
+func parseRelease(n int64) (releaseOutcome, error) {
+	switch n {
+	case 1:
+		return released, nil
+	case 0:
+		return stillHeld, nil
+	case -1:
+		return notHeld, nil
+	}
+	return 0, fmt.Errorf("relock: release script returned %s", strconv.FormatInt(n, 10))
+}
+
+func (s lockScheme) renewal(owner string) renewal {
+	return renewal{script: lockRenewScript, keys: []string{s.l.keys.hash}, args: []any{owner}}
+}
+
+func (lockScheme) abandon(context.Context, string) {}

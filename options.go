@@ -1,0 +1,152 @@
+package relock
+
+import (
+	"math"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Limits on durations the package accepts. Redis keeps TTLs in milliseconds,
+// so anything shorter cannot be expressed; a lease longer than maxDuration is
+// almost certainly a unit mistake (nanoseconds passed as a count).
+const (
+	minDuration = time.Millisecond
+	maxDuration = 365 * 24 * time.Hour
+)
+
+// DefaultWatchdogLease is the lease of a lock taken without a lease time; the
+// watchdog renews it every third of that while it is held.
+const DefaultWatchdogLease = 30 * time.Second
+
+// DefaultKeyPrefix starts every key and channel the package uses.
+const DefaultKeyPrefix = "relock"
+
+type options struct {
+	watchdogLease time.Duration
+	prefix        string
+	logger        *slog.Logger
+	fencing       bool
+	unlockLatch   time.Duration
+	sharded       *bool // nil: decided by the client type
+}
+
+func defaultOptions() options {
+	return options{
+		watchdogLease: DefaultWatchdogLease,
+		prefix:        DefaultKeyPrefix,
+		logger:        slog.New(slog.DiscardHandler),
+		fencing:       true,
+		unlockLatch:   30 * time.Second,
+	}
+}
+
+// An Option configures a Client. Options are applied in order; an invalid one
+// makes New return a Client whose every call fails with ErrInvalidArgument.
+type Option func(*options) error
+
+// WithWatchdogLease sets the lease of locks taken without a lease time
+// (default 30 s). The watchdog renews each such hold every lease/3.
+func WithWatchdogLease(d time.Duration) Option {
+	return func(o *options) error {
+		if err := checkDuration("watchdog lease", d); err != nil {
+			return err
+		}
+		if d < 3*minDuration {
+			return fmt.Errorf("%w: watchdog lease %v is shorter than 3ms", ErrInvalidArgument, d)
+		}
+		o.watchdogLease = d
+		return nil
+	}
+}
+
+// WithKeyPrefix sets the prefix of every key and channel (default "relock").
+// It may not contain '{' or '}', which would break the Cluster hash tag.
+func WithKeyPrefix(prefix string) Option {
+	return func(o *options) error {
+		if prefix == "" || strings.ContainsAny(prefix, "{}") {
+			return fmt.Errorf("%w: key prefix %q must be non-empty and free of '{' and '}'", ErrInvalidArgument, prefix)
+		}
+		o.prefix = prefix
+		return nil
+	}
+}
+
+// WithLogger sets where the Client reports what it cannot return to a caller:
+// failed renewals, lost locks, subscriber reconnects. The default discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidArgument)
+		}
+		o.logger = l
+		return nil
+	}
+}
+
+// WithFencingTokens turns fencing tokens on (the default) or off. With them
+// on, every lock name keeps one small counter key that never expires: that is
+// what makes the tokens strictly increasing across lease expiries and
+// restarts. Turn them off for high-cardinality lock names whose holders do
+// not use tokens; Token then reports 0.
+func WithFencingTokens(on bool) Option {
+	return func(o *options) error {
+		o.fencing = on
+		return nil
+	}
+}
+
+// WithUnlockLatch sets how long a final Unlock leaves a marker behind (default
+// 30 s) so that a network retry of the same Unlock, sent by go-redis after a
+// lost reply, is recognised as already done instead of failing with
+// ErrLockLost. It must cover go-redis's retries: (MaxRetries+1) × (read
+// timeout + retry backoff).
+func WithUnlockLatch(d time.Duration) Option {
+	return func(o *options) error {
+		if err := checkDuration("unlock latch", d); err != nil {
+			return err
+		}
+		o.unlockLatch = d
+		return nil
+	}
+}
+
+// WithShardedPubSub forces sharded pub/sub (SSUBSCRIBE/SPUBLISH, Redis 7+) on
+// or off. By default it is on for a *redis.ClusterClient and off otherwise.
+func WithShardedPubSub(on bool) Option {
+	return func(o *options) error {
+		o.sharded = &on
+		return nil
+	}
+}
+
+func checkDuration(what string, d time.Duration) error {
+	if d < minDuration || d > maxDuration {
+		return fmt.Errorf("%w: %s %v is outside [%v, %v]", ErrInvalidArgument, what, d, minDuration, maxDuration)
+	}
+	return nil
+}
+
+// checkLease accepts 0 (meaning "use the watchdog") or a valid duration.
+func checkLease(lease time.Duration) error {
+	if lease == 0 {
+		return nil
+	}
+	return checkDuration("lease", lease)
+}
+
+// checkWait accepts 0 (one attempt), a duration up to maxDuration, or
+// WaitForever.
+func checkWait(wait time.Duration) error {
+	if wait == WaitForever {
+		return nil
+	}
+	if wait < 0 || wait > maxDuration {
+		return fmt.Errorf("%w: wait %v is outside [0, %v]", ErrInvalidArgument, wait, maxDuration)
+	}
+	return nil
+}
+
+// WaitForever, passed as a wait time, waits until the context ends.
+const WaitForever time.Duration = math.MaxInt64

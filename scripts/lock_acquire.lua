@@ -1,0 +1,56 @@
+-- lock_acquire: take or re-enter a reentrant exclusive lock.
+--
+-- KEYS[1]  lock hash: owner -> hold count, with the lease as its PTTL
+-- KEYS[2]  fencing counter of this lock name (never expires)
+-- ARGV[1]  owner ("<client uuid>:<owner id>")
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  hold count the caller believes this owner has (0: new acquisition)
+-- ARGV[4]  "1" to hand out a fencing token on a new acquisition, "0" not to
+--
+-- Returns {1, token}  acquired; token is the hold's fencing token (the
+--                     counter's value, also on re-entry; 0 with fencing off)
+--         {0, pttl}   held by another owner; pttl is its remaining lease
+--         {-1, n}     this owner's count is n, not what the caller believed:
+--                     the hold was lost (expired, deleted, force-unlocked)
+--
+-- Idempotent under replay: go-redis may resend the script when a reply is
+-- lost. A count one above the caller's belief can only come from this very
+-- request (the caller serialises its own operations), so it is success, not a
+-- second hold.
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or 0)
+local believed = tonumber(ARGV[3])
+
+-- While this owner holds the lock nobody else can take it, so the counter's
+-- current value is this hold's token.
+local function token()
+	if ARGV[4] == '1' then
+		return tonumber(redis.call('get', KEYS[2]) or 0)
+	end
+	return 0
+end
+
+if count == believed + 1 then
+	return {1, token()}
+end
+if count ~= believed then
+	return {-1, count}
+end
+
+if believed == 0 then
+	if redis.call('exists', KEYS[1]) == 1 then
+		return {0, redis.call('pttl', KEYS[1])}
+	end
+	redis.call('hset', KEYS[1], ARGV[1], 1)
+	redis.call('pexpire', KEYS[1], ARGV[2])
+	if ARGV[4] == '1' then
+		return {1, redis.call('incr', KEYS[2])}
+	end
+	return {1, 0}
+end
+
+-- Re-entry never shortens the lease the outer hold already has.
+redis.call('hincrby', KEYS[1], ARGV[1], 1)
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+	redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return {1, token()}

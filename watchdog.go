@@ -1,0 +1,254 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// renewBatch is the most holds one renewal script call carries; a tick sends
+// all its calls in one pipeline (one per node on a Cluster).
+const renewBatch = 500
+
+// watchdog renews the lease of every hold taken without a lease time, for the
+// whole Client, from one goroutine: every lease/3 it renews all of them in one
+// pipeline of batched script calls. A hold the script finds gone is ended at
+// once (its context cancelled with ErrLockLost); one whose renewals keep
+// failing is ended when its last renewed lease runs out.
+type watchdog struct {
+	c        *Client
+	interval time.Duration
+	retry    time.Duration
+
+	mu      sync.Mutex
+	holds   map[*hold]struct{}
+	started bool
+	kick    chan struct{}
+	done    chan struct{}
+
+	// Counters for benchmarks and tests.
+	ticks      atomic.Int64
+	roundTrips atomic.Int64
+	lastTick   atomic.Int64 // duration of the last tick, ns
+}
+
+func newWatchdog(c *Client) *watchdog {
+	lease := c.opts.watchdogLease
+	return &watchdog{
+		c:        c,
+		interval: lease / 3,
+		retry:    max(lease/15, time.Millisecond),
+		holds:    make(map[*hold]struct{}),
+		kick:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+}
+
+// watch starts renewing h. Called with the registry lock held.
+func (d *watchdog) watch(h *hold) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.c.closed.Load() {
+		return
+	}
+	d.holds[h] = struct{}{}
+	if !d.started {
+		d.started = true
+		go d.run()
+	}
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// unwatch stops renewing h. Called with the registry lock held.
+func (d *watchdog) unwatch(h *hold) {
+	d.mu.Lock()
+	delete(d.holds, h)
+	d.mu.Unlock()
+}
+
+func (d *watchdog) close() {
+	d.mu.Lock()
+	started := d.started
+	d.started = true // no goroutine may start after Close
+	d.mu.Unlock()
+	if started {
+		<-d.done
+	}
+}
+
+func (d *watchdog) run() {
+	defer close(d.done)
+	timer := time.NewTimer(d.interval)
+	defer timer.Stop()
+	for {
+		d.mu.Lock()
+		idle := len(d.holds) == 0
+		d.mu.Unlock()
+		if idle {
+			timer.Stop()
+			select {
+			case <-d.c.closing:
+				return
+			case <-d.kick:
+			}
+			timer.Reset(d.interval)
+		}
+		select {
+		case <-d.c.closing:
+			return
+		case <-d.kick:
+			continue
+		case <-timer.C:
+		}
+		next := d.tick()
+		timer.Reset(time.Until(next))
+	}
+}
+
+// tick renews every watched hold and returns when to run next: a full
+// interval after a clean tick, sooner while renewals fail, and no later than
+// the moment a failing hold's lease runs out.
+func (d *watchdog) tick() time.Time {
+	start := time.Now()
+	d.ticks.Add(1)
+	d.mu.Lock()
+	holds := make([]*hold, 0, len(d.holds))
+	for h := range d.holds {
+		holds = append(holds, h)
+	}
+	d.mu.Unlock()
+
+	reg := &d.c.holds
+	reg.mu.Lock()
+	items := make([]renewal, len(holds))
+	for i, h := range holds {
+		items[i] = h.renew
+	}
+	reg.mu.Unlock()
+
+	results, errs := d.renew(items)
+	next := start.Add(d.interval)
+	lease := d.c.opts.watchdogLease
+	now := time.Now()
+	reg.mu.Lock()
+	for i, h := range holds {
+		if !h.watched {
+			continue // ended while the batch was out
+		}
+		switch {
+		case errs[i] == nil && results[i] == 1:
+			h.validUntil = start.Add(lease)
+		case errs[i] == nil:
+			if !h.releasing {
+				d.c.log.Warn("relock: lock lost: renewal found the hold gone", "lock", h.key.id)
+				d.c.endLocked(h, fmt.Errorf("%w: the hold was gone when the watchdog renewed it", ErrLockLost))
+			}
+		case !now.Before(h.validUntil):
+			d.c.log.Warn("relock: lock lost: renewal failed until the lease ran out", "lock", h.key.id, "err", errs[i])
+			d.c.endLocked(h, fmt.Errorf("%w: renewal failed until the lease ran out: %w", ErrLockLost, errs[i]))
+		default:
+			next = minTime(next, now.Add(d.retry), h.validUntil)
+		}
+	}
+	reg.mu.Unlock()
+	d.lastTick.Store(int64(time.Since(start)))
+	return next
+}
+
+func minTime(t time.Time, ts ...time.Time) time.Time {
+	for _, u := range ts {
+		if u.Before(t) {
+			t = u
+		}
+	}
+	return t
+}
+
+// renew runs the renewal of items in one pipeline and returns each item's
+// result (1 renewed, 0 gone) or error.
+func (d *watchdog) renew(items []renewal) ([]int64, []error) {
+	results := make([]int64, len(items))
+	errs := make([]error, len(items))
+	if len(items) == 0 {
+		return results, errs
+	}
+	type call struct {
+		script *redis.Script
+		keys   []string
+		args   []any
+		items  []int
+		cmd    *redis.Cmd
+	}
+	// Group by script, and on a Cluster by slot too: a script call may only
+	// touch keys of one slot.
+	type group struct {
+		script *redis.Script
+		slot   int
+	}
+	cluster := d.c.isCluster()
+	leaseMs := d.c.opts.watchdogLease.Milliseconds()
+	var calls []*call
+	open := make(map[group]*call)
+	for i, it := range items {
+		g := group{script: it.script, slot: -1}
+		if cluster {
+			g.slot = slotOf(it.keys[0])
+		}
+		cl := open[g]
+		if cl == nil || len(cl.items) == renewBatch {
+			cl = &call{script: it.script, args: []any{leaseMs}}
+			open[g] = cl
+			calls = append(calls, cl)
+		}
+		cl.keys = append(cl.keys, it.keys...)
+		cl.args = append(cl.args, it.args...)
+		cl.items = append(cl.items, i)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), max(d.interval, time.Second))
+	defer cancel()
+	send := func(useEval bool, todo []*call) {
+		pipe := d.c.rdb.Pipeline()
+		for _, cl := range todo {
+			if useEval {
+				cl.cmd = cl.script.Eval(ctx, pipe, cl.keys, cl.args...)
+			} else {
+				cl.cmd = cl.script.EvalSha(ctx, pipe, cl.keys, cl.args...)
+			}
+		}
+		_, _ = pipe.Exec(ctx)
+		d.roundTrips.Add(1)
+	}
+	send(false, calls)
+	var missing []*call
+	for _, cl := range calls {
+		if err := cl.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			missing = append(missing, cl)
+		}
+	}
+	if len(missing) > 0 {
+		send(true, missing)
+	}
+	for _, cl := range calls {
+		vals, err := cl.cmd.Int64Slice()
+		if err == nil && len(vals) != len(cl.items) {
+			err = errors.New("relock: renewal script returned a malformed reply")
+		}
+		for j, i := range cl.items {
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			results[i] = vals[j]
+		}
+	}
+	return results, errs
+}
