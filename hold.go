@@ -51,7 +51,7 @@ type attempt struct {
 type releaseOutcome int
 
 const (
-	released releaseOutcome = iota // the lock is free
+	released  releaseOutcome = iota // the lock is free
 	stillHeld                       // one hold released, the owner keeps the rest
 	notHeld                         // the owner did not hold what the Client believed: lost
 )

@@ -301,21 +301,24 @@ func TestBadInputIsAnErrorAndTouchesNothing(t *testing.T) {
 		ctx := context.Background()
 		l := c.Lock("ok")
 		cases := map[string]func() error{
-			"empty name":       func() error { _, err := c.Lock("").Lock(ctx); return err },
-			"huge name":        func() error { _, err := c.Lock(string(make([]byte, 70<<10))).Lock(ctx); return err },
-			"nil context":      func() error { _, err := l.Lock(nil); return err }, //nolint:staticcheck // the point of the test
-			"negative wait":    func() error { _, err := l.TryLock(ctx, -time.Second, 0); return err },
-			"negative lease":   func() error { _, err := l.TryLock(ctx, 0, -time.Second); return err },
-			"sub-ms lease":     func() error { _, err := l.TryLock(ctx, 0, 500*time.Microsecond); return err },
-			"absurd lease":     func() error { _, err := l.TryLock(ctx, 0, 100*365*24*time.Hour); return err },
-			"absurd wait":      func() error { _, err := l.TryLock(ctx, 100*365*24*time.Hour, 0); return err },
-			"nil client":       func() error { _, err := relock.New(nil).Lock("x").Lock(ctx); return err },
-			"bad lease option": func() error { _, err := relock.New(b.rdb, relock.WithWatchdogLease(-1)).Lock("x").Lock(ctx); return err },
-			"bad prefix":       func() error { _, err := relock.New(b.rdb, relock.WithKeyPrefix("a{b")).Lock("x").Lock(ctx); return err },
-			"nil option":       func() error { _, err := relock.New(b.rdb, nil).Lock("x").Lock(ctx); return err },
-			"nil logger":       func() error { _, err := relock.New(b.rdb, relock.WithLogger(nil)).Lock("x").Lock(ctx); return err },
-			"unlock nil ctx":   func() error { return l.Unlock(nil) }, //nolint:staticcheck
-			"force nil ctx":    func() error { _, err := l.ForceUnlock(nil); return err }, //nolint:staticcheck
+			"empty name":     func() error { _, err := c.Lock("").Lock(ctx); return err },
+			"huge name":      func() error { _, err := c.Lock(string(make([]byte, 70<<10))).Lock(ctx); return err },
+			"nil context":    func() error { _, err := l.Lock(nil); return err }, //nolint:staticcheck // the point of the test
+			"negative wait":  func() error { _, err := l.TryLock(ctx, -time.Second, 0); return err },
+			"negative lease": func() error { _, err := l.TryLock(ctx, 0, -time.Second); return err },
+			"sub-ms lease":   func() error { _, err := l.TryLock(ctx, 0, 500*time.Microsecond); return err },
+			"absurd lease":   func() error { _, err := l.TryLock(ctx, 0, 100*365*24*time.Hour); return err },
+			"absurd wait":    func() error { _, err := l.TryLock(ctx, 100*365*24*time.Hour, 0); return err },
+			"nil client":     func() error { _, err := relock.New(nil).Lock("x").Lock(ctx); return err },
+			"bad lease option": func() error {
+				_, err := relock.New(b.rdb, relock.WithWatchdogLease(-1)).Lock("x").Lock(ctx)
+				return err
+			},
+			"bad prefix":     func() error { _, err := relock.New(b.rdb, relock.WithKeyPrefix("a{b")).Lock("x").Lock(ctx); return err },
+			"nil option":     func() error { _, err := relock.New(b.rdb, nil).Lock("x").Lock(ctx); return err },
+			"nil logger":     func() error { _, err := relock.New(b.rdb, relock.WithLogger(nil)).Lock("x").Lock(ctx); return err },
+			"unlock nil ctx": func() error { return l.Unlock(nil) },                     //nolint:staticcheck
+			"force nil ctx":  func() error { _, err := l.ForceUnlock(nil); return err }, //nolint:staticcheck
 		}
 		for name, call := range cases {
 			err := call()

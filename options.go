@@ -1,9 +1,9 @@
 package relock
 
 import (
-	"math"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 )
