@@ -54,7 +54,7 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attem
 				return a, err
 			}
 		default:
-			w.rearm()
+			w.rearm(tried)
 		}
 
 		sleep := a.retryIn

@@ -81,11 +81,13 @@ type hold struct {
 	cancels    []context.CancelCauseFunc // one per hold context, oldest first
 	watched    bool
 	releasing  bool // a final release is in flight: a renewal miss is expected
-	expiresAt  time.Time
-	expiry     *time.Timer // holds with an explicit lease
-	adopted    bool        // count taken over from Redis (WithOwner): next grant starts the hold
-	renew      renewal
-	validUntil time.Time // watched holds: last successful renewal + lease
+	// expiresAt is when the lease ends by this Client's clock (measured from
+	// before the script was sent, so never later than Redis's); expiry fires
+	// then and ends the hold unless a renewal or re-entry moved it.
+	expiresAt time.Time
+	expiry    *time.Timer
+	adopted   bool // count taken over from Redis (WithOwner): next grant starts the hold
+	renew     renewal
 }
 
 type holdKey struct{ id, owner string }
@@ -167,20 +169,20 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 		h.watched = lease == 0
 		if h.watched {
 			h.renew = h.scheme.renewal(h.key.owner)
-			h.validUntil = started.Add(c.opts.watchdogLease)
 			c.dog.watch(h)
-			return ctx
 		}
 	}
-	if h.watched {
-		return ctx
-	}
 	if lease == 0 {
-		lease = c.opts.watchdogLease // re-entry without a lease into a leased hold
+		lease = c.opts.watchdogLease
 	}
-	until := started.Add(lease)
+	c.extendLocked(h, started.Add(lease))
+	return ctx
+}
+
+// extendLocked moves the hold's local lease end to until, if that is later.
+func (c *Client) extendLocked(h *hold, until time.Time) {
 	if !until.After(h.expiresAt) {
-		return ctx
+		return
 	}
 	h.expiresAt = until
 	if h.expiry == nil {
@@ -188,10 +190,10 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 	} else {
 		h.expiry.Reset(time.Until(until))
 	}
-	return ctx
 }
 
-// expire ends a leased hold whose lease has run out.
+// expire ends a hold whose lease has run out: a leased one, or a watched one
+// whose renewals failed until then.
 func (c *Client) expire(h *hold) {
 	r := &c.holds
 	r.mu.Lock()

@@ -54,7 +54,7 @@ type chanState struct {
 	shard       *shard
 	refs        int        // joined waiters
 	queue       *list.List // of *waiter, the ones asleep, in wake-up order
-	pending     bool       // a wake-up arrived while no waiter was queued
+	pendingAt   time.Time  // a wake-up arrived then while no waiter was queued (zero: none)
 	confirmed   bool
 	confirmedAt time.Time
 }
@@ -77,8 +77,9 @@ func newSubscriber(c *Client) *subscriber {
 }
 
 // join registers a waiter on channel. since is when the caller last tried
-// the lock: if the subscription was confirmed after that, or a wake-up is
-// pending, the waiter is signalled at once so that it tries again.
+// the lock: if the subscription was confirmed after that, or a wake-up that
+// found no queued waiter came after that, the waiter is signalled at once so
+// that it tries again.
 func (s *subscriber) join(ctx context.Context, channel string, since time.Time) (*waiter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -102,16 +103,18 @@ func (s *subscriber) join(ctx context.Context, channel string, since time.Time) 
 	st.refs++
 	w := &waiter{s: s, st: st, sig: make(chan struct{}, 1)}
 	w.elem = st.queue.PushBack(w)
-	if st.pending || (st.confirmed && st.confirmedAt.After(since)) {
-		st.pending = false
+	if st.pendingAt.After(since) || (st.confirmed && st.confirmedAt.After(since)) {
+		st.pendingAt = time.Time{}
 		s.wake(w)
 	}
 	return w, nil
 }
 
-// rearm puts a waiter whose attempt found the lock busy back to sleep, at the
-// head of the queue (it keeps its turn), unless a wake-up already reached it.
-func (w *waiter) rearm() {
+// rearm puts a waiter whose attempt (started at tried) found the lock busy
+// back to sleep, at the head of the queue (it keeps its turn), unless a
+// wake-up already reached it. A wake-up kept pending since after its attempt
+// started is its to use: the attempt may have run before that unlock.
+func (w *waiter) rearm(tried time.Time) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -120,8 +123,8 @@ func (w *waiter) rearm() {
 	}
 	w.woken = false
 	w.elem = w.st.queue.PushFront(w)
-	if w.st.pending {
-		w.st.pending = false
+	if w.st.pendingAt.After(tried) {
+		w.st.pendingAt = time.Time{}
 		s.wake(w)
 	}
 }
@@ -167,7 +170,7 @@ func (s *subscriber) wakeOne(st *chanState) {
 		s.wake(front.Value.(*waiter))
 		return
 	}
-	st.pending = true
+	st.pendingAt = time.Now()
 }
 
 func (s *subscriber) wakeEveryone(st *chanState) {
@@ -175,7 +178,7 @@ func (s *subscriber) wakeEveryone(st *chanState) {
 		s.wake(st.queue.Front().Value.(*waiter))
 	}
 	// Waiters between two attempts are not queued; they see this on rearm.
-	st.pending = true
+	st.pendingAt = time.Now()
 }
 
 // shardFor returns the connection that must carry channel: the only one, or

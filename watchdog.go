@@ -18,8 +18,10 @@ const renewBatch = 500
 // watchdog renews the lease of every hold taken without a lease time, for the
 // whole Client, from one goroutine: every lease/3 it renews all of them in one
 // pipeline of batched script calls. A hold the script finds gone is ended at
-// once (its context cancelled with ErrLockLost); one whose renewals keep
-// failing is ended when its last renewed lease runs out.
+// once (its context cancelled with ErrLockLost). One whose renewals keep
+// failing is ended by its own lease timer (hold.expiry) when the lease it last
+// renewed runs out — even while a renewal hangs on an unresponsive server,
+// since go-redis bounds calls by its read timeout, not by our deadlines.
 type watchdog struct {
 	c        *Client
 	interval time.Duration
@@ -118,7 +120,7 @@ func (d *watchdog) run() {
 // the moment a failing hold's lease runs out.
 func (d *watchdog) tick() time.Time {
 	start := time.Now()
-	d.ticks.Add(1)
+	defer d.ticks.Add(1)
 	d.mu.Lock()
 	holds := make([]*hold, 0, len(d.holds))
 	for h := range d.holds {
@@ -134,10 +136,9 @@ func (d *watchdog) tick() time.Time {
 	}
 	reg.mu.Unlock()
 
-	results, errs := d.renew(items)
+	results, errs := d.renew(items, max(d.interval, time.Second))
 	next := start.Add(d.interval)
 	lease := d.c.opts.watchdogLease
-	now := time.Now()
 	reg.mu.Lock()
 	for i, h := range holds {
 		if !h.watched {
@@ -145,17 +146,16 @@ func (d *watchdog) tick() time.Time {
 		}
 		switch {
 		case errs[i] == nil && results[i] == 1:
-			h.validUntil = start.Add(lease)
+			d.c.extendLocked(h, start.Add(lease))
 		case errs[i] == nil:
 			if !h.releasing {
 				d.c.log.Warn("relock: lock lost: renewal found the hold gone", "lock", h.key.id)
 				d.c.endLocked(h, fmt.Errorf("%w: the hold was gone when the watchdog renewed it", ErrLockLost))
 			}
-		case !now.Before(h.validUntil):
-			d.c.log.Warn("relock: lock lost: renewal failed until the lease ran out", "lock", h.key.id, "err", errs[i])
-			d.c.endLocked(h, fmt.Errorf("%w: renewal failed until the lease ran out: %w", ErrLockLost, errs[i]))
 		default:
-			next = minTime(next, now.Add(d.retry), h.validUntil)
+			// Retry soon; the hold's own timer ends it if the lease runs out.
+			d.c.log.Warn("relock: renewal failed; retrying", "lock", h.key.id, "err", errs[i])
+			next = minTime(next, time.Now().Add(d.retry))
 		}
 	}
 	reg.mu.Unlock()
@@ -174,7 +174,7 @@ func minTime(t time.Time, ts ...time.Time) time.Time {
 
 // renew runs the renewal of items in one pipeline and returns each item's
 // result (1 renewed, 0 gone) or error.
-func (d *watchdog) renew(items []renewal) ([]int64, []error) {
+func (d *watchdog) renew(items []renewal, timeout time.Duration) ([]int64, []error) {
 	results := make([]int64, len(items))
 	errs := make([]error, len(items))
 	if len(items) == 0 {
@@ -213,7 +213,7 @@ func (d *watchdog) renew(items []renewal) ([]int64, []error) {
 		cl.items = append(cl.items, i)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), max(d.interval, time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	send := func(useEval bool, todo []*call) {
 		pipe := d.c.rdb.Pipeline()
