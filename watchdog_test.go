@@ -105,7 +105,7 @@ func TestLeasedLockIsNeverRenewed(t *testing.T) {
 		watched, err := c.Lock("watched").Lock(context.Background()) // keeps the watchdog ticking
 		require.NoError(t, err)
 		l := c.Lock("leased")
-		ctx, err := l.TryLock(context.Background(), 0, 2*time.Second)
+		ctx, err := l.TryLock(context.Background(), 0, 6*lease)
 		require.NoError(t, err)
 		assert.Equal(t, 1, c.WatchedHolds())
 		first := pttl(t, b.rdb, l.Key())
