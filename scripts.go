@@ -20,8 +20,25 @@ var (
 	//go:embed scripts/lock_force_release.lua
 	lockForceReleaseSrc string
 
+	//go:embed scripts/fair_common.lua
+	fairCommonSrc string
+	//go:embed scripts/fair_acquire.lua
+	fairAcquireSrc string
+	//go:embed scripts/fair_release.lua
+	fairReleaseSrc string
+	//go:embed scripts/fair_abandon.lua
+	fairAbandonSrc string
+	//go:embed scripts/fair_force_release.lua
+	fairForceReleaseSrc string
+
 	lockAcquireScript      = redis.NewScript(lockAcquireSrc)
 	lockReleaseScript      = redis.NewScript(lockReleaseSrc)
 	lockRenewScript        = redis.NewScript(lockRenewSrc)
 	lockForceReleaseScript = redis.NewScript(lockForceReleaseSrc)
+
+	// The fair_* scripts share their helpers: fair_common is prepended.
+	fairAcquireScript      = redis.NewScript(fairCommonSrc + fairAcquireSrc)
+	fairReleaseScript      = redis.NewScript(fairCommonSrc + fairReleaseSrc)
+	fairAbandonScript      = redis.NewScript(fairCommonSrc + fairAbandonSrc)
+	fairForceReleaseScript = redis.NewScript(fairCommonSrc + fairForceReleaseSrc)
 )
