@@ -437,7 +437,7 @@ func TestRWLockBadInputIsAnErrorAndTouchesNothing(t *testing.T) {
 			"negative wait":    func() error { _, err := l.WriteLock().TryLock(ctx, -time.Second, 0); return err },
 			"negative lease":   func() error { _, err := l.ReadLock().TryLock(ctx, 0, -time.Second); return err },
 			"nil client":       func() error { _, err := relock.New(nil).RWLock("x").WriteLock().Lock(ctx); return err },
-			"unlock nil ctx":   func() error { return l.WriteLock().Unlock(nil) },                  //nolint:staticcheck
+			"unlock nil ctx":   func() error { return l.WriteLock().Unlock(nil) },                    //nolint:staticcheck
 			"force nil ctx":    func() error { _, err := l.ReadLock().ForceUnlock(nil); return err }, //nolint:staticcheck
 			"count nil ctx":    func() error { _, err := l.ReadLock().HoldCount(nil); return err },   //nolint:staticcheck
 		}
