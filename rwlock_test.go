@@ -94,6 +94,8 @@ func TestRWLockWriterExcludesEveryone(t *testing.T) {
 						assert.Equal(t, int32(1), writers.Add(1))
 						assert.Equal(t, int32(0), readers.Load())
 						shared++
+						time.Sleep(time.Millisecond) // the work under the lock, long enough for others to try
+						assert.Equal(t, int32(0), readers.Load())
 						writers.Add(-1)
 						assert.NoError(t, l.WriteLock().Unlock(ctx))
 						continue
@@ -108,6 +110,8 @@ func TestRWLockWriterExcludesEveryone(t *testing.T) {
 					}
 					assert.Equal(t, int32(0), writers.Load())
 					_ = shared
+					time.Sleep(time.Millisecond)
+					assert.Equal(t, int32(0), writers.Load())
 					readers.Add(-1)
 					assert.NoError(t, l.ReadLock().Unlock(ctx))
 				}
@@ -354,6 +358,11 @@ func TestRWLockReadHoldExpiresOnItsOwnLease(t *testing.T) {
 			return n == 0
 		}, 5*time.Second, time.Millisecond, "expired in Redis too")
 		assert.ErrorIs(t, l.ReadLock().Unlock(short), relock.ErrLockLost)
+		// The next script to look at the lock drops the dead reader.
+		inner, err := l.ReadLock().Lock(long)
+		require.NoError(t, err)
+		require.NoError(t, l.ReadLock().Unlock(inner))
+		assert.Equal(t, map[string]string{"r:" + ownerField(t, c, long): "1"}, holders(t, b, l))
 
 		got := make(chan context.Context, 1)
 		go func() {
