@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
 )
 
 // holders returns the count fields of an RWLock's hash: "r:<owner>" and
@@ -457,4 +458,55 @@ func TestRWLockBadInputIsAnErrorAndTouchesNothing(t *testing.T) {
 		assert.ErrorIs(t, l.WriteLock().Unlock(ctx), relock.ErrNotHeld)
 		assert.Empty(t, allKeys(t, b.rdb), "bad input changed Redis")
 	})
+}
+
+// Lost replies make go-redis resend a script: a replayed read or write
+// acquire or release must count once.
+func TestRWLockReplayedScriptsCountOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	drop := redistest.NewReplyDropper()
+	rdb.AddHook(drop)
+	c := relock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	bg := context.Background()
+	l := c.RWLock("rw:replay")
+	b := &backend{name: "redis", srv: srv, rdb: rdb}
+	warm, err := l.WriteLock().Lock(bg)
+	require.NoError(t, err)
+	warmR, err := l.ReadLock().Lock(warm)
+	require.NoError(t, err)
+	require.NoError(t, l.ReadLock().Unlock(warmR))
+	require.NoError(t, l.WriteLock().Unlock(warm))
+
+	drop.Arm("evalsha", 1)
+	w, err := l.WriteLock().Lock(bg)
+	require.NoError(t, err)
+	owner := ownerField(t, c, w)
+	drop.Arm("evalsha", 1)
+	r, err := l.ReadLock().Lock(context.WithoutCancel(w))
+	require.NoError(t, err)
+	drop.Arm("evalsha", 1)
+	r2, err := l.ReadLock().Lock(r)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"w:" + owner: "1", "r:" + owner: "2"}, holders(t, b, l))
+	drop.Arm("evalsha", 1)
+	require.NoError(t, l.ReadLock().Unlock(r2))
+	drop.Arm("evalsha", 1)
+	require.NoError(t, l.WriteLock().Unlock(w), "a replayed final release is success")
+	assert.Equal(t, map[string]string{"r:" + owner: "1"}, holders(t, b, l))
+	drop.Arm("evalsha", 1)
+	require.NoError(t, l.ReadLock().Unlock(r))
+	assert.EqualValues(t, 6, drop.Dropped())
+	tok, err := func() (int64, error) {
+		ctx, err := l.WriteLock().Lock(bg)
+		if err != nil {
+			return 0, err
+		}
+		defer l.WriteLock().Unlock(ctx) //nolint:errcheck
+		return l.WriteLock().Token(ctx)
+	}()
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, tok, "one token per new write hold, none for the replay")
+	assert.Empty(t, keysLeft(t, rdb))
 }
