@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -278,7 +279,7 @@ func TestFairLockWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 		require.ErrorIs(t, err, relock.ErrNotObtained)
 		require.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, 1, llen(t, b.rdb, l.QueueKey()))
-		assert.Equal(t, int64(1), b.rdb.ZCard(bg, l.QueueKey()[:len(l.QueueKey())-len("queue")]+"timeouts").Val())
+		assert.Equal(t, int64(1), b.rdb.ZCard(bg, l.Key()+":timeouts").Val())
 
 		require.NoError(t, l.Unlock(holder))
 		ctx := <-got
@@ -457,14 +458,4 @@ func TestFairLockReplayedScriptsCountOnce(t *testing.T) {
 	assert.Empty(t, keysLeft(t, rdb))
 }
 
-func sorted(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
-}
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
