@@ -30,6 +30,7 @@ type options struct {
 	fencing       bool
 	unlockLatch   time.Duration
 	sharded       *bool // nil: decided by the client type
+	waiterTimeout time.Duration
 }
 
 func defaultOptions() options {
@@ -39,6 +40,7 @@ func defaultOptions() options {
 		logger:        slog.New(slog.DiscardHandler),
 		fencing:       true,
 		unlockLatch:   30 * time.Second,
+		waiterTimeout: DefaultWaiterTimeout,
 	}
 }
 
@@ -117,6 +119,31 @@ func WithUnlockLatch(d time.Duration) Option {
 func WithShardedPubSub(on bool) Option {
 	return func(o *options) error {
 		o.sharded = &on
+		return nil
+	}
+}
+
+// DefaultWaiterTimeout is how long a waiter registered in Redis (a FairLock's
+// queue, an RWLock's waiting writers) stays there without renewing its place.
+const DefaultWaiterTimeout = 10 * time.Second
+
+// WithWaiterTimeout sets how long a waiter that registers itself in Redis — a
+// place in a FairLock's queue, or an RWLock writer's claim that makes new
+// readers queue behind it — is kept without being renewed (default 10 s).
+// A live waiter renews its place every third of this, one round trip each
+// time, so it never lapses unless the process stalls that long; a crashed
+// waiter is evicted when it runs out, so it can hold up the others behind it
+// for at most this long. A waiter that stalled past it is not lost: it joins
+// again at the back of the queue on its next attempt.
+func WithWaiterTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if err := checkDuration("waiter timeout", d); err != nil {
+			return err
+		}
+		if d < 3*minDuration {
+			return fmt.Errorf("%w: waiter timeout %v is shorter than 3ms", ErrInvalidArgument, d)
+		}
+		o.waiterTimeout = d
 		return nil
 	}
 }

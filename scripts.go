@@ -20,8 +20,51 @@ var (
 	//go:embed scripts/lock_force_release.lua
 	lockForceReleaseSrc string
 
+	//go:embed scripts/fair_common.lua
+	fairCommonSrc string
+	//go:embed scripts/fair_acquire.lua
+	fairAcquireSrc string
+	//go:embed scripts/fair_release.lua
+	fairReleaseSrc string
+	//go:embed scripts/fair_abandon.lua
+	fairAbandonSrc string
+	//go:embed scripts/fair_force_release.lua
+	fairForceReleaseSrc string
+
+	//go:embed scripts/rw_common.lua
+	rwCommonSrc string
+	//go:embed scripts/rw_read_acquire.lua
+	rwReadAcquireSrc string
+	//go:embed scripts/rw_write_acquire.lua
+	rwWriteAcquireSrc string
+	//go:embed scripts/rw_release.lua
+	rwReleaseSrc string
+	//go:embed scripts/rw_renew.lua
+	rwRenewSrc string
+	//go:embed scripts/rw_abandon.lua
+	rwAbandonSrc string
+	//go:embed scripts/rw_force_release.lua
+	rwForceReleaseSrc string
+	//go:embed scripts/rw_state.lua
+	rwStateSrc string
+
 	lockAcquireScript      = redis.NewScript(lockAcquireSrc)
 	lockReleaseScript      = redis.NewScript(lockReleaseSrc)
 	lockRenewScript        = redis.NewScript(lockRenewSrc)
 	lockForceReleaseScript = redis.NewScript(lockForceReleaseSrc)
+
+	// The fair_* scripts share their helpers: fair_common is prepended.
+	fairAcquireScript      = redis.NewScript(fairCommonSrc + fairAcquireSrc)
+	fairReleaseScript      = redis.NewScript(fairCommonSrc + fairReleaseSrc)
+	fairAbandonScript      = redis.NewScript(fairCommonSrc + fairAbandonSrc)
+	fairForceReleaseScript = redis.NewScript(fairCommonSrc + fairForceReleaseSrc)
+
+	// The rw_* scripts share their helpers: rw_common is prepended.
+	rwReadAcquireScript  = redis.NewScript(rwCommonSrc + rwReadAcquireSrc)
+	rwWriteAcquireScript = redis.NewScript(rwCommonSrc + rwWriteAcquireSrc)
+	rwReleaseScript      = redis.NewScript(rwCommonSrc + rwReleaseSrc)
+	rwRenewScript        = redis.NewScript(rwCommonSrc + rwRenewSrc)
+	rwAbandonScript      = redis.NewScript(rwCommonSrc + rwAbandonSrc)
+	rwForceReleaseScript = redis.NewScript(rwCommonSrc + rwForceReleaseSrc)
+	rwStateScript        = redis.NewScript(rwCommonSrc + rwStateSrc)
 )

@@ -1,0 +1,63 @@
+package relock_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+)
+
+// A FairLock hands the lock out in the order it was asked for, across
+// processes; the holder re-enters with its context.
+func ExampleFairLock() {
+	srv, _ := miniredis.Run()
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	c := relock.New(rdb)
+	defer c.Close()
+
+	tickets := c.FairLock("tickets")
+	ctx, err := tickets.Lock(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	inner, _ := tickets.Lock(ctx) // same owner: re-enters
+	n, _ := tickets.HoldCount(inner)
+	token, _ := tickets.Token(ctx)
+	fmt.Println("holds:", n, "token:", token)
+	_ = tickets.Unlock(inner)
+	_ = tickets.Unlock(ctx)
+
+	locked, _ := tickets.IsLocked(context.Background())
+	fmt.Println("locked:", locked)
+	// Output:
+	// holds: 2 token: 1
+	// locked: false
+}
+
+// A waiter that gives up leaves the queue at once instead of holding up the
+// ones behind it.
+func ExampleFairLock_TryLock() {
+	srv, _ := miniredis.Run()
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	c := relock.New(rdb)
+	defer c.Close()
+
+	l := c.FairLock("report")
+	holder, _ := l.Lock(context.Background())
+	_, err := l.TryLock(context.Background(), 10*time.Millisecond, 0)
+	fmt.Println(err)
+	fmt.Println("queued:", rdb.LLen(context.Background(), l.QueueKey()).Val())
+	_ = l.Unlock(holder)
+	// Output:
+	// relock: lock not obtained
+	// queued: 0
+}

@@ -1,0 +1,461 @@
+package relock_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+func llen(t testing.TB, rdb redis.UniversalClient, key string) int {
+	t.Helper()
+	n, err := rdb.LLen(context.Background(), key).Result()
+	require.NoError(t, err)
+	return int(n)
+}
+
+// keysLeft lists the keys that are neither the persistent fencing counter
+// nor a short-lived unlock latch, and checks that every latch expires.
+func keysLeft(t testing.TB, rdb redis.UniversalClient) []string {
+	t.Helper()
+	var out []string
+	for _, k := range allKeys(t, rdb) {
+		switch {
+		case strings.HasSuffix(k, ":fence"):
+		case strings.Contains(k, ":latch:"):
+			ttl := pttl(t, rdb, k)
+			assert.Greater(t, ttl, time.Duration(0), "latch %s must expire", k)
+			assert.LessOrEqual(t, ttl, 30*time.Second, "latch %s", k)
+		default:
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func TestFairLockLockUnlockReentry(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		c := b.newClient(t)
+		l := c.FairLock("fair:basic")
+		bg := context.Background()
+		ctx, err := l.Lock(bg)
+		require.NoError(t, err)
+		owner := ownerField(t, c, ctx)
+		assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, b.rdb, l.Key()))
+		assert.Equal(t, "relock:{fair:basic}:fair", l.Key())
+		assert.Greater(t, pttl(t, b.rdb, l.Key()), 25*time.Second)
+		assert.Equal(t, 1, c.WatchedHolds())
+		tok, err := l.Token(ctx)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, tok)
+
+		inner, err := l.TryLock(ctx, 0, time.Second)
+		require.NoError(t, err, "re-entry while nobody queues")
+		n, err := l.HoldCount(inner)
+		require.NoError(t, err)
+		assert.Equal(t, 2, n)
+		innerTok, err := l.Token(inner)
+		require.NoError(t, err)
+		assert.Equal(t, tok, innerTok)
+		ttl, err := l.TTL(inner)
+		require.NoError(t, err)
+		assert.Greater(t, ttl, 25*time.Second, "re-entry with a shorter lease does not shorten it")
+		locked, err := l.IsLocked(bg)
+		require.NoError(t, err)
+		assert.True(t, locked)
+
+		require.NoError(t, l.Unlock(inner))
+		assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, b.rdb, l.Key()))
+		require.NoError(t, ctx.Err())
+		require.NoError(t, l.Unlock(ctx))
+		assert.ErrorIs(t, context.Cause(ctx), relock.ErrUnlocked)
+		assert.ErrorIs(t, l.Unlock(ctx), relock.ErrNotHeld)
+		held, err := l.HeldBy(ctx)
+		require.NoError(t, err)
+		assert.False(t, held)
+		assert.Empty(t, keysLeft(t, b.rdb))
+		assert.Equal(t, 0, c.TrackedHolds())
+		assert.Equal(t, 0, c.WatchedHolds())
+	})
+}
+
+// 20 goroutines over two Clients (two "processes") queue one after the other
+// while the lock is held; they must get it in exactly that order.
+func TestFairLockGrantsInRequestOrder(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		c1 := b.newClient(t)
+		c2 := relock.New(b.newConn(t))
+		t.Cleanup(func() { _ = c2.Close() })
+		bg := context.Background()
+		name := "fair:fifo"
+		queue := c1.FairLock(name).QueueKey()
+		holder, err := c1.FairLock(name).Lock(bg)
+		require.NoError(t, err)
+
+		const n = 20
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l := []*relock.Client{c1, c2}[i%2].FairLock(name)
+				ctx, err := l.Lock(bg)
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				assert.NoError(t, l.Unlock(ctx))
+			}()
+			// The next one starts only once this one stands in the queue.
+			require.Eventually(t, func() bool { return llen(t, b.rdb, queue) == i+1 },
+				5*time.Second, time.Millisecond, "waiter %d did not queue", i)
+		}
+		// Each waiter sleeps on a channel of its own.
+		require.Eventually(t, func() bool {
+			return c1.SubscribedChannels() == n/2 && c2.SubscribedChannels() == n/2
+		}, 5*time.Second, time.Millisecond)
+
+		require.NoError(t, c1.FairLock(name).Unlock(holder))
+		wg.Wait()
+		want := make([]int, n)
+		for i := range want {
+			want[i] = i
+		}
+		assert.Equal(t, want, order)
+		assert.Empty(t, keysLeft(t, b.rdb), "queue keys are gone once nobody waits")
+		assert.Equal(t, 0, c1.SubscribedChannels())
+		assert.Equal(t, 0, c2.SubscribedChannels())
+	})
+}
+
+// An unlock wakes the next waiter only, on its own channel.
+func TestFairLockUnlockWakesOnlyTheNextWaiter(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		c := b.newClient(t)
+		bg := context.Background()
+		l := c.FairLock("fair:wake")
+		holder, err := l.Lock(bg)
+		require.NoError(t, err)
+		spy := b.newConn(t).PSubscribe(bg, l.Key()+":ch:*")
+		_, err = spy.Receive(bg) // the subscription is confirmed
+		require.NoError(t, err)
+		msgs := spy.Channel()
+
+		const n = 5
+		got := make(chan context.Context, n)
+		for i := range n {
+			go func() {
+				ctx, err := l.Lock(bg)
+				if assert.NoError(t, err) {
+					got <- ctx
+				}
+			}()
+			require.Eventually(t, func() bool { return llen(t, b.rdb, l.QueueKey()) == i+1 }, 5*time.Second, time.Millisecond)
+		}
+		queue := b.rdb.LRange(bg, l.QueueKey(), 0, -1).Val()
+
+		require.NoError(t, l.Unlock(holder))
+		first := <-got
+		assert.Equal(t, map[string]string{queue[0]: "1"}, hgetall(t, b.rdb, l.Key()))
+		assert.Equal(t, queue[1:], b.rdb.LRange(bg, l.QueueKey(), 0, -1).Val(), "the others keep their places")
+		require.NoError(t, l.Unlock(first))
+		for range n - 1 {
+			require.NoError(t, l.Unlock(<-got))
+		}
+
+		// Every wake-up went to the head of the queue at that moment: one
+		// channel after the other, in queue order. (A waiter that finds the
+		// lock free while the head has not yet taken it wakes the head again,
+		// hence repeats.)
+		var woken []string
+		for len(woken) < n {
+			select {
+			case msg := <-msgs:
+				assert.Equal(t, "1", msg.Payload)
+				if len(woken) == 0 || woken[len(woken)-1] != msg.Channel {
+					woken = append(woken, msg.Channel)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("only %d wake-ups: %v", len(woken), woken)
+			}
+		}
+		want := make([]string, n)
+		for i, owner := range queue {
+			want[i] = l.Key() + ":ch:" + owner
+		}
+		assert.Equal(t, want, woken)
+		select {
+		case msg := <-msgs:
+			t.Fatalf("a wake-up once the queue was empty, on %s", msg.Channel)
+		default:
+		}
+		assert.Empty(t, keysLeft(t, b.rdb))
+	})
+}
+
+// A new owner does not barge in on a free lock while others queue.
+func TestFairLockTryLockDoesNotJumpTheQueue(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		c := b.newClient(t)
+		bg := context.Background()
+		l := c.FairLock("fair:nobarge")
+		holder, err := l.Lock(bg)
+		require.NoError(t, err)
+		got := make(chan context.Context, 1)
+		go func() {
+			ctx, err := l.Lock(bg)
+			assert.NoError(t, err)
+			got <- ctx
+		}()
+		require.Eventually(t, func() bool { return llen(t, b.rdb, l.QueueKey()) == 1 }, 5*time.Second, time.Millisecond)
+		waiter := b.rdb.LIndex(bg, l.QueueKey(), 0).Val()
+
+		// Another process frees the lock by force, behind the waiter's back:
+		// the lock is free, but the waiter comes first.
+		other := relock.New(b.newConn(t))
+		t.Cleanup(func() { _ = other.Close() })
+		require.NoError(t, b.rdb.Del(bg, l.Key()).Err()) // the holder's lease ran out, say
+		_, err = other.FairLock("fair:nobarge").TryLock(bg, 0, 0)
+		require.ErrorIs(t, err, relock.ErrNotObtained)
+
+		// The barger's attempt also woke the waiter, which takes the lock;
+		// the barger left no trace in the queue.
+		ctx := <-got
+		assert.Equal(t, map[string]string{waiter: "1"}, hgetall(t, b.rdb, l.Key()))
+		assert.Equal(t, 0, llen(t, b.rdb, l.QueueKey()))
+		assert.Equal(t, []string{l.Key(), l.Key() + ":fence"}, sorted(allKeys(t, b.rdb)))
+		require.NoError(t, l.Unlock(ctx))
+		assert.ErrorIs(t, l.Unlock(holder), relock.ErrLockLost)
+		assert.Empty(t, keysLeft(t, b.rdb))
+	})
+}
+
+// A waiter that stops waiting — TryLock timed out, context cancelled —
+// leaves the queue at once, and whoever stood behind it moves up.
+func TestFairLockWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		c := b.newClient(t)
+		bg := context.Background()
+		l := c.FairLock("fair:leave")
+		holder, err := l.Lock(bg)
+		require.NoError(t, err)
+
+		_, err = l.TryLock(bg, 20*time.Millisecond, 0)
+		require.ErrorIs(t, err, relock.ErrNotObtained)
+		assert.Equal(t, 0, llen(t, b.rdb, l.QueueKey()))
+		assert.Equal(t, []string{l.Key(), l.Key() + ":fence"}, sorted(allKeys(t, b.rdb)))
+
+		cctx, cancel := context.WithCancel(bg)
+		quit := make(chan error, 1)
+		go func() {
+			_, err := l.Lock(cctx)
+			quit <- err
+		}()
+		require.Eventually(t, func() bool { return llen(t, b.rdb, l.QueueKey()) == 1 }, 5*time.Second, time.Millisecond)
+		got := make(chan context.Context, 1)
+		go func() {
+			ctx, err := l.Lock(bg)
+			assert.NoError(t, err)
+			got <- ctx
+		}()
+		require.Eventually(t, func() bool { return llen(t, b.rdb, l.QueueKey()) == 2 }, 5*time.Second, time.Millisecond)
+		cancel()
+		err = <-quit
+		require.ErrorIs(t, err, relock.ErrNotObtained)
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, 1, llen(t, b.rdb, l.QueueKey()))
+		assert.Equal(t, int64(1), b.rdb.ZCard(bg, l.Key()+":timeouts").Val())
+
+		require.NoError(t, l.Unlock(holder))
+		ctx := <-got
+		require.NoError(t, l.Unlock(ctx))
+		assert.Empty(t, keysLeft(t, b.rdb))
+	})
+}
+
+// fairChildEnv makes the test binary a waiter process that queues on a fair
+// lock and blocks there until it is killed.
+const fairChildEnv = "RELOCK_FAIR_CHILD"
+
+// TestFairLockChildProcess is not a test: it is the body of the child
+// process that TestFairLockCrashedWaiterIsEvicted kills.
+func TestFairLockChildProcess(t *testing.T) {
+	spec := os.Getenv(fairChildEnv)
+	if spec == "" {
+		return
+	}
+	addr, name, _ := strings.Cut(spec, "|")
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	c := relock.New(rdb, relock.WithWaiterTimeout(300*time.Millisecond))
+	_, err := c.FairLock(name).Lock(context.Background())
+	t.Fatalf("the child must block until killed, got %v", err)
+}
+
+// A waiter whose process is killed does not block the ones behind it beyond
+// the waiter timeout.
+func TestFairLockCrashedWaiterIsEvicted(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		const timeout = 300 * time.Millisecond
+		c := b.newClient(t, relock.WithWaiterTimeout(timeout))
+		bg := context.Background()
+		name := "fair:crash"
+		l := c.FairLock(name)
+		holder, err := l.Lock(bg)
+		require.NoError(t, err)
+
+		child := exec.Command(os.Args[0], "-test.run=^TestFairLockChildProcess$")
+		child.Env = append(os.Environ(), fairChildEnv+"="+b.addr()+"|"+name)
+		require.NoError(t, child.Start())
+		t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+		require.Eventually(t, func() bool { return llen(t, b.rdb, l.QueueKey()) == 1 }, 10*time.Second, time.Millisecond)
+		dead := b.rdb.LIndex(bg, l.QueueKey(), 0).Val()
+
+		got := make(chan context.Context, 1)
+		go func() {
+			ctx, err := l.Lock(bg)
+			assert.NoError(t, err)
+			got <- ctx
+		}()
+		require.Eventually(t, func() bool { return llen(t, b.rdb, l.QueueKey()) == 2 }, 5*time.Second, time.Millisecond)
+		require.NoError(t, child.Process.Kill()) // SIGKILL: no cleanup at all
+		_ = child.Wait()
+
+		// The release wakes the dead head, which cannot answer; the live
+		// waiter evicts it at its deadline and takes the lock.
+		require.NoError(t, l.Unlock(holder))
+		var ctx context.Context
+		select {
+		case ctx = <-got:
+		case <-time.After(10 * timeout):
+			t.Fatal("the waiter behind a dead one is stuck")
+		}
+		assert.Equal(t, map[string]string{ownerField(t, c, ctx): "1"}, hgetall(t, b.rdb, l.Key()))
+		assert.NotContains(t, b.rdb.LRange(bg, l.QueueKey(), 0, -1).Val(), dead)
+		require.NoError(t, l.Unlock(ctx))
+		assert.Empty(t, keysLeft(t, b.rdb))
+	})
+}
+
+func TestFairLockForceUnlockWakesTheNextWaiter(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		c := b.newClient(t)
+		bg := context.Background()
+		l := c.FairLock("fair:force")
+		holder, err := l.Lock(bg)
+		require.NoError(t, err)
+		got := make(chan context.Context, 1)
+		go func() {
+			ctx, err := l.Lock(bg)
+			assert.NoError(t, err)
+			got <- ctx
+		}()
+		require.Eventually(t, func() bool { return llen(t, b.rdb, l.QueueKey()) == 1 }, 5*time.Second, time.Millisecond)
+		other := relock.New(b.newConn(t))
+		t.Cleanup(func() { _ = other.Close() })
+		freed, err := other.FairLock("fair:force").ForceUnlock(bg)
+		require.NoError(t, err)
+		assert.True(t, freed)
+		ctx := <-got
+		tok, err := l.Token(ctx)
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, tok)
+		assert.ErrorIs(t, l.Unlock(holder), relock.ErrLockLost, "the old holder learns it lost the lock")
+		freed, err = l.ForceUnlock(bg)
+		require.NoError(t, err)
+		assert.True(t, freed)
+		<-ctx.Done()
+		assert.ErrorIs(t, context.Cause(ctx), relock.ErrLockLost)
+		assert.Empty(t, keysLeft(t, b.rdb))
+	})
+}
+
+func TestFairLockBadInputIsAnErrorAndTouchesNothing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		c := b.newClient(t)
+		ctx := context.Background()
+		l := c.FairLock("ok")
+		cases := map[string]func() error{
+			"empty name":     func() error { _, err := c.FairLock("").Lock(ctx); return err },
+			"nil context":    func() error { _, err := l.Lock(nil); return err }, //nolint:staticcheck // the point of the test
+			"negative wait":  func() error { _, err := l.TryLock(ctx, -time.Second, 0); return err },
+			"negative lease": func() error { _, err := l.TryLock(ctx, 0, -time.Second); return err },
+			"nil client":     func() error { _, err := relock.New(nil).FairLock("x").Lock(ctx); return err },
+			"bad waiter timeout": func() error {
+				_, err := relock.New(b.rdb, relock.WithWaiterTimeout(time.Microsecond)).FairLock("x").Lock(ctx)
+				return err
+			},
+			"unlock nil ctx": func() error { return l.Unlock(nil) },                     //nolint:staticcheck
+			"force nil ctx":  func() error { _, err := l.ForceUnlock(nil); return err }, //nolint:staticcheck
+			"ttl nil ctx":    func() error { _, err := l.TTL(nil); return err },         //nolint:staticcheck
+		}
+		for name, call := range cases {
+			assert.ErrorIs(t, call(), relock.ErrInvalidArgument, name)
+		}
+		assert.ErrorIs(t, l.Unlock(ctx), relock.ErrNotHeld)
+		_, err := l.Token(ctx)
+		assert.ErrorIs(t, err, relock.ErrNotHeld)
+		assert.Empty(t, allKeys(t, b.rdb), "bad input changed Redis")
+	})
+}
+
+// Lost replies make go-redis resend a script: a replayed attempt must not
+// queue twice, count a hold twice or release one twice.
+func TestFairLockReplayedScriptsCountOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	drop := redistest.NewReplyDropper()
+	rdb.AddHook(drop)
+	c := relock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	bg := context.Background()
+	l := c.FairLock("fair:replay")
+	warm, err := l.Lock(bg)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(warm))
+
+	holder, err := l.Lock(bg)
+	require.NoError(t, err)
+	drop.Arm("evalsha", 1) // the waiter's first attempt: it queues twice over
+	got := make(chan context.Context, 1)
+	go func() {
+		ctx, err := l.Lock(bg)
+		assert.NoError(t, err)
+		got <- ctx
+	}()
+	require.Eventually(t, func() bool { return drop.Dropped() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.SubscribedChannels() == 1 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, 1, llen(t, rdb, l.QueueKey()), "queued once")
+
+	drop.Arm("evalsha", 1) // the final release
+	require.NoError(t, l.Unlock(holder))
+	ctx := <-got
+	owner := ownerField(t, c, ctx)
+	assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, rdb, l.Key()))
+
+	drop.Arm("evalsha", 1)
+	inner, err := l.Lock(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{owner: "2"}, hgetall(t, rdb, l.Key()))
+	require.NoError(t, l.Unlock(inner))
+	drop.Arm("evalsha", 1)
+	require.NoError(t, l.Unlock(ctx), "a replayed final release is success")
+	assert.EqualValues(t, 4, drop.Dropped())
+	assert.Empty(t, keysLeft(t, rdb))
+}
+
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }

@@ -1,0 +1,366 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrUpgrade is returned when an owner that holds a read lock asks for the
+// write lock of the same RWLock. Waiting would deadlock — the write lock
+// waits for every reader, this owner included — so the request fails at once
+// and nothing changes. Release the read holds first, or take the write lock
+// first and read under it (a writer may take read holds: downgrade).
+var ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot take the write lock (no upgrade)")
+
+// RWLock is a reentrant read/write lock shared by every process that uses the
+// same name on the same Redis, like Redisson's RReadWriteLock: any number of
+// owners may hold the read lock at once, or one owner the write lock. Both
+// are reentrant per owner (the context, as for Lock) and each hold has the
+// watchdog or its own explicit lease: a reader that dies stops keeping the
+// lock busy when its own lease runs out, whatever the other readers do.
+//
+// Policy — writers first: once a writer waits, new readers queue behind it
+// (owners that already read still re-enter, or they would deadlock with the
+// writer). A steady stream of readers therefore cannot starve a writer; the
+// price is that a steady stream of writers can delay readers. A writer's
+// claim lives for the Client's waiter timeout (WithWaiterTimeout) unless its
+// next attempt renews it, so a writer that dies while waiting holds readers
+// up for at most that long.
+//
+// The owner of the write lock may take the read lock too, and then release
+// the write lock (downgrade). As every hold context derives from the context
+// passed to Lock, a read hold taken with the write hold's context is
+// cancelled when the write hold ends; pass context.WithoutCancel(writeCtx),
+// which keeps the owner, for a read hold that outlives it. The reverse — an
+// owner that reads asking for the write lock — returns ErrUpgrade.
+//
+// A write unlock wakes every waiting reader (unless a writer waits) and, once
+// the lock is free, one writer; the last read unlock wakes one writer.
+//
+// Keys: "<prefix>:{name}:rw" (every holder's count and deadline), which
+// disappears with its last holder; ":rw:writers" (claims of waiting
+// writers), only while a writer waits; ":rw:fence", the write locks'
+// persistent fencing counter (see WithFencingTokens); and the short-lived
+// markers of final Unlocks (see WithUnlockLatch). An RWLock, a Lock and a
+// FairLock of the same name are different locks.
+type RWLock struct {
+	c    *Client
+	ks   keyspace
+	err  error
+	keys rwKeys
+}
+
+type rwKeys struct {
+	hash, writers, fence, readCh, writeCh string
+}
+
+// RWLock returns the read/write lock called name. It sends nothing to
+// Redis. An empty or oversized name does not panic: every method of its read
+// and write locks then fails with ErrInvalidArgument.
+func (c *Client) RWLock(name string) *RWLock {
+	l := &RWLock{c: c}
+	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
+		l.err = err
+		return l
+	}
+	l.ks, l.err = newKeyspace(c.opts.prefix, name)
+	l.keys = rwKeys{
+		hash:    l.ks.key("rw"),
+		writers: l.ks.key("rw:writers"),
+		fence:   l.ks.key("rw:fence"),
+		readCh:  l.ks.key("rw:rch"),
+		writeCh: l.ks.key("rw:wch"),
+	}
+	return l
+}
+
+// Name returns the name the lock was created with.
+func (l *RWLock) Name() string { return l.ks.name }
+
+// Key returns the Redis key of the lock's hash.
+func (l *RWLock) Key() string { return l.keys.hash }
+
+// WritersKey returns the Redis key of the waiting writers' claims.
+func (l *RWLock) WritersKey() string { return l.keys.writers }
+
+// ReadLock returns the shared side of the lock.
+func (l *RWLock) ReadLock() *ReadLock { return &ReadLock{rwMode{l: l, kind: "r"}} }
+
+// WriteLock returns the exclusive side of the lock.
+func (l *RWLock) WriteLock() *WriteLock { return &WriteLock{rwMode{l: l, kind: "w"}} }
+
+// ReadLock is the shared side of an RWLock. Its methods work as Lock's; the
+// differences are stated on each.
+type ReadLock struct{ m rwMode }
+
+// WriteLock is the exclusive side of an RWLock. Its methods work as Lock's;
+// the differences are stated on each.
+type WriteLock struct{ m rwMode }
+
+// Lock blocks until a read hold is granted — no writer holds the lock and
+// none waits, or ctx's owner already reads or writes — or ctx ends, and
+// returns the hold's context, renewed by the watchdog. Errors are as for
+// Lock.Lock.
+func (r *ReadLock) Lock(ctx context.Context) (context.Context, error) {
+	return r.TryLock(ctx, WaitForever, 0)
+}
+
+// TryLock is Lock.TryLock for a read hold.
+func (r *ReadLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
+	return r.m.tryLock(ctx, wait, lease)
+}
+
+// Unlock releases one read hold of ctx's owner. It returns ErrNotHeld,
+// changing nothing, when ctx's owner has no read hold (holding the write
+// lock does not count), and ErrLockLost when the hold was lost.
+func (r *ReadLock) Unlock(ctx context.Context) error { return r.m.unlock(ctx) }
+
+// ForceUnlock removes every read hold, whoever has it, and reports whether
+// there was one. A write hold is left alone. This Client's read holds end
+// at once (ErrLockLost); other processes learn it at their next renewal,
+// Unlock or lease end.
+func (r *ReadLock) ForceUnlock(ctx context.Context) (bool, error) { return r.m.forceUnlock(ctx) }
+
+// IsLocked reports whether any owner holds a read hold.
+func (r *ReadLock) IsLocked(ctx context.Context) (bool, error) { return r.m.isLocked(ctx) }
+
+// HoldCount returns how many read holds ctx's owner has, as Redis sees it.
+func (r *ReadLock) HoldCount(ctx context.Context) (int, error) { return r.m.holdCount(ctx) }
+
+// HeldBy reports whether ctx's owner holds a read hold, as Redis sees it.
+func (r *ReadLock) HeldBy(ctx context.Context) (bool, error) {
+	n, err := r.m.holdCount(ctx)
+	return n > 0, err
+}
+
+// TTL returns the RWLock's remaining lease: that of its longest-lived hold,
+// read or write (0 when nobody holds it).
+func (r *ReadLock) TTL(ctx context.Context) (time.Duration, error) { return r.m.ttl(ctx) }
+
+// Lock blocks until the write hold is granted — nobody else reads or writes
+// — or ctx ends, and returns the hold's context, renewed by the watchdog.
+// While it waits, new readers queue behind it. If ctx's owner holds a read
+// hold it returns ErrUpgrade at once; other errors are as for Lock.Lock.
+func (w *WriteLock) Lock(ctx context.Context) (context.Context, error) {
+	return w.TryLock(ctx, WaitForever, 0)
+}
+
+// TryLock is Lock.TryLock for the write hold, with ErrUpgrade as for Lock.
+// When wait ends first the writer's claim is withdrawn, so readers it held
+// back go on at once.
+func (w *WriteLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
+	return w.m.tryLock(ctx, wait, lease)
+}
+
+// Unlock releases one write hold of ctx's owner. It returns ErrNotHeld,
+// changing nothing, when ctx's owner does not hold the write lock (a reader
+// included), and ErrLockLost when the hold was lost. Read holds the owner
+// took under the write lock stay (downgrade).
+func (w *WriteLock) Unlock(ctx context.Context) error { return w.m.unlock(ctx) }
+
+// ForceUnlock removes the write hold, whoever has it, and reports whether
+// there was one. Read holds are left alone. This Client's write holds end at
+// once (ErrLockLost).
+func (w *WriteLock) ForceUnlock(ctx context.Context) (bool, error) { return w.m.forceUnlock(ctx) }
+
+// IsLocked reports whether an owner holds the write lock.
+func (w *WriteLock) IsLocked(ctx context.Context) (bool, error) { return w.m.isLocked(ctx) }
+
+// HoldCount returns how many write holds ctx's owner has, as Redis sees it.
+func (w *WriteLock) HoldCount(ctx context.Context) (int, error) { return w.m.holdCount(ctx) }
+
+// HeldBy reports whether ctx's owner holds the write lock, as Redis sees it.
+func (w *WriteLock) HeldBy(ctx context.Context) (bool, error) {
+	n, err := w.m.holdCount(ctx)
+	return n > 0, err
+}
+
+// TTL returns the RWLock's remaining lease, as ReadLock.TTL.
+func (w *WriteLock) TTL(ctx context.Context) (time.Duration, error) { return w.m.ttl(ctx) }
+
+// Token returns the fencing token of ctx's write hold, as Lock.Token does
+// (read holds have none). It reports ErrNotHeld when ctx's owner holds no
+// write hold of this Client.
+func (w *WriteLock) Token(ctx context.Context) (int64, error) {
+	if w.m.l.err != nil {
+		return 0, w.m.l.err
+	}
+	return tokenOf(ctx, w.m)
+}
+
+// rwMode is one side of an RWLock ("r" or "w"): the scheme of its holds and
+// the body of its methods.
+type rwMode struct {
+	l    *RWLock
+	kind string
+}
+
+func (m rwMode) tryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
+	if m.l.err != nil {
+		return nil, m.l.err
+	}
+	return lockWith(ctx, m, wait, lease)
+}
+
+func (m rwMode) unlock(ctx context.Context) error {
+	if m.l.err != nil {
+		return m.l.err
+	}
+	return unlockWith(ctx, m)
+}
+
+func (m rwMode) forceUnlock(ctx context.Context) (bool, error) {
+	ctx, err := m.check(ctx)
+	if err != nil {
+		return false, err
+	}
+	k := m.l.keys
+	n, err := rwForceReleaseScript.Run(context.WithoutCancel(ctx), m.l.c.rdb,
+		[]string{k.hash, k.writers, k.readCh, k.writeCh}, m.kind, m.l.c.publishCommand()).Int64()
+	if err != nil {
+		return false, wrapRedis("force unlock", err)
+	}
+	m.l.c.endAll(m.holdID(), fmt.Errorf("%w: force-unlocked", ErrLockLost))
+	return n == 1, nil
+}
+
+// state runs rw_state: {readers, writer, owner's reads, owner's writes}.
+func (m rwMode) state(ctx context.Context) ([]int64, error) {
+	ctx, err := m.check(ctx)
+	if err != nil {
+		return nil, err
+	}
+	owner := ""
+	if o := ownerFrom(ctx); o != nil {
+		owner = o.field(m.l.c)
+	}
+	res, err := rwStateScript.Run(ctx, m.l.c.rdb, []string{m.l.keys.hash}, owner).Int64Slice()
+	if err != nil {
+		return nil, wrapRedis("state", err)
+	}
+	if len(res) != 4 {
+		return nil, fmt.Errorf("relock: state script returned %d values, want 4", len(res))
+	}
+	return res, nil
+}
+
+func (m rwMode) isLocked(ctx context.Context) (bool, error) {
+	st, err := m.state(ctx)
+	if err != nil {
+		return false, err
+	}
+	if m.kind == "r" {
+		return st[0] > 0, nil
+	}
+	return st[1] > 0, nil
+}
+
+func (m rwMode) holdCount(ctx context.Context) (int, error) {
+	st, err := m.state(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if m.kind == "r" {
+		return int(st[2]), nil
+	}
+	return int(st[3]), nil
+}
+
+func (m rwMode) ttl(ctx context.Context) (time.Duration, error) {
+	ctx, err := m.check(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return keyTTL(ctx, m.l.c, m.l.keys.hash)
+}
+
+func (m rwMode) check(ctx context.Context) (context.Context, error) {
+	if m.l.err != nil {
+		return nil, m.l.err
+	}
+	return checkQuery(m.l.c, ctx)
+}
+
+// The scheme: read and write holds are separate records (distinct holdIDs),
+// each with its own count, lease and watchdog item.
+
+func (m rwMode) client() *Client { return m.l.c }
+func (m rwMode) holdID() string  { return m.l.keys.hash + "#" + m.kind }
+
+func (m rwMode) acquire(ctx context.Context, owner string, held int, lease time.Duration) (attempt, error) {
+	l := m.l
+	k := l.keys
+	var res []int64
+	var err error
+	if m.kind == "r" {
+		res, err = rwReadAcquireScript.Run(ctx, l.c.rdb, []string{k.hash, k.writers},
+			owner, lease.Milliseconds(), held).Int64Slice()
+	} else {
+		if held == 0 {
+			// Known locally: no round trip for the error.
+			if n, _ := l.c.holds.find(l.ReadLock().m.holdID(), owner); n > 0 {
+				return attempt{}, ErrUpgrade
+			}
+		}
+		fencing := "0"
+		if l.c.opts.fencing {
+			fencing = "1"
+		}
+		res, err = rwWriteAcquireScript.Run(ctx, l.c.rdb, []string{k.hash, k.writers, k.fence},
+			owner, lease.Milliseconds(), held, fencing, l.c.opts.waiterTimeout.Milliseconds()).Int64Slice()
+	}
+	if err != nil {
+		return attempt{}, wrapRedis("acquire", err)
+	}
+	if len(res) == 2 && res[0] == -2 {
+		return attempt{}, ErrUpgrade
+	}
+	channel := k.readCh
+	if m.kind == "w" {
+		channel = k.writeCh
+	}
+	a, err := parseAcquire(res, channel)
+	if a.outcome == busy && m.kind == "w" {
+		// The next attempt renews the writer's claim: it must come before
+		// the claim lapses.
+		refresh := l.c.opts.waiterTimeout / 3
+		if a.retryIn <= 0 || a.retryIn > refresh {
+			a.retryIn = refresh
+		}
+	}
+	return a, err
+}
+
+func (m rwMode) release(ctx context.Context, owner string, held int) (releaseOutcome, error) {
+	l := m.l
+	k := l.keys
+	latch := l.ks.key("rw:latch:" + l.c.newRequestID())
+	n, err := rwReleaseScript.Run(ctx, l.c.rdb, []string{k.hash, k.writers, k.readCh, k.writeCh, latch},
+		owner, held, m.kind, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()
+	if err != nil {
+		return 0, wrapRedis("release", err)
+	}
+	return parseRelease(n)
+}
+
+func (m rwMode) renewal(owner string) renewal {
+	return renewal{script: rwRenewScript, keys: []string{m.l.keys.hash},
+		args: []any{m.kind + ":" + owner, m.kind + "d:" + owner}}
+}
+
+// abandon withdraws a writer's claim; readers leave no trace while waiting.
+func (m rwMode) abandon(ctx context.Context, owner string) {
+	if m.kind != "w" {
+		return
+	}
+	l := m.l
+	k := l.keys
+	err := rwAbandonScript.Run(ctx, l.c.rdb, []string{k.hash, k.writers, k.readCh, k.writeCh},
+		owner, l.c.publishCommand()).Err()
+	if err != nil {
+		l.c.log.Warn("relock: could not withdraw a waiting writer's claim; it lapses at the waiter timeout",
+			"lock", l.ks.name, "err", err)
+	}
+}

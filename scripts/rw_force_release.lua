@@ -1,0 +1,26 @@
+-- rw_force_release: remove every read hold, or the write hold, whoever has it.
+--
+-- KEYS[1]  lock hash (see rw_common)
+-- KEYS[2]  waiting writers
+-- KEYS[3]  readers' channel
+-- KEYS[4]  writers' channel
+-- ARGV[1]  "r" for the read holds, "w" for the write hold
+-- ARGV[2]  publish command: "publish" or "spublish"
+--
+-- Returns 1 when a hold was removed, 0 when there was none.
+local now = now_ms()
+scan(KEYS[1], now, true)
+local all = redis.call('hgetall', KEYS[1])
+local removed = 0
+for i = 1, #all, 2 do
+	local kind, owner = string.match(all[i], '^(%a+):(.*)$')
+	if kind == ARGV[1] then
+		redis.call('hdel', KEYS[1], all[i], ARGV[1] .. 'd:' .. owner)
+		removed = 1
+	end
+end
+if removed == 1 then
+	local free = settle(KEYS[1], scan(KEYS[1], now, false), now)
+	announce(ARGV[2], KEYS[3], KEYS[4], free, waiting(KEYS[2], now))
+end
+return removed
