@@ -66,8 +66,8 @@ func contended(b *testing.B, workers int, hold time.Duration,
 // 16 goroutines on one lock, 1 ms each, on a real redis-server: FairLock
 // against the plain Lock.
 //
-//	go test -run '^$' -bench 'BenchmarkContended' -benchtime 2000x -count 3 .
-func BenchmarkContended(b *testing.B) {
+//	go test -run '^$' -bench 'BenchmarkFairness' -benchtime 2000x -count 3 .
+func BenchmarkFairness(b *testing.B) {
 	srv := redistest.Start(b)
 	c := relock.New(srv.Client())
 	b.Cleanup(func() { _ = c.Close() })
