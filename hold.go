@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -46,6 +45,8 @@ type attempt struct {
 	retryIn time.Duration // busy: the remaining lease of the holder (<= 0: unknown)
 	channel string        // busy: where the holder's release is announced ("" to poll at retryIn)
 	subs    *subscriber   // busy: which Client carries channel (nil: the scheme's)
+	cause   error         // busy: why, when it is not simply another holder (joined to ErrNotObtained)
+	drift   time.Duration // acquired: how much sooner than its lease the hold must count as gone (RedLock's clock drift)
 }
 
 type releaseOutcome int
@@ -64,6 +65,10 @@ type renewal struct {
 	script *redis.Script
 	keys   []string
 	args   []any
+	// run, when set, renews the hold by itself instead of joining a batch:
+	// for a hold spread over several deployments (RedLock), which no single
+	// script call can reach. It returns 1 renewed, 0 gone, like a script.
+	run func(ctx context.Context, lease time.Duration) (int64, error)
 }
 
 // hold is the Client's record of one owner's holds on one lock.
@@ -85,7 +90,8 @@ type hold struct {
 	expiry     *time.Timer // holds with an explicit lease
 	adopted    bool        // count taken over from Redis (WithOwner): next grant starts the hold
 	renew      renewal
-	validUntil time.Time // watched holds: last successful renewal + lease
+	validUntil time.Time // watched holds: last successful renewal + lease - drift
+	drift      time.Duration
 }
 
 type holdKey struct{ id, owner string }
@@ -142,6 +148,21 @@ func (r *registry) held(h *hold) int {
 	return h.count
 }
 
+// validUntil returns until when owner's hold on id is valid as far as the
+// Client knows: its last renewal or its lease, less the scheme's drift.
+func (r *registry) validUntil(id, owner string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.m[holdKey{id, owner}]
+	switch {
+	case h == nil || h.count == 0:
+		return time.Time{}, false
+	case h.watched:
+		return h.validUntil, true
+	}
+	return h.expiresAt, true
+}
+
 func (r *registry) find(id, owner string) (count int, token int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -164,10 +185,11 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 	h.cancels = append(h.cancels, cancel)
 	if first {
 		h.token = a.token
+		h.drift = a.drift
 		h.watched = lease == 0
 		if h.watched {
 			h.renew = h.scheme.renewal(h.key.owner)
-			h.validUntil = started.Add(c.opts.watchdogLease)
+			h.validUntil = started.Add(c.opts.watchdogLease - h.drift)
 			c.dog.watch(h)
 			return ctx
 		}
@@ -178,7 +200,7 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 	if lease == 0 {
 		lease = c.opts.watchdogLease // re-entry without a lease into a leased hold
 	}
-	until := started.Add(lease)
+	until := started.Add(lease - h.drift)
 	if !until.After(h.expiresAt) {
 		return ctx
 	}
@@ -284,12 +306,7 @@ func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context
 	if err := ctx.Err(); err != nil {
 		return nil, notObtained(ctx)
 	}
-	parent := ctx
-	o := ownerFrom(ctx)
-	if o == nil {
-		o = &owner{id: strconv.FormatUint(c.ownerSeq.Add(1), 10)}
-		parent = context.WithValue(ctx, ownerKey{}, o)
-	}
+	parent, o := withNewOwner(ctx)
 	field := o.field(c)
 	h := c.holds.enter(s, field)
 	defer c.holds.exit(h)
