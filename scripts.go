@@ -19,9 +19,18 @@ var (
 	lockRenewSrc string
 	//go:embed scripts/lock_force_release.lua
 	lockForceReleaseSrc string
+	//go:embed scripts/multi_acquire.lua
+	multiAcquireSrc string
+	//go:embed scripts/multi_release.lua
+	multiReleaseSrc string
+	//go:embed scripts/red_fence.lua
+	redFenceSrc string
 
 	lockAcquireScript      = redis.NewScript(lockAcquireSrc)
 	lockReleaseScript      = redis.NewScript(lockReleaseSrc)
 	lockRenewScript        = redis.NewScript(lockRenewSrc)
 	lockForceReleaseScript = redis.NewScript(lockForceReleaseSrc)
+	multiAcquireScript     = redis.NewScript(multiAcquireSrc)
+	multiReleaseScript     = redis.NewScript(multiReleaseSrc)
+	redFenceScript         = redis.NewScript(redFenceSrc)
 )
