@@ -322,3 +322,53 @@ func allGone(t testing.TB, srvs []*redistest.Server, key string) bool {
 	}
 	return true
 }
+
+// Lock's tokens (and so a MultiLock part's) under the same churn: two
+// processes, ForceUnlock, lease expiry, and parts taken by a MultiLock.
+func TestLockTokensStrictlyIncreaseAcrossForceUnlockAndExpiry(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		clients := []*relock.Client{b.newClient(t), relock.New(b.newConn(t))}
+		t.Cleanup(func() { _ = clients[1].Close() })
+		var last int64
+		for i := range 24 {
+			c := clients[i%2]
+			l := c.Lock("f")
+			var ctx context.Context
+			var err error
+			if i%3 == 0 {
+				ctx, err = relock.NewMultiLock(c.Lock("other"), l).TryLock(context.Background(), 5*time.Second, 0)
+			} else {
+				ctx, err = l.TryLock(context.Background(), 5*time.Second, 0)
+			}
+			require.NoError(t, err)
+			tok, err := l.Token(ctx)
+			require.NoError(t, err)
+			require.Greater(t, tok, last, "acquisition %d", i)
+			last = tok
+			switch i % 4 {
+			case 0, 1:
+				if i%3 == 0 {
+					require.NoError(t, relock.NewMultiLock(c.Lock("other"), l).Unlock(ctx))
+				} else {
+					require.NoError(t, l.Unlock(ctx))
+				}
+			case 2:
+				_, err := clients[(i+1)%2].Lock("f").ForceUnlock(context.Background())
+				require.NoError(t, err)
+				_, _ = c.Lock("other").ForceUnlock(context.Background())
+			case 3:
+				_, _ = c.Lock("other").ForceUnlock(context.Background())
+				require.NoError(t, l.Unlock(ctx))
+				lctx, err := l.TryLock(context.Background(), 5*time.Second, 50*time.Millisecond)
+				require.NoError(t, err)
+				tok, err := l.Token(lctx)
+				require.NoError(t, err)
+				require.Greater(t, tok, last)
+				last = tok
+				b.expire(50 * time.Millisecond)
+				require.Eventually(t, func() bool { n, _ := b.rdb.Exists(context.Background(), l.Key()).Result(); return n == 0 },
+					5*time.Second, time.Millisecond)
+			}
+		}
+	})
+}
