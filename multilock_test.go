@@ -30,6 +30,10 @@ func TestMultiLockTakesPartsOfOneRedisInOneScriptCall(t *testing.T) {
 		parts := []*relock.Lock{c.Lock("c"), c.Lock("a"), c.Lock("b"), c.Lock("a")}
 		m := relock.NewMultiLock(parts...)
 		require.Len(t, m.Locks(), 3, "the same lock twice counts once")
+		reversed := relock.NewMultiLock(c.Lock("b"), c.Lock("a"), c.Lock("c"))
+		for i, l := range m.Locks() {
+			assert.Equal(t, l.Name(), reversed.Locks()[i].Name(), "one order whatever the order given")
+		}
 
 		warm, err := m.Lock(context.Background()) // the server learns the scripts
 		require.NoError(t, err)
@@ -137,6 +141,10 @@ func twoDeployments(t *testing.T) (srvs [2]*redistest.Server, clients [2]*relock
 func TestMultiLockFailureInTheMiddleLeavesNothingHeld(t *testing.T) {
 	srvs, clients := twoDeployments(t)
 	m := relock.NewMultiLock(clients[0].Lock("x"), clients[0].Lock("y"), clients[1].Lock("x"), clients[1].Lock("z"))
+	reversed := relock.NewMultiLock(clients[1].Lock("z"), clients[1].Lock("x"), clients[0].Lock("y"), clients[0].Lock("x"))
+	for i, l := range m.Locks() {
+		assert.Equal(t, l.Key(), reversed.Locks()[i].Key(), "one order whatever the order given")
+	}
 	warm, err := m.Lock(context.Background()) // the servers learn the scripts
 	require.NoError(t, err)
 	require.NoError(t, m.Unlock(warm))
@@ -241,7 +249,7 @@ func TestMultiLockUnlockReleasesEveryPartAndReportsTheLost(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, freed)
 		c.WatchdogTick()
-		<-ctx.Done()
+		waitDone(t, ctx)
 		require.ErrorIs(t, context.Cause(ctx), relock.ErrLockLost)
 
 		err = m.Unlock(ctx)
@@ -264,7 +272,10 @@ func TestMultiLockSurvivesLostReplies(t *testing.T) {
 	c := relock.New(rdb)
 	t.Cleanup(func() { _ = c.Close() })
 	m := relock.NewMultiLock(c.Lock("a"), c.Lock("b"))
-	ctx, err := m.Lock(context.Background()) // loads the script
+	warm, err := m.Lock(context.Background()) // the server learns both scripts
+	require.NoError(t, err)
+	require.NoError(t, m.Unlock(warm))
+	ctx, err := m.Lock(context.Background())
 	require.NoError(t, err)
 	d.Arm("EVALSHA", 1)
 	ctx2, err := m.Lock(ctx)
@@ -327,4 +338,23 @@ func TestOverlappingMultiLocksNeitherDeadlockNorOverlap(t *testing.T) {
 			assert.Empty(t, hgetall(t, srv.Client(), k))
 		}
 	}
+}
+
+// A context that holds a lock of one Client and is then used with another
+// (as MultiLock and RedLock do) must not be mistaken for an owner that the
+// second Client created itself.
+func TestOwnersAreDistinctAcrossClients(t *testing.T) {
+	b := newMini(t)
+	c1 := relock.New(b.newConn(t))
+	c2 := relock.New(b.newConn(t))
+	t.Cleanup(func() { _ = c1.Close(); _ = c2.Close() })
+	ctx1, err := c1.Lock("a").Lock(context.Background())
+	require.NoError(t, err)
+	ctx2, err := c2.Lock("x").Lock(ctx1) // c2 writes ctx1's owner
+	require.NoError(t, err)
+	_, err = c2.Lock("x").TryLock(context.Background(), 0, 0) // c2's first own owner
+	require.ErrorIs(t, err, relock.ErrNotObtained, "a new owner must not re-enter another's hold")
+	assert.Len(t, hgetall(t, b.rdb, "relock:{x}"), 1)
+	require.NoError(t, c2.Lock("x").Unlock(ctx2))
+	require.NoError(t, c1.Lock("a").Unlock(ctx1))
 }

@@ -201,7 +201,7 @@ func TestRedLockWatchdogKeepsAMajorityOrReportsTheLoss(t *testing.T) {
 	srvs[0].Restart()
 	srvs[1].Restart()
 	clients[0].WatchdogTick()
-	<-ctx.Done()
+	waitDone(t, ctx)
 	require.ErrorIs(t, context.Cause(ctx), relock.ErrLockLost)
 	require.ErrorIs(t, r.Unlock(ctx), relock.ErrLockLost)
 }
@@ -371,4 +371,14 @@ func TestLockTokensStrictlyIncreaseAcrossForceUnlockAndExpiry(t *testing.T) {
 			}
 		}
 	})
+}
+
+// waitDone fails t unless ctx ends within a generous bound.
+func waitDone(t testing.TB, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hold's context was not cancelled")
+	}
 }
