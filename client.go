@@ -31,8 +31,7 @@ type Client struct {
 	subs  *subscriber
 	dog   *watchdog
 
-	ownerSeq atomic.Uint64
-	reqSeq   atomic.Uint64
+	reqSeq atomic.Uint64
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -132,6 +131,22 @@ type owner struct {
 }
 
 type ownerKey struct{}
+
+// ownerSeq numbers owners for the whole process, not per Client: one context
+// may hold locks of several Clients (MultiLock, RedLock, or simply the same
+// context passed to two Clients), and a per-Client sequence would give two
+// different owners the same field "<uuid>:<n>" on the second Client.
+var ownerSeq atomic.Uint64
+
+// withNewOwner returns ctx and the owner it carries, giving it a new owner
+// when it has none.
+func withNewOwner(ctx context.Context) (context.Context, *owner) {
+	if o := ownerFrom(ctx); o != nil {
+		return ctx, o
+	}
+	o := &owner{id: strconv.FormatUint(ownerSeq.Add(1), 10)}
+	return context.WithValue(ctx, ownerKey{}, o), o
+}
 
 func ownerFrom(ctx context.Context) *owner {
 	o, _ := ctx.Value(ownerKey{}).(*owner)

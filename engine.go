@@ -2,6 +2,7 @@ package relock
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -20,7 +21,7 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attem
 		return a, err
 	}
 	if wait == 0 {
-		return a, ErrNotObtained
+		return a, a.notObtained()
 	}
 	var deadline time.Time
 	if wait != WaitForever {
@@ -66,7 +67,7 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attem
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return a, ErrNotObtained
+				return a, a.notObtained()
 			}
 			sleep = min(sleep, left)
 		}
@@ -88,4 +89,13 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attem
 			return a, err
 		}
 	}
+}
+
+// notObtained is the error of a wait that ended on a busy attempt: it says
+// why the lock was busy when the attempt knows more than "someone holds it".
+func (a attempt) notObtained() error {
+	if a.cause != nil {
+		return fmt.Errorf("%w: %w", ErrNotObtained, a.cause)
+	}
+	return ErrNotObtained
 }

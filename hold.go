@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -46,6 +45,8 @@ type attempt struct {
 	retryIn time.Duration // busy: the remaining lease of the holder (<= 0: unknown)
 	channel string        // busy: where the holder's release is announced ("" to poll at retryIn)
 	subs    *subscriber   // busy: which Client carries channel (nil: the scheme's)
+	cause   error         // busy: why, when it is not simply another holder (joined to ErrNotObtained)
+	drift   time.Duration // acquired: how much sooner than its lease the hold must count as gone (RedLock's clock drift)
 }
 
 type releaseOutcome int
@@ -64,6 +65,10 @@ type renewal struct {
 	script *redis.Script
 	keys   []string
 	args   []any
+	// run, when set, renews the hold by itself instead of joining a batch:
+	// for a hold spread over several deployments (RedLock), which no single
+	// script call can reach. It returns 1 renewed, 0 gone, like a script.
+	run func(ctx context.Context, lease time.Duration) (int64, error)
 }
 
 // hold is the Client's record of one owner's holds on one lock.
@@ -75,12 +80,12 @@ type hold struct {
 	sem chan struct{}
 
 	// Guarded by registry.mu.
-	users      int // goroutines between enter and exit
-	count      int
-	token      int64
-	cancels    []context.CancelCauseFunc // one per hold context, oldest first
-	watched    bool
-	releasing  bool // a final release is in flight: a renewal miss is expected
+	users     int // goroutines between enter and exit
+	count     int
+	token     int64
+	cancels   []context.CancelCauseFunc // one per hold context, oldest first
+	watched   bool
+	releasing bool // a final release is in flight: a renewal miss is expected
 	// expiresAt is when the lease ends by this Client's clock (measured from
 	// before the script was sent, so never later than Redis's); expiry fires
 	// then and ends the hold unless a renewal or re-entry moved it.
@@ -88,6 +93,7 @@ type hold struct {
 	expiry    *time.Timer
 	adopted   bool // count taken over from Redis (WithOwner): next grant starts the hold
 	renew     renewal
+	drift     time.Duration // how much sooner than its lease the hold counts as gone (RedLock)
 }
 
 type holdKey struct{ id, owner string }
@@ -144,6 +150,19 @@ func (r *registry) held(h *hold) int {
 	return h.count
 }
 
+// validUntil returns until when owner's hold on id is valid as far as the
+// Client knows: its last renewal or its lease, less the scheme's drift.
+func (r *registry) validUntil(id, owner string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.m[holdKey{id, owner}]
+	switch {
+	case h == nil || h.count == 0:
+		return time.Time{}, false
+	}
+	return h.expiresAt, true
+}
+
 func (r *registry) find(id, owner string) (count int, token int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -166,6 +185,7 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 	h.cancels = append(h.cancels, cancel)
 	if first {
 		h.token = a.token
+		h.drift = a.drift
 		h.watched = lease == 0
 		if h.watched {
 			h.renew = h.scheme.renewal(h.key.owner)
@@ -175,7 +195,7 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 	if lease == 0 {
 		lease = c.opts.watchdogLease
 	}
-	c.extendLocked(h, started.Add(lease))
+	c.extendLocked(h, started.Add(lease-h.drift))
 	return ctx
 }
 
@@ -218,10 +238,6 @@ func (c *Client) endLocked(h *hold, cause error) {
 	}
 	h.count = 0
 	h.releasing = false
-	for _, cancel := range h.cancels {
-		cancel(cause)
-	}
-	h.cancels = nil
 	if h.expiry != nil {
 		h.expiry.Stop()
 		h.expiry = nil
@@ -232,6 +248,12 @@ func (c *Client) endLocked(h *hold, cause error) {
 		c.dog.unwatch(h)
 	}
 	c.holds.dropIfIdle(h)
+	// Signal last, so that a holder woken by Done sees the hold fully ended.
+	cancels := h.cancels
+	h.cancels = nil
+	for _, cancel := range cancels {
+		cancel(cause)
+	}
 }
 
 // releaseOne records that one of several holds was released.
@@ -286,12 +308,7 @@ func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context
 	if err := ctx.Err(); err != nil {
 		return nil, notObtained(ctx)
 	}
-	parent := ctx
-	o := ownerFrom(ctx)
-	if o == nil {
-		o = &owner{id: strconv.FormatUint(c.ownerSeq.Add(1), 10)}
-		parent = context.WithValue(ctx, ownerKey{}, o)
-	}
+	parent, o := withNewOwner(ctx)
 	field := o.field(c)
 	h := c.holds.enter(s, field)
 	defer c.holds.exit(h)

@@ -19,6 +19,12 @@ var (
 	lockRenewSrc string
 	//go:embed scripts/lock_force_release.lua
 	lockForceReleaseSrc string
+	//go:embed scripts/multi_acquire.lua
+	multiAcquireSrc string
+	//go:embed scripts/multi_release.lua
+	multiReleaseSrc string
+	//go:embed scripts/red_fence.lua
+	redFenceSrc string
 
 	//go:embed scripts/fair_common.lua
 	fairCommonSrc string
@@ -67,4 +73,8 @@ var (
 	rwAbandonScript      = redis.NewScript(rwCommonSrc + rwAbandonSrc)
 	rwForceReleaseScript = redis.NewScript(rwCommonSrc + rwForceReleaseSrc)
 	rwStateScript        = redis.NewScript(rwCommonSrc + rwStateSrc)
+
+	multiAcquireScript = redis.NewScript(multiAcquireSrc)
+	multiReleaseScript = redis.NewScript(multiReleaseSrc)
+	redFenceScript     = redis.NewScript(redFenceSrc)
 )

@@ -146,7 +146,7 @@ func (d *watchdog) tick() time.Time {
 		}
 		switch {
 		case errs[i] == nil && results[i] == 1:
-			d.c.extendLocked(h, start.Add(lease))
+			d.c.extendLocked(h, start.Add(lease-h.drift))
 		case errs[i] == nil:
 			if !h.releasing {
 				d.c.log.Warn("relock: lock lost: renewal found the hold gone", "lock", h.key.id)
@@ -195,9 +195,17 @@ func (d *watchdog) renew(items []renewal, timeout time.Duration) ([]int64, []err
 	}
 	cluster := d.c.isCluster()
 	leaseMs := d.c.opts.watchdogLease.Milliseconds()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	var calls []*call
+	var wg sync.WaitGroup
 	open := make(map[group]*call)
 	for i, it := range items {
+		if it.run != nil {
+			// Runs alongside the pipeline; each writes only its own slot.
+			wg.Go(func() { results[i], errs[i] = it.run(ctx, d.c.opts.watchdogLease) })
+			continue
+		}
 		g := group{script: it.script, slot: -1}
 		if cluster {
 			g.slot = slotOf(it.keys[0])
@@ -212,9 +220,10 @@ func (d *watchdog) renew(items []renewal, timeout time.Duration) ([]int64, []err
 		cl.args = append(cl.args, it.args...)
 		cl.items = append(cl.items, i)
 	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	defer wg.Wait()
+	if len(calls) == 0 {
+		return results, errs
+	}
 	send := func(useEval bool, todo []*call) {
 		pipe := d.c.rdb.Pipeline()
 		for _, cl := range todo {

@@ -1,0 +1,531 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// RedLock is the Redlock algorithm over N independent Redis masters, one
+// Client each: a lock is held when a majority (N/2+1) of the masters granted
+// it within its validity time. It stays available while a minority of the
+// masters is down or unreachable.
+//
+// Acquisition asks every master in parallel, each for at most the node
+// timeout (WithNodeTimeout), so a hung master delays the caller by that much
+// and no more. It succeeds when a majority granted and the validity — the
+// lease, less the time the round took, less an allowance for clock drift
+// between the masters (WithClockDrift) — is still positive. Otherwise it
+// releases whatever it took on every master and retries after a random
+// delay (WithRetryDelay) until the wait time ends. Without a lease time the
+// first Client's watchdog renews the hold on every master; a renewal that
+// reaches fewer than a majority is retried until the validity runs out, and
+// a majority that no longer holds it ends the hold at once: either way the
+// holder's context is cancelled with ErrLockLost. Holds are reentrant per
+// owner, as with Lock.
+//
+// What Redlock does not guarantee. Its safety rests on timing assumptions:
+// that the masters' clocks advance at about the same rate (a clock jump, e.g.
+// a stepped NTP correction, can expire a key early), that the holder is not
+// paused (GC, swapping, a stopped VM) between checking its validity and
+// using the lock, and that messages are not delayed beyond the lease. None of
+// these hold in an asynchronous network, so two processes can both believe
+// they hold a RedLock: see Martin Kleppmann, "How to do distributed locking"
+// (2016), and Salvatore Sanfilippo's reply "Is Redlock safe?". A master that
+// restarts without its data (no AOF with fsync) also forgets the holds it
+// granted; delay such restarts by the longest lease. RedLock gives
+// availability across master failures and mutual exclusion in the common
+// case. For correctness, protect the resource itself with the fencing token
+// (Token): the resource rejects a write carrying a smaller token than one it
+// has already seen, which makes a paused or expired holder harmless.
+//
+// Tokens. Each master keeps a counter per lock name (the same one Lock uses)
+// and increments it when it grants a new acquisition; the RedLock token is
+// the largest value among the masters that granted. Before the token is
+// handed out, the granting masters whose counter is below it are raised to it
+// (a second, parallel round, needed only when the counters have drifted
+// apart: after a master missed an acquisition). So a majority knows every
+// token handed out, and since any two majorities share a master, the next
+// acquisition increments a counter at least as large: tokens strictly
+// increase, as long as no master loses its counter (persistence, as above).
+//
+// On each master the RedLock writes the keys of the Lock of the same name, so
+// a RedLock and a Lock of one name on one of its masters exclude each other
+// there; its owner field is distinct ("...:red"), so the same context holding
+// both never confuses their counts.
+type RedLock struct {
+	nodes  []*Lock
+	home   *Client
+	id     string
+	quorum int
+	cfg    redConfig
+	err    error
+}
+
+type redConfig struct {
+	nodeTimeout time.Duration
+	drift       float64
+	retryDelay  time.Duration
+}
+
+// Defaults of a RedLock's options.
+const (
+	DefaultNodeTimeout    = 100 * time.Millisecond
+	DefaultClockDrift     = 0.01
+	DefaultRedRetryDelay  = 200 * time.Millisecond
+	redDriftFloor         = 2 * time.Millisecond
+	redOwnerSuffix        = ":red"
+	redLockRegistryPrefix = "redlock\x00"
+)
+
+// A RedLockOption configures a RedLock. An invalid one makes every method of
+// the RedLock fail with ErrInvalidArgument.
+type RedLockOption func(*redConfig) error
+
+// WithNodeTimeout sets how long one master may take to answer one request
+// (default 100 ms). A master slower than that counts as not granting. Keep it
+// small against the lease: the Redlock paper suggests 5–50 ms for a 10 s
+// lease on a local network.
+func WithNodeTimeout(d time.Duration) RedLockOption {
+	return func(c *redConfig) error {
+		if err := checkDuration("node timeout", d); err != nil {
+			return err
+		}
+		c.nodeTimeout = d
+		return nil
+	}
+}
+
+// WithClockDrift sets the clock drift allowance as a fraction of the lease
+// (default 0.01); 2 ms are always added. It is subtracted from the validity
+// of every hold.
+func WithClockDrift(factor float64) RedLockOption {
+	return func(c *redConfig) error {
+		if !(factor >= 0 && factor < 0.5) {
+			return fmt.Errorf("%w: clock drift factor %v is outside [0, 0.5)", ErrInvalidArgument, factor)
+		}
+		c.drift = factor
+		return nil
+	}
+}
+
+// WithRetryDelay sets the mean delay between two failed acquisition rounds
+// (default 200 ms); each delay is drawn at random between half and one and a
+// half times it, so that contenders do not keep splitting the votes.
+func WithRetryDelay(d time.Duration) RedLockOption {
+	return func(c *redConfig) error {
+		if err := checkDuration("retry delay", d); err != nil {
+			return err
+		}
+		c.retryDelay = d
+		return nil
+	}
+}
+
+// NewRedLock returns the RedLock called name over the masters of clients,
+// which must be independent deployments (one Client each; the same Client
+// twice is refused). The first Client is the RedLock's home: it names the
+// owner, runs the wait and its watchdog renews the hold. NewRedLock sends
+// nothing to Redis. No clients, a nil or duplicate Client, a bad name or
+// option do not panic: every method of the returned RedLock then fails with
+// ErrInvalidArgument.
+func NewRedLock(name string, clients []*Client, opts ...RedLockOption) *RedLock {
+	r := &RedLock{cfg: redConfig{nodeTimeout: DefaultNodeTimeout, drift: DefaultClockDrift, retryDelay: DefaultRedRetryDelay}}
+	r.err = r.init(name, clients, opts)
+	return r
+}
+
+func (r *RedLock) init(name string, clients []*Client, opts []RedLockOption) error {
+	if len(clients) == 0 {
+		return fmt.Errorf("%w: a RedLock needs at least one Client", ErrInvalidArgument)
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return fmt.Errorf("%w: nil RedLock option", ErrInvalidArgument)
+		}
+		if err := opt(&r.cfg); err != nil {
+			return err
+		}
+	}
+	ids := make([]string, len(clients))
+	for i, c := range clients {
+		if c == nil {
+			return fmt.Errorf("%w: Client %d of the RedLock is nil", ErrInvalidArgument, i)
+		}
+		if slices.Contains(clients[:i], c) {
+			return fmt.Errorf("%w: Client %d of the RedLock is given twice", ErrInvalidArgument, i)
+		}
+		l := c.Lock(name)
+		if l.err != nil {
+			return l.err
+		}
+		r.nodes = append(r.nodes, l)
+		ids[i] = c.id
+	}
+	r.home = clients[0]
+	r.quorum = len(clients)/2 + 1
+	slices.Sort(ids)
+	r.id = redLockRegistryPrefix + r.nodes[0].keys.hash + "\x00" + strings.Join(ids, ",")
+	return nil
+}
+
+// Name returns the lock's name.
+func (r *RedLock) Name() string {
+	if len(r.nodes) == 0 {
+		return ""
+	}
+	return r.nodes[0].Name()
+}
+
+// Quorum returns how many masters must grant the lock: N/2+1.
+func (r *RedLock) Quorum() int { return r.quorum }
+
+// Lock blocks until a majority of the masters granted the lock or ctx ends,
+// and returns the context of the hold, cancelled on Unlock (cause
+// ErrUnlocked) or when the hold is lost (ErrLockLost). If ctx already holds
+// it, Lock re-enters: that succeeds when a majority of the masters re-entered,
+// and fails with ErrLockLost when a majority no longer has the hold.
+//
+// On failure nothing is left held by ctx's owner on any master that answered
+// (one that did not answer in time keeps what it granted until the lease
+// runs out). The error wraps ErrNotObtained (and ctx.Err() when ctx ended;
+// otherwise it says why the last round failed), or ErrClientClosed.
+func (r *RedLock) Lock(ctx context.Context) (context.Context, error) {
+	return r.TryLock(ctx, WaitForever, 0)
+}
+
+// TryLock tries for at most wait (0: a single round; WaitForever: until ctx
+// ends). With lease > 0 the hold is never renewed and its context is
+// cancelled with ErrLockLost when its validity (lease less drift) ends; with
+// lease 0 the watchdog renews it. Otherwise as Lock.
+func (r *RedLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	return lockWith(ctx, redScheme{r}, wait, lease)
+}
+
+// Unlock releases one hold of ctx's owner on every master in parallel; the
+// lock is free once every hold is released. It works with a cancelled ctx. It
+// succeeds when at least one master released it (a master that did not answer
+// lets it expire). It returns ErrNotHeld when ctx's owner holds no hold,
+// ErrLockLost when a majority of the masters no longer had it, or the
+// masters' errors when none answered (the hold is kept: Unlock may be
+// called again).
+func (r *RedLock) Unlock(ctx context.Context) error {
+	if r.err != nil {
+		return r.err
+	}
+	return unlockWith(ctx, redScheme{r})
+}
+
+// Token returns the fencing token of ctx's hold (see RedLock): strictly
+// greater than that of every earlier acquisition of this RedLock, the same
+// for all re-entries. It reports ErrNotHeld when ctx's owner holds none.
+func (r *RedLock) Token(ctx context.Context) (int64, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	return tokenOf(ctx, redScheme{r})
+}
+
+// Validity returns how much longer ctx's hold is valid as far as this process
+// can tell: until its lease (or its last renewal plus the lease) less the
+// clock drift allowance, counted from when the request was sent. Work that
+// cannot finish within it should not start. It reports ErrNotHeld when ctx's
+// owner holds none.
+func (r *RedLock) Validity(ctx context.Context) (time.Duration, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if ctx == nil {
+		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	o := ownerFrom(ctx)
+	if o == nil {
+		return 0, ErrNotHeld
+	}
+	until, ok := r.home.holds.validUntil(r.id, o.field(r.home))
+	if !ok {
+		return 0, ErrNotHeld
+	}
+	return max(time.Until(until), 0), nil
+}
+
+// ForceUnlock frees the lock on every master that answers, whoever holds it,
+// and reports how many masters had it. Holds of the home Client on it end at
+// once (cause ErrLockLost).
+func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if err := r.home.usable(); err != nil {
+		return 0, err
+	}
+	if ctx == nil {
+		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	res, errs := fanOut(r, context.WithoutCancel(ctx), func(ctx context.Context, l *Lock) (int64, error) {
+		return lockForceReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel}, l.c.publishCommand(), wakeAll).Int64()
+	})
+	r.home.endAll(r.id, fmt.Errorf("%w: force-unlocked", ErrLockLost))
+	freed, failed := 0, 0
+	for i := range res {
+		if errs[i] != nil {
+			failed++
+		} else if res[i] == 1 {
+			freed++
+		}
+	}
+	if failed == len(res) {
+		return 0, fmt.Errorf("relock: redlock force unlock: %w", errors.Join(errs...))
+	}
+	return freed, nil
+}
+
+func (r *RedLock) driftFor(lease time.Duration) time.Duration {
+	return time.Duration(float64(lease)*r.cfg.drift) + redDriftFloor
+}
+
+func (r *RedLock) jitter() time.Duration {
+	d := r.cfg.retryDelay
+	return d/2 + rand.N(d)
+}
+
+var errNodeTimeout = errors.New("no answer within the node timeout")
+
+// fanOut runs f on every master in parallel and waits for each at most the
+// node timeout: a master that has not answered by then counts as failed, and
+// its call finishes in the background. go-redis does not stop a read on a
+// context deadline unless ContextTimeoutEnabled is set, hence the select.
+func fanOut[T any](r *RedLock, ctx context.Context, f func(context.Context, *Lock) (T, error)) ([]T, []error) {
+	type result struct {
+		i   int
+		v   T
+		err error
+	}
+	n := len(r.nodes)
+	ch := make(chan result, n) // buffered: a late answer never blocks
+	for i, l := range r.nodes {
+		go func() {
+			nctx, cancel := context.WithTimeout(ctx, r.cfg.nodeTimeout)
+			defer cancel()
+			if err := l.c.usable(); err != nil {
+				ch <- result{i: i, err: err}
+				return
+			}
+			v, err := f(nctx, l)
+			ch <- result{i: i, v: v, err: err}
+		}()
+	}
+	vals := make([]T, n)
+	errs := make([]error, n)
+	answered := make([]bool, n)
+	timer := time.NewTimer(r.cfg.nodeTimeout)
+	defer timer.Stop()
+collect:
+	for range n {
+		select {
+		case res := <-ch:
+			vals[res.i], errs[res.i], answered[res.i] = res.v, res.err, true
+		case <-timer.C:
+			break collect
+		}
+	}
+	for i := range n {
+		if !answered[i] {
+			errs[i] = errNodeTimeout
+		}
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("master %s: %w", deploymentID(r.nodes[i].c.rdb), errs[i])
+		}
+	}
+	return vals, errs
+}
+
+// redScheme runs a RedLock's rounds; lockWith and unlockWith do the rest.
+type redScheme struct{ r *RedLock }
+
+func (s redScheme) client() *Client { return s.r.home }
+func (s redScheme) holdID() string  { return s.r.id }
+
+// acquire is one Redlock round: every master in parallel, then the quorum
+// and validity check, then (new holds, drifted counters only) the token
+// round. A failed round is undone on every master.
+func (s redScheme) acquire(ctx context.Context, owner string, held int, lease time.Duration) (attempt, error) {
+	r := s.r
+	field := owner + redOwnerSuffix
+	fencing := "0"
+	if r.home.opts.fencing {
+		fencing = "1"
+	}
+	start := time.Now()
+	replies, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) ([]int64, error) {
+		res, err := lockAcquireScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.fence},
+			field, lease.Milliseconds(), held, fencing).Int64Slice()
+		if err == nil && len(res) != 2 {
+			err = fmt.Errorf("acquire script returned %d values, want 2", len(res))
+		}
+		return res, err
+	})
+	var granted []int
+	var failures []error
+	lost := 0
+	var token int64
+	for i, err := range errs {
+		if err != nil {
+			failures = append(failures, err)
+			continue
+		}
+		switch replies[i][0] {
+		case 1:
+			granted = append(granted, i)
+			token = max(token, replies[i][1])
+		case 0:
+			failures = append(failures, fmt.Errorf("master %s: held by another owner", deploymentID(r.nodes[i].c.rdb)))
+		default:
+			lost++
+			failures = append(failures, fmt.Errorf("master %s: %w", deploymentID(r.nodes[i].c.rdb), ErrLockLost))
+		}
+	}
+	drift := r.driftFor(lease)
+	if len(granted) >= r.quorum {
+		ok := true
+		if held == 0 && fencing == "1" {
+			ok = r.spreadToken(ctx, field, granted, replies, token, &failures)
+		}
+		if ok && lease-time.Since(start)-drift > 0 {
+			return attempt{outcome: acquired, token: token, drift: drift}, nil
+		}
+		if ok {
+			failures = append(failures, fmt.Errorf("the round took %v, longer than the lease %v less drift", time.Since(start), lease))
+		}
+	}
+	// Undo this round everywhere: a master that granted, or that may have
+	// executed the request without answering in time, goes back to held; the
+	// others answer "not held" and change nothing.
+	fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
+		return lockReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.ks.key("latch:" + l.c.newRequestID())},
+			field, held+1, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
+	})
+	cause := fmt.Errorf("%d of %d masters granted, %d needed: %w", len(granted), len(r.nodes), r.quorum, errors.Join(failures...))
+	if held > 0 {
+		if lost > len(r.nodes)-r.quorum {
+			return attempt{outcome: mismatch}, nil
+		}
+		return attempt{}, fmt.Errorf("relock: redlock re-entry: %w", cause)
+	}
+	return attempt{outcome: busy, retryIn: r.jitter(), cause: cause}, nil
+}
+
+// spreadToken makes sure a majority of the masters has its counter at token
+// or above before token is handed out: granting masters whose counter is
+// below it are raised, in parallel. It reports whether a majority does.
+func (r *RedLock) spreadToken(ctx context.Context, field string, granted []int, replies [][]int64, token int64, failures *[]error) bool {
+	atMax := 0
+	lag := make(map[*Lock]bool)
+	for _, i := range granted {
+		if replies[i][1] == token {
+			atMax++
+		} else {
+			lag[r.nodes[i]] = true
+		}
+	}
+	if atMax >= r.quorum {
+		return true // the common case: counters agree, no second round
+	}
+	res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
+		if !lag[l] {
+			return 0, nil
+		}
+		return redFenceScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.fence}, field, token).Int64()
+	})
+	for i, l := range r.nodes {
+		if !lag[l] {
+			continue
+		}
+		if errs[i] != nil {
+			*failures = append(*failures, fmt.Errorf("raising the token: %w", errs[i]))
+		} else if res[i] == 1 {
+			atMax++
+		}
+	}
+	return atMax >= r.quorum
+}
+
+func (s redScheme) release(ctx context.Context, owner string, held int) (releaseOutcome, error) {
+	r := s.r
+	field := owner + redOwnerSuffix
+	res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
+		return lockReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.ks.key("latch:" + l.c.newRequestID())},
+			field, held, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
+	})
+	ok, lost := 0, 0
+	var failures []error
+	for i := range res {
+		switch {
+		case errs[i] != nil:
+			failures = append(failures, errs[i])
+		case res[i] == -1:
+			lost++
+		default:
+			ok++
+		}
+	}
+	switch {
+	case ok > 0 && held == 1:
+		return released, nil
+	case ok > 0:
+		return stillHeld, nil
+	case lost > len(r.nodes)-r.quorum:
+		return notHeld, nil
+	}
+	return 0, fmt.Errorf("relock: redlock release reached no master holding it: %w", errors.Join(failures...))
+}
+
+// renewal renews the hold on every master in parallel: 1 while a majority
+// still has it within the validity, 0 once a majority no longer can, an
+// error (retried by the watchdog until the validity runs out) otherwise.
+func (s redScheme) renewal(owner string) renewal {
+	r := s.r
+	field := owner + redOwnerSuffix
+	return renewal{run: func(ctx context.Context, lease time.Duration) (int64, error) {
+		start := time.Now()
+		res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
+			v, err := lockRenewScript.Run(ctx, l.c.rdb, []string{l.keys.hash}, lease.Milliseconds(), field).Int64Slice()
+			if err == nil && len(v) != 1 {
+				err = fmt.Errorf("renewal script returned %d values, want 1", len(v))
+			}
+			if err != nil {
+				return 0, err
+			}
+			return v[0], nil
+		})
+		renewed, gone := 0, 0
+		var failures []error
+		for i := range res {
+			switch {
+			case errs[i] != nil:
+				failures = append(failures, errs[i])
+			case res[i] == 1:
+				renewed++
+			default:
+				gone++
+			}
+		}
+		switch {
+		case renewed >= r.quorum && time.Since(start) < lease-r.driftFor(lease):
+			return 1, nil
+		case gone > len(r.nodes)-r.quorum:
+			return 0, nil
+		}
+		return 0, fmt.Errorf("relock: redlock renewal reached %d of %d masters, %d needed: %w",
+			renewed, len(r.nodes), r.quorum, errors.Join(failures...))
+	}}
+}
+
+func (redScheme) abandon(context.Context, string) {}
