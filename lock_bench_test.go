@@ -147,13 +147,7 @@ func BenchmarkContended(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var commands int64
-	for name, n := range after {
-		if name == "info" {
-			continue
-		}
-		commands += n - before[name]
-	}
+	commands := redistest.ClientCommands(before, after)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
 	b.ReportMetric(float64(commands)/float64(b.N), "cmds/acq")
 	if len(handoffs) > 0 {

@@ -215,3 +215,23 @@ func CommandCalls(ctx context.Context, c redis.UniversalClient) (map[string]int6
 	}
 	return out, nil
 }
+
+// clientCommands are the commands relock's clients send themselves. INFO
+// commandstats also counts the commands that scripts run inside Redis (HGET,
+// PEXPIRE, PUBLISH, ...), which are not round trips and must not be counted
+// as such.
+var clientCommands = []string{
+	"evalsha", "eval", "evalsha_ro", "eval_ro",
+	"subscribe", "unsubscribe", "ssubscribe", "sunsubscribe", "ping",
+}
+
+// ClientCommands returns how many commands clients sent, from two
+// CommandCalls snapshots: script calls, (un)subscriptions and pings, not the
+// commands the scripts ran inside Redis, nor connection handshakes.
+func ClientCommands(before, after map[string]int64) int64 {
+	var n int64
+	for _, name := range clientCommands {
+		n += after[name] - before[name]
+	}
+	return n
+}
