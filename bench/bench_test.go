@@ -67,7 +67,7 @@ func TestEveryLibraryRunsEveryScenario(t *testing.T) {
 		assert.Contains(t, table.String(), "| "+lib.Name+" |")
 	}
 	assert.Contains(t, table.String(), "hand-off p50")
-	require.NoError(t, rep.WriteChart(&chart))
+	require.NoError(t, rep.WriteChart(&chart, "svg"))
 	assert.Contains(t, chart.String(), "<svg")
 	assert.Contains(t, chart.String(), "rueidislock")
 }

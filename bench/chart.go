@@ -11,7 +11,6 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // headline is one group of bars in the chart: a speed relative to the
@@ -40,10 +39,10 @@ func headlines() []headline {
 
 var headlineScenarios = []string{Uncontended, ManyKeys, OneKey, OneKey, Hold2ms}
 
-// WriteChart renders the headline ratios as an SVG grouped bar chart: one
-// group per headline, one bar per library other than the floor, whose
-// speed is the dashed line at 1.
-func (r *Report) WriteChart(w io.Writer) error {
+// WriteChart renders the headline ratios as a grouped bar chart in format
+// "svg" (or "png", "pdf"): one group per headline, one bar per library other
+// than the floor, whose speed is the dashed line at 1.
+func (r *Report) WriteChart(w io.Writer, format string) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Speed relative to the floor (SET NX PX + compare-and-delete), higher is better\nRedis %s, %d CPUs, %d×%v per library and scenario",
 		r.RedisVersion, r.CPUs, r.Config.Rounds, r.Config.Duration)
@@ -110,8 +109,10 @@ func (r *Report) WriteChart(w io.Writer) error {
 	}
 	p.NominalX(names...)
 
-	c := vgsvg.New(10*vg.Inch, 5*vg.Inch)
-	p.Draw(draw.New(c))
-	_, err := c.WriteTo(w)
+	wt, err := p.WriterTo(10*vg.Inch, 5*vg.Inch, format)
+	if err != nil {
+		return err
+	}
+	_, err = wt.WriteTo(w)
 	return err
 }

@@ -184,7 +184,9 @@ func ratioString(x float64) string {
 		return fmt.Sprintf("%.0f", x)
 	case x >= 10:
 		return fmt.Sprintf("%.1f", x)
-	default:
+	case x >= 0.1 || x == 0:
 		return fmt.Sprintf("%.2f", x)
+	default:
+		return fmt.Sprintf("%.2g", x) // 0.0053, not 0.01: the bar is invisible, the label is not
 	}
 }

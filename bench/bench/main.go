@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -31,10 +32,10 @@ func main() {
 
 func run() error {
 	addr := flag.String("redis", "", "Redis host:port to use; empty starts a redis-server on a free 127.0.0.1 port")
-	duration := flag.Duration("duration", 2*time.Second, "length of one library's run of one scenario, per round")
-	rounds := flag.Int("rounds", 2, "rounds; each runs every scenario for every library, interleaved")
+	duration := flag.Duration("duration", 500*time.Millisecond, "length of one library's run of one scenario, per round")
+	rounds := flag.Int("rounds", 6, "rounds; each runs every scenario for every library, interleaved")
 	clients := flag.Int("clients", 2, "clients (\"processes\") per library; the goroutines of a scenario alternate between them")
-	svg := flag.String("svg", "../docs/bench.svg", "where to write the SVG chart of the headline ratios; empty for none")
+	svg := flag.String("svg", "../docs/bench.svg", "where to write the SVG chart of the headline ratios (.png also works); empty for none")
 	quiet := flag.Bool("q", false, "no progress lines on stderr")
 	scenarios := flag.String("scenarios", "", "comma-separated scenario IDs to run (default all: "+ids(bench.Scenarios())+")")
 	libs := flag.String("libs", "", "comma-separated libraries to run (default all; the floor always runs)")
@@ -94,7 +95,11 @@ func run() error {
 	}
 	if *svg != "" {
 		var b bytes.Buffer
-		if err := rep.WriteChart(&b); err != nil {
+		format := strings.TrimPrefix(filepath.Ext(*svg), ".")
+		if format == "" {
+			format = "svg"
+		}
+		if err := rep.WriteChart(&b, format); err != nil {
 			return err
 		}
 		if err := os.WriteFile(*svg, b.Bytes(), 0o644); err != nil {
