@@ -62,6 +62,7 @@ func (s *Server) start(ctx context.Context, bin string, port int) error {
 	s.cmd = exec.Command(bin,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", s.dir,
 		"--save", "", "--appendonly", "no", "--logfile", log)
+	dieWithParent(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/relock-go/relock/bench"
@@ -53,8 +54,11 @@ func run() error {
 		defer pprof.StopCPUProfile()
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Piped into head, a write to a closed stdout must fail, not kill the
+	// process before it stops its redis-server.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if *addr == "" {
 		srv, err := bench.StartServer(ctx)
 		if err != nil {
