@@ -30,7 +30,6 @@ type watchdog struct {
 	mu      sync.Mutex
 	holds   map[*hold]struct{}
 	started bool
-	kick    chan struct{}
 	done    chan struct{}
 
 	// Counters for benchmarks and tests.
@@ -46,7 +45,6 @@ func newWatchdog(c *Client) *watchdog {
 		interval: lease / 3,
 		retry:    max(lease/15, time.Millisecond),
 		holds:    make(map[*hold]struct{}),
-		kick:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
 }
@@ -62,10 +60,6 @@ func (d *watchdog) watch(h *hold) {
 	if !d.started {
 		d.started = true
 		go d.run()
-	}
-	select {
-	case d.kick <- struct{}{}:
-	default:
 	}
 }
 
@@ -88,26 +82,18 @@ func (d *watchdog) close() {
 
 func (d *watchdog) run() {
 	defer close(d.done)
+	// The timer runs even while nothing is watched. Waking the goroutine when
+	// a hold is watched instead would put a goroutine switch on every
+	// uncontended Lock (measured in bench/: +30% on Lock+Unlock on 2 cores);
+	// an idle tick every lease/3 costs nothing, as renew sends nothing for
+	// no holds. A hold watched just after a tick is renewed at the next one,
+	// within lease/3 of its acquisition, as before.
 	timer := time.NewTimer(d.interval)
 	defer timer.Stop()
 	for {
-		d.mu.Lock()
-		idle := len(d.holds) == 0
-		d.mu.Unlock()
-		if idle {
-			timer.Stop()
-			select {
-			case <-d.c.closing:
-				return
-			case <-d.kick:
-			}
-			timer.Reset(d.interval)
-		}
 		select {
 		case <-d.c.closing:
 			return
-		case <-d.kick:
-			continue
 		case <-timer.C:
 		}
 		next := d.tick()

@@ -1,0 +1,146 @@
+// Command bench runs relock and its peers through the same scenarios on one
+// Redis and prints a markdown table of ratios against the floor.
+//
+//	go run ./bench                    # starts its own redis-server
+//	go run ./bench -redis host:port   # uses that Redis (writes keys under relockbench:*)
+//	go run ./bench -duration 200ms -rounds 1 -svg ''   # CI smoke
+//
+// Run it from the bench module's directory.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/relock-go/relock/bench"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	addr := flag.String("redis", "", "Redis host:port to use; empty starts a redis-server on a free 127.0.0.1 port")
+	duration := flag.Duration("duration", 500*time.Millisecond, "length of one library's run of one scenario, per round")
+	rounds := flag.Int("rounds", 6, "rounds; each runs every scenario for every library, interleaved")
+	clients := flag.Int("clients", 2, "clients (\"processes\") per library; the goroutines of a scenario alternate between them")
+	svg := flag.String("svg", "../docs/bench.svg", "where to write the SVG chart of the headline ratios (.png also works); empty for none")
+	quiet := flag.Bool("q", false, "no progress lines on stderr")
+	scenarios := flag.String("scenarios", "", "comma-separated scenario IDs to run (default all: "+ids(bench.Scenarios())+")")
+	libs := flag.String("libs", "", "comma-separated libraries to run (default all; the floor always runs)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Piped into head, a write to a closed stdout must fail, not kill the
+	// process before it stops its redis-server.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	if *addr == "" {
+		srv, err := bench.StartServer(ctx)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		*addr = srv.Addr
+	}
+	cfg := bench.Config{Addr: *addr, Duration: *duration, Rounds: *rounds, Clients: *clients, Progress: os.Stderr}
+	var err error
+	if cfg.Scenarios, err = pick(bench.Scenarios(), *scenarios, func(s bench.Scenario) string { return s.ID }); err != nil {
+		return err
+	}
+	if cfg.Libraries, err = pick(bench.Libraries(), *libs, func(l bench.Library) string { return l.Name }); err != nil {
+		return err
+	}
+	if cfg.Libraries[0].Name != bench.FloorName {
+		// Every ratio is against the floor.
+		cfg.Libraries = append([]bench.Library{bench.Libraries()[0]}, cfg.Libraries...)
+	}
+	if *quiet {
+		cfg.Progress = nil
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+
+	var out bytes.Buffer
+	out.WriteString("### Setup\n\n")
+	rep.WriteSetup(&out)
+	out.WriteString("\n### Results (value, and in parentheses library ÷ floor)\n\n")
+	rep.WriteTable(&out)
+	out.WriteString("\n### Targets\n\n")
+	rep.WriteTargets(&out)
+	if _, err := os.Stdout.Write(out.Bytes()); err != nil {
+		return err
+	}
+	if *svg != "" {
+		var b bytes.Buffer
+		format := strings.TrimPrefix(filepath.Ext(*svg), ".")
+		if format == "" {
+			format = "svg"
+		}
+		if err := rep.WriteChart(&b, format); err != nil {
+			return err
+		}
+		if err := os.WriteFile(*svg, b.Bytes(), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "chart written to %s\n", *svg)
+	}
+	return nil
+}
+
+// pick returns the items whose names are listed in csv, in their own order,
+// or all of them for an empty csv.
+func pick[T any](all []T, csv string, name func(T) string) ([]T, error) {
+	if csv == "" {
+		return all, nil
+	}
+	want := make(map[string]bool)
+	for _, n := range strings.Split(csv, ",") {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out []T
+	for _, it := range all {
+		if want[name(it)] {
+			out = append(out, it)
+			delete(want, name(it))
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("unknown name %q", n)
+	}
+	return out, nil
+}
+
+func ids(scs []bench.Scenario) string {
+	var out []string
+	for _, s := range scs {
+		out = append(out, s.ID)
+	}
+	return strings.Join(out, ",")
+}

@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// startServer starts a redis-server for the test, skipping without one
+// unless RELOCK_REQUIRE_REDIS=1 (as CI sets), like relock's own tests.
+func startServer(t *testing.T) *Server {
+	t.Helper()
+	srv, err := StartServer(context.Background())
+	if err != nil {
+		if os.Getenv("RELOCK_REQUIRE_REDIS") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
+// The CI smoke run: every library through every scenario, briefly.
+func TestEveryLibraryRunsEveryScenario(t *testing.T) {
+	srv := startServer(t)
+	rep, err := Run(context.Background(), Config{Addr: srv.Addr, Duration: 150 * time.Millisecond, Rounds: 1, Clients: 2})
+	require.NoError(t, err)
+
+	for _, sc := range Scenarios() {
+		for _, lib := range Libraries() {
+			res := rep.Result(sc.ID, lib.Name)
+			if !sc.runs(lib.Name) {
+				assert.Nil(t, res, "%s must not run %s", lib.Name, sc.ID)
+				continue
+			}
+			require.NotNil(t, res, "%s in %s", lib.Name, sc.ID)
+			assert.Positive(t, res.Ops, "%s in %s", lib.Name, sc.ID)
+			assert.Zero(t, res.Violations, "%s in %s", lib.Name, sc.ID)
+			assert.Zero(t, res.Errors, "%s in %s: %s", lib.Name, sc.ID, res.FirstError)
+			assert.False(t, res.Stuck, "%s in %s", lib.Name, sc.ID)
+			assert.GreaterOrEqual(t, res.Server, res.Sent, "%s in %s: Redis runs at least what is sent", lib.Name, sc.ID)
+			assert.GreaterOrEqual(t, res.SentPerOp(), 2.0, "%s in %s: a cycle is at least Lock and Unlock", lib.Name, sc.ID)
+			if sc.ID == OneKey {
+				assert.Len(t, res.Handoff, int(res.Ops-1), "%s: one hand-off per acquisition after the first", lib.Name)
+			}
+		}
+	}
+
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	keys, err := rdb.Keys(context.Background(), keyRoot+"*").Result()
+	require.NoError(t, err)
+	assert.Empty(t, keys, "every run deletes its keys")
+
+	var table, chart bytes.Buffer
+	rep.WriteTable(&table)
+	rep.WriteTargets(&table)
+	for _, lib := range Libraries() {
+		assert.Contains(t, table.String(), "| "+lib.Name+" |")
+	}
+	assert.Contains(t, table.String(), "hand-off p50")
+	require.NoError(t, rep.WriteChart(&chart, "svg"))
+	assert.Contains(t, chart.String(), "<svg")
+	assert.Contains(t, chart.String(), "rueidislock")
+}
+
+// The floor sends SET and EVALSHA per cycle; Redis runs those and the
+// script's GET and DEL. The counts must be exact, or no count can be trusted.
+func TestCommandsAreCountedExactly(t *testing.T) {
+	srv := startServer(t)
+	rep, err := Run(context.Background(), Config{
+		Addr: srv.Addr, Duration: 100 * time.Millisecond, Rounds: 1, Clients: 1,
+		Libraries: []Library{floorLibrary()}, Scenarios: Scenarios()[:1],
+	})
+	require.NoError(t, err)
+	res := rep.Result(Uncontended, FloorName)
+	require.Positive(t, res.Ops)
+	assert.Equal(t, 2*res.Ops, res.Sent)
+	assert.Equal(t, 4*res.Ops, res.Server)
+}
+
+// brokenLocker "locks" without asking anyone.
+type brokenLocker struct{}
+
+func (brokenLocker) Lock(context.Context, string) (Unlocker, error) { return brokenHold{}, nil }
+func (brokenLocker) Close() error                                   { return nil }
+
+type brokenHold struct{}
+
+func (brokenHold) Unlock(context.Context) error { return nil }
+
+// The mutual-exclusion check must see a lock that excludes no one.
+func TestMutualExclusionCheckCatchesABrokenLock(t *testing.T) {
+	for _, sc := range Scenarios() {
+		if sc.OwnKeys || sc.Workers == 1 {
+			continue
+		}
+		t.Run(sc.ID, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			res := workload(ctx, sc, []Locker{brokenLocker{}, brokenLocker{}})
+			assert.Positive(t, res.Ops)
+			assert.Positive(t, res.Violations)
+			assert.Nil(t, res.Handoff, "no hand-off order exists without exclusion")
+		})
+	}
+}
+
+func TestHandoffsFollowHoldOrder(t *testing.T) {
+	ms := time.Millisecond
+	gaps, back := handoffs([][]cycle{
+		{{worker: 0, seq: 0, locked: 0, unlocked: 1 * ms}, {worker: 0, seq: 1, locked: 2 * ms, unlocked: 3 * ms}},
+		{{worker: 1, seq: 2, locked: 7 * ms, unlocked: 8 * ms}, {worker: 1, seq: 3, locked: 7900 * time.Microsecond, unlocked: 9 * ms}},
+	})
+	assert.Equal(t, []time.Duration{1 * ms, 4 * ms, 0}, gaps, "a Lock returning before the previous Unlock counts as 0")
+	assert.Equal(t, int64(2), back)
+}
+
+func TestPercentile(t *testing.T) {
+	var s []time.Duration
+	for i := 100; i >= 1; i-- {
+		s = append(s, time.Duration(i))
+	}
+	assert.Equal(t, time.Duration(50), Percentile(s, 50))
+	assert.Equal(t, time.Duration(99), Percentile(s, 99))
+	assert.Equal(t, time.Duration(100), Percentile(s, 100))
+	assert.Equal(t, time.Duration(-1), Percentile(nil, 50))
+}
+
+func TestTableShowsRatiosAgainstTheFloor(t *testing.T) {
+	rep := &Report{
+		Config: Config{Libraries: Libraries()[:2], Scenarios: Scenarios()[:1]},
+		Results: map[string]map[string]*Result{Uncontended: {
+			FloorName: {Ops: 100, Elapsed: time.Second, Latency: []time.Duration{100 * time.Microsecond}, Sent: 200, Server: 400},
+			"relock":  {Ops: 80, Elapsed: time.Second, Latency: []time.Duration{125 * time.Microsecond}, Sent: 160, Server: 880},
+		}},
+	}
+	var b bytes.Buffer
+	rep.WriteTable(&b)
+	out := b.String()
+	assert.Contains(t, out, "| 100 µs | 125 µs (1.25×) |")
+	assert.Contains(t, out, "| 100/s | 80/s (0.80×) |")
+	assert.Contains(t, out, "| 4.00 | 11.00 (2.75×) |")
+	assert.Equal(t, 2+5, strings.Count(out, "\n"), "header, separator and 5 metrics")
+}

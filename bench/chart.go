@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// headline is one group of bars in the chart: a speed relative to the
+// floor's, higher is better.
+type headline struct {
+	label string
+	speed func(lib, floor *Result) float64
+}
+
+// minHandoff keeps a hand-off of 0 (the Lock returned before the previous
+// Unlock's reply) from making a ratio infinite.
+const minHandoff = time.Microsecond
+
+func headlines() []headline {
+	rate := func(l, f *Result) float64 { return l.Rate() / f.Rate() }
+	return []headline{
+		{"uncontended\ncycles/s", rate},
+		{"64 goroutines, 64 keys\ncycles/s", rate},
+		{"16 goroutines, 1 key\nacquisitions/s", rate},
+		{"16 goroutines, 1 key\nhand-off p50 speed", func(l, f *Result) float64 {
+			return float64(max(Percentile(f.Handoff, 50), minHandoff)) / float64(max(Percentile(l.Handoff, 50), minHandoff))
+		}},
+		{"8 goroutines, 2 ms hold\nacquisitions/s", rate},
+	}
+}
+
+var headlineScenarios = []string{Uncontended, ManyKeys, OneKey, OneKey, Hold2ms}
+
+// WriteChart renders the headline ratios as a grouped bar chart in format
+// "svg" (or "png", "pdf"): one group per headline, one bar per library other
+// than the floor, whose speed is the dashed line at 1.
+func (r *Report) WriteChart(w io.Writer, format string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Speed relative to the floor (SET NX PX + compare-and-delete), higher is better\nRedis %s, %d CPUs, %d×%v per library and scenario",
+		r.RedisVersion, r.CPUs, r.Config.Rounds, r.Config.Duration)
+	p.Y.Label.Text = "library ÷ floor"
+	p.Legend.Top = true
+	p.Legend.Left = true
+
+	hs := headlines()
+	var libs []Library
+	for _, l := range r.Config.Libraries {
+		if l.Name != FloorName {
+			libs = append(libs, l)
+		}
+	}
+	barWidth := vg.Points(18)
+	ymax := 1.0
+	for i, l := range libs {
+		vals := make(plotter.Values, len(hs))
+		labels := plotter.XYLabels{XYs: make(plotter.XYs, len(hs)), Labels: make([]string, len(hs))}
+		for j, h := range hs {
+			lr, fr := r.Result(headlineScenarios[j], l.Name), r.Result(headlineScenarios[j], FloorName)
+			v := math.NaN()
+			if lr != nil && fr != nil {
+				v = h.speed(lr, fr)
+			}
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				vals[j], labels.Labels[j] = 0, "n/a"
+			} else {
+				vals[j], labels.Labels[j] = v, ratioString(v)
+				ymax = max(ymax, v)
+			}
+			labels.XYs[j] = plotter.XY{X: float64(j), Y: vals[j]}
+		}
+		bars, err := plotter.NewBarChart(vals, barWidth)
+		if err != nil {
+			return err
+		}
+		offset := barWidth * vg.Length(float64(i)-float64(len(libs)-1)/2)
+		bars.Offset = offset
+		bars.Color = plotutil.Color(i)
+		bars.LineStyle.Width = 0
+		p.Add(bars)
+		p.Legend.Add(l.Name, bars)
+
+		lab, err := plotter.NewLabels(labels)
+		if err != nil {
+			return err
+		}
+		for k := range lab.TextStyle {
+			lab.TextStyle[k].Font.Size = vg.Points(7)
+			lab.TextStyle[k].XAlign = draw.XCenter
+		}
+		lab.Offset = vg.Point{X: offset, Y: vg.Points(2)}
+		p.Add(lab)
+	}
+	one := plotter.NewFunction(func(float64) float64 { return 1 })
+	one.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(one)
+	p.Legend.Add("floor = 1", one)
+	p.Y.Min, p.Y.Max = 0, ymax*1.15
+	names := make([]string, len(hs))
+	for j, h := range hs {
+		names[j] = h.label
+	}
+	p.NominalX(names...)
+
+	wt, err := p.WriterTo(10*vg.Inch, 5*vg.Inch, format)
+	if err != nil {
+		return err
+	}
+	_, err = wt.WriteTo(w)
+	return err
+}

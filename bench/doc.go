@@ -1,0 +1,13 @@
+// Package bench compares relock with the other Go lock libraries for Redis —
+// go-redsync/redsync, bsm/redislock, rueidis/rueidislock — and with a "floor"
+// (SET NX PX to acquire, a compare-and-delete script to release: the least a
+// correct lock can send), on one Redis, in one run.
+//
+// Every library sits behind the same small Locker interface, is used the way
+// its README recommends, and runs the same scenarios in turn, interleaved, so
+// that a noisy machine hurts every library alike. Results are reported as
+// ratios against the floor. The command is ./bench (go run ./bench).
+//
+// The module is separate from relock's so that the library's go.mod gains
+// none of the peers as dependencies.
+package bench

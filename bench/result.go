@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Result is what one library did in one scenario, summed over the rounds.
+type Result struct {
+	Library, Scenario string
+
+	Ops     int64         // completed Lock…Unlock cycles
+	Elapsed time.Duration // wall time of the runs
+	// Latency holds one Lock+Unlock time per cycle (1-worker scenarios).
+	Latency []time.Duration
+	// Handoff holds, for each acquisition of a shared key after the first,
+	// the time from the previous holder's Unlock returning to this Lock
+	// returning (0 when this Lock returned first: the release had taken
+	// effect in Redis before its reply arrived).
+	Handoff   []time.Duration
+	PerWorker []int64 // cycles per worker
+	// Reacquired counts the acquisitions of a shared key by the worker that
+	// held it just before: the releaser took it back ahead of the waiters.
+	Reacquired int64
+
+	// Violations counts acquisitions that found another holder inside the
+	// critical section, or whose update of a shared counter was lost.
+	Violations int64
+	Errors     int64 // failed Lock or Unlock calls, other than the run's end
+	FirstError string
+	Stuck      bool // workers did not return within the grace period
+
+	Sent   int64 // commands that crossed the network
+	Server int64 // commands Redis executed, scripts' inner calls included
+}
+
+func (r *Result) merge(o *Result) {
+	r.Ops += o.Ops
+	r.Elapsed += o.Elapsed
+	r.Latency = append(r.Latency, o.Latency...)
+	r.Handoff = append(r.Handoff, o.Handoff...)
+	r.Reacquired += o.Reacquired
+	if r.PerWorker == nil {
+		r.PerWorker = make([]int64, len(o.PerWorker))
+	}
+	for i, n := range o.PerWorker {
+		r.PerWorker[i] += n
+	}
+	r.Violations += o.Violations
+	r.Errors += o.Errors
+	if r.FirstError == "" {
+		r.FirstError = o.FirstError
+	}
+	r.Stuck = r.Stuck || o.Stuck
+	r.Sent += o.Sent
+	r.Server += o.Server
+}
+
+// Rate is cycles per second.
+func (r *Result) Rate() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Ops) / r.Elapsed.Seconds()
+}
+
+// SentPerOp is commands sent per cycle.
+func (r *Result) SentPerOp() float64 { return perOp(r.Sent, r.Ops) }
+
+// ServerPerOp is commands Redis executed per cycle.
+func (r *Result) ServerPerOp() float64 { return perOp(r.Server, r.Ops) }
+
+func perOp(n, ops int64) float64 {
+	if ops == 0 {
+		return math.NaN()
+	}
+	return float64(n) / float64(ops)
+}
+
+// Fairness is the most cycles one worker did over the fewest (+Inf when a
+// worker did none).
+func (r *Result) Fairness() float64 {
+	if len(r.PerWorker) == 0 {
+		return math.NaN()
+	}
+	lo, hi := slices.Min(r.PerWorker), slices.Max(r.PerWorker)
+	if lo == 0 {
+		return math.Inf(1)
+	}
+	return float64(hi) / float64(lo)
+}
+
+// Percentile returns the p-th percentile (0 < p <= 100) of samples, sorting
+// them, or -1 when there are none.
+func Percentile(samples []time.Duration, p float64) time.Duration {
+	if len(samples) == 0 {
+		return -1
+	}
+	slices.Sort(samples)
+	i := int(math.Ceil(p/100*float64(len(samples)))) - 1
+	return samples[max(0, min(i, len(samples)-1))]
+}

@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// stuckGrace is how long workers get to return after a run's end before the
+// run is reported stuck (a library that ignores its context).
+const stuckGrace = 10 * time.Second
+
+// unlockTimeout bounds an Unlock, which runs detached from the run's end so
+// that the last holds are released.
+const unlockTimeout = 5 * time.Second
+
+// guard checks mutual exclusion on one lock name. holders catches two
+// holders at once; seq is read, yielded on and written back inside the
+// critical section, so overlapping holders lose updates, which the final
+// count shows even when their overlap was too short for holders to see.
+type guard struct {
+	holders atomic.Int32
+	seq     atomic.Int64
+
+	// taken is closed and replaced at every acquisition: workers of a PassOn
+	// scenario wait on it for someone else to take the lock.
+	mu    sync.Mutex
+	taken chan struct{}
+}
+
+// passOnTimeout bounds a PassOn worker's wait for another worker to take
+// the lock, so that a library whose waiters all sleep long still runs.
+const passOnTimeout = time.Second
+
+// acquired tells the workers waiting for the lock to change hands.
+func (g *guard) acquired() {
+	g.mu.Lock()
+	if g.taken != nil {
+		close(g.taken)
+	}
+	g.taken = make(chan struct{})
+	g.mu.Unlock()
+}
+
+// awaitOther waits until the lock was taken by an acquisition after seq
+// (seq being the caller's own), ctx ends or passOnTimeout passes.
+func (g *guard) awaitOther(ctx context.Context, seq int64) {
+	timeout := time.NewTimer(passOnTimeout)
+	defer timeout.Stop()
+	for {
+		g.mu.Lock()
+		ch := g.taken
+		g.mu.Unlock()
+		if g.seq.Load() > seq+1 {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-timeout.C:
+			return
+		}
+	}
+}
+
+// cycle is one worker's record of one acquisition.
+type cycle struct {
+	worker           int
+	seq              int64
+	locked, unlocked time.Duration // since the run's start
+}
+
+// workload runs sc for one library on its lockers until ctx ends.
+func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
+	keys := 1
+	if sc.OwnKeys {
+		keys = sc.Workers
+	}
+	guards := make([]guard, keys)
+	res := &Result{Scenario: sc.ID, PerWorker: make([]int64, sc.Workers)}
+	var (
+		mu        sync.Mutex
+		abandoned bool // the run was reported stuck: late workers keep out
+		cycles    [][]cycle
+		latency   []time.Duration
+		errs      atomic.Int64
+		firstErr  atomic.Pointer[string]
+		viol      atomic.Int64
+	)
+	fail := func(what string, err error) {
+		errs.Add(1)
+		s := fmt.Sprintf("%s: %v", what, err)
+		firstErr.CompareAndSwap(nil, &s)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range sc.Workers {
+		wg.Go(func() {
+			l := lockers[w%len(lockers)]
+			g := &guards[0]
+			name := "k"
+			if sc.OwnKeys {
+				g = &guards[w]
+				name = "k" + strconv.Itoa(w)
+			}
+			var mine []cycle
+			var lat []time.Duration
+			for ctx.Err() == nil {
+				t0 := time.Since(start)
+				u, err := lock(ctx, l, name, sc.Depth)
+				if err != nil {
+					if ctx.Err() == nil {
+						fail("lock", err)
+						time.Sleep(time.Millisecond) // a failing Redis must not be spun on
+					}
+					continue
+				}
+				locked := time.Since(start)
+				if g.holders.Add(1) != 1 {
+					viol.Add(1)
+				}
+				seq := g.seq.Load()
+				runtime.Gosched()
+				g.seq.Store(seq + 1)
+				if sc.PassOn {
+					g.acquired()
+				}
+				if sc.Hold > 0 {
+					time.Sleep(sc.Hold)
+				}
+				g.holders.Add(-1)
+				if err := unlock(u); err != nil {
+					fail("unlock", err)
+				}
+				unlocked := time.Since(start)
+				mine = append(mine, cycle{w, seq, locked, unlocked})
+				if sc.Workers == 1 {
+					lat = append(lat, unlocked-t0)
+				}
+				if sc.PassOn {
+					g.awaitOther(ctx, seq)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if abandoned {
+				return
+			}
+			cycles = append(cycles, mine)
+			latency = append(latency, lat...)
+			res.PerWorker[w] = int64(len(mine))
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	<-ctx.Done()
+	select {
+	case <-done:
+	case <-time.After(stuckGrace):
+		res.Stuck = true
+	}
+	res.Elapsed = time.Since(start)
+
+	mu.Lock()
+	defer mu.Unlock()
+	abandoned = true
+	for _, c := range cycles {
+		res.Ops += int64(len(c))
+	}
+	var counted int64
+	for i := range guards {
+		counted += guards[i].seq.Load()
+	}
+	// Lost updates beyond those already seen as overlaps.
+	res.Violations = max(viol.Load(), res.Ops-counted)
+	res.Errors = errs.Load()
+	if s := firstErr.Load(); s != nil {
+		res.FirstError = *s
+	}
+	res.Latency = latency
+	if !sc.OwnKeys && sc.Workers > 1 && res.Violations == 0 {
+		res.Handoff, res.Reacquired = handoffs(cycles)
+	}
+	return res
+}
+
+// lock takes the lock and re-enters it depth-1 times; the returned
+// Unlockers release the holds innermost first.
+func lock(ctx context.Context, l Locker, name string, depth int) ([]Unlocker, error) {
+	u, err := l.Lock(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	holds := []Unlocker{u}
+	for range depth - 1 {
+		r, ok := l.(Reentrant)
+		if !ok {
+			_ = unlock(holds)
+			return nil, fmt.Errorf("bench: %T is not reentrant", l)
+		}
+		if u, err = r.LockAgain(ctx, u); err != nil {
+			_ = unlock(holds)
+			return nil, err
+		}
+		holds = append(holds, u)
+	}
+	return holds, nil
+}
+
+func unlock(holds []Unlocker) error {
+	ctx, cancel := context.WithTimeout(context.Background(), unlockTimeout)
+	defer cancel()
+	var first error
+	for i := len(holds) - 1; i >= 0; i-- {
+		if err := holds[i].Unlock(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// handoffs puts the workers' cycles in hold order (the sequence numbers
+// taken inside the critical section are that order when no violation
+// occurred), measures each gap between an Unlock and the next Lock, and
+// counts the holds that went to the worker that had just released.
+func handoffs(perWorker [][]cycle) (gaps []time.Duration, reacquired int64) {
+	var all []cycle
+	for _, c := range perWorker {
+		all = append(all, c...)
+	}
+	slices.SortFunc(all, func(a, b cycle) int { return int(a.seq - b.seq) })
+	gaps = make([]time.Duration, 0, max(0, len(all)-1))
+	for i := 1; i < len(all); i++ {
+		gaps = append(gaps, max(0, all[i].locked-all[i-1].unlocked))
+		if all[i].worker == all[i-1].worker {
+			reacquired++
+		}
+	}
+	return gaps, reacquired
+}
