@@ -152,7 +152,7 @@ func ExampleLock_Token() {
 
 	first, _ := l.TryLock(context.Background(), 0, 50*time.Millisecond)
 	t1, _ := l.Token(first)
-	<-first.Done() // its lease ran out while it was "paused"
+	<-first.Done()                          // its lease ran out while it was "paused"
 	mini.FastForward(50 * time.Millisecond) // miniredis' clock only moves when told
 
 	second, _ := l.Lock(context.Background())
