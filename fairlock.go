@@ -253,7 +253,7 @@ func (s fairScheme) acquire(ctx context.Context, owner string, held int, lease t
 
 func (s fairScheme) release(ctx context.Context, owner string, held int) (releaseOutcome, error) {
 	l := s.l
-	latch := l.ks.key("fair:latch:" + l.c.newRequestID())
+	latch := l.c.latchKey(l.ks.key("fair:latch:"))
 	n, err := fairReleaseScript.Run(ctx, l.c.rdb,
 		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.chPrefix, latch},
 		owner, held, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()

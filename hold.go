@@ -92,7 +92,6 @@ type hold struct {
 	expiresAt time.Time
 	expiry    *time.Timer
 	adopted   bool // count taken over from Redis (WithOwner): next grant starts the hold
-	renew     renewal
 	drift     time.Duration // how much sooner than its lease the hold counts as gone (RedLock)
 }
 
@@ -188,7 +187,6 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 		h.drift = a.drift
 		h.watched = lease == 0
 		if h.watched {
-			h.renew = h.scheme.renewal(h.key.owner)
 			c.dog.watch(h)
 		}
 	}

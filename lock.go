@@ -32,6 +32,7 @@ type Lock struct {
 
 type lockKeys struct {
 	hash, fence, channel string
+	latchPrefix          string // + request id: the latch of one final release
 }
 
 // Lock returns the reentrant lock called name. It sends nothing to Redis. An
@@ -44,7 +45,7 @@ func (c *Client) Lock(name string) *Lock {
 		return l
 	}
 	l.ks, l.err = newKeyspace(c.opts.prefix, name)
-	l.keys = lockKeys{hash: l.ks.key(""), fence: l.ks.key("fence"), channel: l.ks.key("ch")}
+	l.keys = lockKeys{hash: l.ks.key(""), fence: l.ks.key("fence"), channel: l.ks.key("ch"), latchPrefix: l.ks.key("latch:")}
 	return l
 }
 
@@ -245,7 +246,7 @@ func parseAcquire(res []int64, channel string) (attempt, error) {
 
 func (s lockScheme) release(ctx context.Context, owner string, held int) (releaseOutcome, error) {
 	l := s.l
-	latch := l.ks.key("latch:" + l.c.newRequestID())
+	latch := l.c.latchKey(l.keys.latchPrefix)
 	n, err := lockReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, latch},
 		owner, held, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
 	if err != nil {

@@ -409,7 +409,7 @@ func (s redScheme) acquire(ctx context.Context, owner string, held int, lease ti
 	// executed the request without answering in time, goes back to held; the
 	// others answer "not held" and change nothing.
 	fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
-		return lockReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.ks.key("latch:" + l.c.newRequestID())},
+		return lockReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.c.latchKey(l.keys.latchPrefix)},
 			field, held+1, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
 	})
 	cause := fmt.Errorf("%d of %d masters granted, %d needed: %w", len(granted), len(r.nodes), r.quorum, errors.Join(failures...))
@@ -461,7 +461,7 @@ func (s redScheme) release(ctx context.Context, owner string, held int) (release
 	r := s.r
 	field := owner + redOwnerSuffix
 	res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
-		return lockReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.ks.key("latch:" + l.c.newRequestID())},
+		return lockReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.c.latchKey(l.keys.latchPrefix)},
 			field, held, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
 	})
 	ok, lost := 0, 0

@@ -336,7 +336,7 @@ func (m rwMode) acquire(ctx context.Context, owner string, held int, lease time.
 func (m rwMode) release(ctx context.Context, owner string, held int) (releaseOutcome, error) {
 	l := m.l
 	k := l.keys
-	latch := l.ks.key("rw:latch:" + l.c.newRequestID())
+	latch := l.c.latchKey(l.ks.key("rw:latch:"))
 	n, err := rwReleaseScript.Run(ctx, l.c.rdb, []string{k.hash, k.writers, k.readCh, k.writeCh, latch},
 		owner, held, m.kind, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()
 	if err != nil {

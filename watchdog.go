@@ -118,7 +118,8 @@ func (d *watchdog) tick() time.Time {
 	reg.mu.Lock()
 	items := make([]renewal, len(holds))
 	for i, h := range holds {
-		items[i] = h.renew
+		// Built here rather than at Lock: only holds that live a tick need it.
+		items[i] = h.scheme.renewal(h.key.owner)
 	}
 	reg.mu.Unlock()
 
