@@ -91,7 +91,7 @@ type hold struct {
 	// then and ends the hold unless a renewal or re-entry moved it.
 	expiresAt time.Time
 	expiry    *time.Timer
-	adopted   bool // count taken over from Redis (WithOwner): next grant starts the hold
+	adopted   bool          // count taken over from Redis (WithOwner): next grant starts the hold
 	drift     time.Duration // how much sooner than its lease the hold counts as gone (RedLock)
 }
 
