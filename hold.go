@@ -287,6 +287,24 @@ func (r *registry) cancelAll(cause error) {
 	}
 }
 
+// checkLockArgs validates what every Lock/TryLock receives, before anything
+// is sent, and refuses a context that has already ended.
+func checkLockArgs(ctx context.Context, wait, lease time.Duration) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if err := checkWait(wait); err != nil {
+		return err
+	}
+	if err := checkLease(lease); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return notObtained(ctx)
+	}
+	return nil
+}
+
 // lockWith is Lock/TryLock for every lock type: owner, serialisation,
 // re-entry, waiting and the hold's context.
 func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context.Context, error) {
@@ -294,17 +312,8 @@ func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
-	if ctx == nil {
-		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	if err := checkWait(wait); err != nil {
+	if err := checkLockArgs(ctx, wait, lease); err != nil {
 		return nil, err
-	}
-	if err := checkLease(lease); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, notObtained(ctx)
 	}
 	parent, o := withNewOwner(ctx)
 	field := o.field(c)

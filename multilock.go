@@ -157,17 +157,8 @@ func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 			return nil, err
 		}
 	}
-	if ctx == nil {
-		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	if err := checkWait(wait); err != nil {
+	if err := checkLockArgs(ctx, wait, lease); err != nil {
 		return nil, err
-	}
-	if err := checkLease(lease); err != nil {
-		return nil, err
-	}
-	if ctx.Err() != nil {
-		return nil, notObtained(ctx)
 	}
 	parent, o := withNewOwner(ctx)
 	holds, release, err := m.enter(ctx, o, true)

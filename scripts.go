@@ -11,6 +11,8 @@ import (
 // EVAL when the server does not know the script yet (NOSCRIPT), so the source
 // crosses the network once per server.
 var (
+	//go:embed scripts/acquire_common.lua
+	acquireCommonSrc string
 	//go:embed scripts/lock_acquire.lua
 	lockAcquireSrc string
 	//go:embed scripts/lock_release.lua
@@ -54,20 +56,20 @@ var (
 	//go:embed scripts/rw_state.lua
 	rwStateSrc string
 
-	lockAcquireScript      = redis.NewScript(lockAcquireSrc)
+	lockAcquireScript      = redis.NewScript(acquireCommonSrc + lockAcquireSrc)
 	lockReleaseScript      = redis.NewScript(lockReleaseSrc)
 	lockRenewScript        = redis.NewScript(lockRenewSrc)
 	lockForceReleaseScript = redis.NewScript(lockForceReleaseSrc)
 
 	// The fair_* scripts share their helpers: fair_common is prepended.
-	fairAcquireScript      = redis.NewScript(fairCommonSrc + fairAcquireSrc)
+	fairAcquireScript      = redis.NewScript(fairCommonSrc + acquireCommonSrc + fairAcquireSrc)
 	fairReleaseScript      = redis.NewScript(fairCommonSrc + fairReleaseSrc)
 	fairAbandonScript      = redis.NewScript(fairCommonSrc + fairAbandonSrc)
 	fairForceReleaseScript = redis.NewScript(fairCommonSrc + fairForceReleaseSrc)
 
 	// The rw_* scripts share their helpers: rw_common is prepended.
-	rwReadAcquireScript  = redis.NewScript(rwCommonSrc + rwReadAcquireSrc)
-	rwWriteAcquireScript = redis.NewScript(rwCommonSrc + rwWriteAcquireSrc)
+	rwReadAcquireScript  = redis.NewScript(rwCommonSrc + acquireCommonSrc + rwReadAcquireSrc)
+	rwWriteAcquireScript = redis.NewScript(rwCommonSrc + acquireCommonSrc + rwWriteAcquireSrc)
 	rwReleaseScript      = redis.NewScript(rwCommonSrc + rwReleaseSrc)
 	rwRenewScript        = redis.NewScript(rwCommonSrc + rwRenewSrc)
 	rwAbandonScript      = redis.NewScript(rwCommonSrc + rwAbandonSrc)

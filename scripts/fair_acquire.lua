@@ -26,18 +26,11 @@ local owner = ARGV[1]
 local count = tonumber(redis.call('hget', KEYS[1], owner) or 0)
 local believed = tonumber(ARGV[3])
 
-local function token()
-	if ARGV[4] == '1' then
-		return tonumber(redis.call('get', KEYS[4]) or 0)
-	end
-	return 0
-end
 
-if count == believed + 1 then
-	return {1, token()}
-end
-if count ~= believed then
-	return {-1, count}
+-- settled and fence_token come from acquire_common.lua.
+local done = settled(count, believed, KEYS[4], ARGV[4])
+if done then
+	return done
 end
 if believed > 0 then
 	-- Re-entry never waits in the queue: the owner holds the lock already.
@@ -45,7 +38,7 @@ if believed > 0 then
 	if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
 		redis.call('pexpire', KEYS[1], ARGV[2])
 	end
-	return {1, token()}
+	return {1, fence_token(KEYS[4], ARGV[4])}
 end
 
 local now = now_ms()

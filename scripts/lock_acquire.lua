@@ -16,24 +16,13 @@
 -- Idempotent under replay: go-redis may resend the script when a reply is
 -- lost. A count one above the caller's belief can only come from this very
 -- request (the caller serialises its own operations), so it is success, not a
--- second hold.
+-- second hold (settled, from acquire_common.lua).
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or 0)
 local believed = tonumber(ARGV[3])
 
--- While this owner holds the lock nobody else can take it, so the counter's
--- current value is this hold's token.
-local function token()
-	if ARGV[4] == '1' then
-		return tonumber(redis.call('get', KEYS[2]) or 0)
-	end
-	return 0
-end
-
-if count == believed + 1 then
-	return {1, token()}
-end
-if count ~= believed then
-	return {-1, count}
+local done = settled(count, believed, KEYS[2], ARGV[4])
+if done then
+	return done
 end
 
 if believed == 0 then
@@ -53,4 +42,4 @@ redis.call('hincrby', KEYS[1], ARGV[1], 1)
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
 	redis.call('pexpire', KEYS[1], ARGV[2])
 end
-return {1, token()}
+return {1, fence_token(KEYS[2], ARGV[4])}

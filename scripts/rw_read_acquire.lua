@@ -21,11 +21,9 @@ local count = tonumber(redis.call('hget', KEYS[1], cf) or 0)
 local believed = tonumber(ARGV[3])
 local lease = tonumber(ARGV[2])
 
-if count == believed + 1 then
-	return {1, 0}
-end
-if count ~= believed then
-	return {-1, count}
+local done = settled(count, believed, nil, '0') -- read holds carry no token
+if done then
+	return done
 end
 -- A reader re-enters even when a writer waits: making it wait for a writer
 -- that waits for it would deadlock. The writer itself may read (downgrade).

@@ -27,22 +27,15 @@ local st = scan(KEYS[1], now, true)
 local count = tonumber(redis.call('hget', KEYS[1], cf) or 0)
 local believed = tonumber(ARGV[3])
 
-local function token()
-	if ARGV[4] == '1' then
-		return tonumber(redis.call('get', KEYS[3]) or 0)
-	end
-	return 0
-end
 
-if count == believed + 1 then
-	return {1, token()}
-end
-if count ~= believed then
-	return {-1, count}
+-- settled and fence_token come from acquire_common.lua.
+local done = settled(count, believed, KEYS[3], ARGV[4])
+if done then
+	return done
 end
 if believed > 0 then
 	hold(KEYS[1], cf, df, tonumber(ARGV[2]), now)
-	return {1, token()}
+	return {1, fence_token(KEYS[3], ARGV[4])}
 end
 if redis.call('hexists', KEYS[1], 'r:' .. ARGV[1]) == 1 then
 	return {-2, 0}
