@@ -17,24 +17,25 @@
 -- lost. A count one above the caller's belief can only come from this very
 -- request (the caller serialises its own operations), so it is success, not a
 -- second hold (settled, from acquire_common.lua).
-local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or 0)
 local believed = tonumber(ARGV[3])
 
-local done = settled(count, believed, KEYS[2], ARGV[4])
-if done then
-	return done
-end
-
-if believed == 0 then
-	if redis.call('exists', KEYS[1]) == 1 then
-		return {0, redis.call('pttl', KEYS[1])}
-	end
+-- The common case first: a new acquisition of a free lock needs no count.
+if believed == 0 and redis.call('exists', KEYS[1]) == 0 then
 	redis.call('hset', KEYS[1], ARGV[1], 1)
 	redis.call('pexpire', KEYS[1], ARGV[2])
 	if ARGV[4] == '1' then
 		return {1, redis.call('incr', KEYS[2])}
 	end
 	return {1, 0}
+end
+
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or 0)
+local done = settled(count, believed, KEYS[2], ARGV[4])
+if done then
+	return done
+end
+if believed == 0 then
+	return {0, redis.call('pttl', KEYS[1])}
 end
 
 -- Re-entry never shortens the lease the outer hold already has.
