@@ -14,14 +14,26 @@ import (
 //
 // try must not be cancelled by ctx (see lockWith). The attempt returned is
 // the last one made; the error wraps ErrNotObtained when the wait ended.
-func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attempt, error)) (attempt, error) {
+//
+// queue, when not empty, names the channel on which every release of the
+// lock is announced. If goroutines of this process already sleep on it and
+// the holder's lease has not run out, the first attempt is skipped: it could
+// only fail, and the newcomer queues behind them (first come, first served
+// within the process) at no round trip.
+func (c *Client) wait(ctx context.Context, wait time.Duration, queue string, try func() (attempt, error)) (attempt, error) {
 	tried := time.Now()
-	a, err := try()
-	if err != nil || a.outcome != busy {
-		return a, err
-	}
-	if wait == 0 {
-		return a, a.notObtained()
+	var a attempt
+	var err error
+	if leaseEnd, ok := c.subs.queued(queue, tried); ok && wait != 0 {
+		a = attempt{outcome: busy, channel: queue, retryIn: leaseEnd.Sub(tried)}
+	} else {
+		a, err = try()
+		if err != nil || a.outcome != busy {
+			return a, err
+		}
+		if wait == 0 {
+			return a, a.notObtained()
+		}
 	}
 	var deadline time.Time
 	if wait != WaitForever {
@@ -51,11 +63,11 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attem
 			if w != nil {
 				w.leave(false)
 			}
-			if w, err = subs.join(ctx, a.channel, tried); err != nil {
+			if w, err = subs.join(ctx, a.channel, tried, tried.Add(a.retryIn)); err != nil {
 				return a, err
 			}
 		default:
-			w.rearm(tried)
+			w.rearm(tried, tried.Add(a.retryIn))
 		}
 
 		sleep := a.retryIn

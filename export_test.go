@@ -29,3 +29,13 @@ func (c *Client) TrackedHolds() int {
 
 // WatchdogTick runs one renewal tick now.
 func (c *Client) WatchdogTick() { c.dog.tick() }
+
+// QueuedWaiters reports how many waiters of this Client sleep on channel.
+func (c *Client) QueuedWaiters(channel string) int {
+	c.subs.mu.Lock()
+	defer c.subs.mu.Unlock()
+	if st := c.subs.chans[channel]; st != nil {
+		return st.queue.Len()
+	}
+	return 0
+}

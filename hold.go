@@ -29,6 +29,21 @@ type scheme interface {
 	abandon(ctx context.Context, owner string)
 }
 
+// A queuedScheme announces every release of its lock on one channel, so a
+// newcomer may queue behind this process's waiters without trying first (see
+// Client.wait). Types that wake waiters selectively (FairLock, RWLock) do not
+// implement it.
+type queuedScheme interface {
+	releaseChannel() string
+}
+
+func queueOf(s scheme) string {
+	if q, ok := s.(queuedScheme); ok {
+		return q.releaseChannel()
+	}
+	return ""
+}
+
 type outcome int
 
 const (
@@ -353,7 +368,7 @@ func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context
 	if held > 0 {
 		a, err = try() // re-entry never waits
 	} else {
-		a, err = c.wait(ctx, wait, try)
+		a, err = c.wait(ctx, wait, queueOf(s), try)
 	}
 	if err != nil {
 		if held == 0 {

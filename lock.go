@@ -273,3 +273,5 @@ func (s lockScheme) renewal(owner string) renewal {
 }
 
 func (lockScheme) abandon(context.Context, string) {}
+
+func (s lockScheme) releaseChannel() string { return s.l.keys.channel }

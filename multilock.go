@@ -188,7 +188,7 @@ func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 	if reentry {
 		a, err = try() // re-entry never waits
 	} else {
-		a, err = m.groups[0].c.wait(ctx, wait, try)
+		a, err = m.groups[0].c.wait(ctx, wait, "", try)
 	}
 	if err != nil {
 		return nil, err

@@ -57,6 +57,7 @@ type chanState struct {
 	pendingAt   time.Time  // a wake-up arrived then while no waiter was queued (zero: none)
 	confirmed   bool
 	confirmedAt time.Time
+	leaseEnd    time.Time // when the holder's lease ends, as the last busy attempt saw it
 }
 
 type waiter struct {
@@ -80,7 +81,7 @@ func newSubscriber(c *Client) *subscriber {
 // the lock: if the subscription was confirmed after that, or a wake-up that
 // found no queued waiter came after that, the waiter is signalled at once so
 // that it tries again.
-func (s *subscriber) join(ctx context.Context, channel string, since time.Time) (*waiter, error) {
+func (s *subscriber) join(ctx context.Context, channel string, since, leaseEnd time.Time) (*waiter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -101,6 +102,7 @@ func (s *subscriber) join(ctx context.Context, channel string, since time.Time) 
 		}
 	}
 	st.refs++
+	st.leaseEnd = leaseEnd
 	w := &waiter{s: s, st: st, sig: make(chan struct{}, 1)}
 	w.elem = st.queue.PushBack(w)
 	if st.pendingAt.After(since) || (st.confirmed && st.confirmedAt.After(since)) {
@@ -110,14 +112,31 @@ func (s *subscriber) join(ctx context.Context, channel string, since time.Time) 
 	return w, nil
 }
 
+// queued reports whether waiters of this process sleep on channel, confirmed
+// subscribed, while the lock's lease (as last seen) has not ended by now, and
+// when it ends: a newcomer can only queue behind them.
+func (s *subscriber) queued(channel string, now time.Time) (leaseEnd time.Time, ok bool) {
+	if channel == "" {
+		return time.Time{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.chans[channel]
+	if st == nil || !st.confirmed || st.queue.Len() == 0 || !st.leaseEnd.After(now) {
+		return time.Time{}, false
+	}
+	return st.leaseEnd, true
+}
+
 // rearm puts a waiter whose attempt (started at tried) found the lock busy
 // back to sleep, at the head of the queue (it keeps its turn), unless a
 // wake-up already reached it. A wake-up kept pending since after its attempt
 // started is its to use: the attempt may have run before that unlock.
-func (w *waiter) rearm(tried time.Time) {
+func (w *waiter) rearm(tried, leaseEnd time.Time) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	w.st.leaseEnd = leaseEnd
 	if w.elem != nil || len(w.sig) > 0 {
 		return
 	}

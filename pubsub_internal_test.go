@@ -30,28 +30,28 @@ func TestSubscriberWakeUps(t *testing.T) {
 	ctx := context.Background()
 	const ch = "relock:{unit}:ch"
 
-	a, err := s.join(ctx, ch, time.Now())
+	a, err := s.join(ctx, ch, time.Now(), time.Now())
 	require.NoError(t, err)
-	b, err := s.join(ctx, ch, time.Now())
+	b, err := s.join(ctx, ch, time.Now(), time.Now())
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return signalled(a) && signalled(b) }, 5*time.Second, time.Millisecond,
 		"the subscription's confirmation makes every waiter re-check")
 	tried := time.Now()
-	a.rearm(tried)
-	b.rearm(tried)
+	a.rearm(tried, time.Now())
+	b.rearm(tried, time.Now())
 
 	t.Run("one message wakes one waiter, the one queued first", func(t *testing.T) {
 		s.deliver(ch, wakeOne)
 		assert.True(t, signalled(b), "b re-queued last at the head: it had the older turn")
 		assert.False(t, signalled(a))
-		b.rearm(time.Now())
+		b.rearm(time.Now(), time.Now())
 	})
 	t.Run("a woken waiter that leaves passes the wake-up on", func(t *testing.T) {
 		s.deliver(ch, wakeOne)
 		require.True(t, signalled(b))
 		b.leave(false)
 		assert.True(t, signalled(a), "the wake-up was not lost with b")
-		a.rearm(time.Now())
+		a.rearm(time.Now(), time.Now())
 	})
 	t.Run("a wake-up with nobody queued waits for the next attempt", func(t *testing.T) {
 		s.mu.Lock()
@@ -61,11 +61,11 @@ func TestSubscriberWakeUps(t *testing.T) {
 		tried := time.Now()
 		s.deliver(ch, wakeOne) // arrives while a's attempt is out
 		assert.False(t, signalled(a))
-		a.rearm(tried)
+		a.rearm(tried, time.Now())
 		assert.True(t, signalled(a), "the unlock came after a's attempt started: a must retry")
 	})
 	t.Run("an older pending wake-up is not used twice", func(t *testing.T) {
-		a.rearm(time.Now())
+		a.rearm(time.Now(), time.Now())
 		assert.False(t, signalled(a))
 	})
 	t.Run("the last waiter to leave unsubscribes", func(t *testing.T) {

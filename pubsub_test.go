@@ -264,3 +264,47 @@ func TestLostMessageDuringReconnectDoesNotStrandWaiters(t *testing.T) {
 		}
 	}
 }
+
+// A goroutine that asks for a lock this process already waits for queues
+// behind the waiters without a round trip, and the process serves its
+// waiters in the order they came.
+func TestNewcomersQueueBehindLocalWaitersInOrder(t *testing.T) {
+	b := newReal(t)
+	c := b.newClient(t)
+	l := c.Lock("line")
+	const channel = "relock:{line}:ch"
+	holder, err := l.Lock(context.Background())
+	require.NoError(t, err)
+
+	order := make(chan int, 6)
+	held := make(chan context.Context)
+	start := func(i int) {
+		go func() {
+			ctx, err := l.Lock(context.Background())
+			if assert.NoError(t, err) {
+				order <- i
+				held <- ctx
+			}
+		}()
+	}
+	start(0)
+	require.Eventually(t, func() bool { return c.QueuedWaiters(channel) == 1 }, 5*time.Second, time.Millisecond)
+	settle(t, b)
+	evalsha := func() int64 {
+		m, err := redistest.CommandCalls(context.Background(), b.rdb)
+		require.NoError(t, err)
+		return m["evalsha"]
+	}
+	before := evalsha()
+	for i := 1; i < 6; i++ {
+		start(i)
+		require.Eventually(t, func() bool { return c.QueuedWaiters(channel) == i+1 }, 5*time.Second, time.Millisecond)
+	}
+	assert.Equal(t, before, evalsha(), "newcomers behind local waiters sent nothing")
+
+	require.NoError(t, l.Unlock(holder))
+	for want := range 6 {
+		assert.Equal(t, want, <-order)
+		require.NoError(t, l.Unlock(<-held))
+	}
+}
