@@ -447,3 +447,27 @@ func countRune(s string, r rune) int {
 	}
 	return n
 }
+
+// Uncontended, Lock is one command (one round trip) and Unlock is one.
+func TestUncontendedLockAndUnlockAreOneRoundTripEach(t *testing.T) {
+	b := newReal(t)
+	c := b.newClient(t)
+	l := c.Lock("rt")
+	ctx := context.Background()
+	warm, err := l.Lock(ctx) // loads the scripts (EVAL once, on NOSCRIPT)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(warm))
+
+	sent := func() int64 {
+		calls, err := redistest.CommandCalls(ctx, b.rdb)
+		require.NoError(t, err)
+		return redistest.ClientCommands(nil, calls)
+	}
+	before := sent()
+	held, err := l.Lock(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), sent()-before, "Lock")
+	before = sent()
+	require.NoError(t, l.Unlock(held))
+	assert.Equal(t, int64(1), sent()-before, "Unlock")
+}
