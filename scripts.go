@@ -13,6 +13,8 @@ import (
 var (
 	//go:embed scripts/acquire_common.lua
 	acquireCommonSrc string
+	//go:embed scripts/release_common.lua
+	releaseCommonSrc string
 	//go:embed scripts/lock_acquire.lua
 	lockAcquireSrc string
 	//go:embed scripts/lock_release.lua
@@ -57,26 +59,26 @@ var (
 	rwStateSrc string
 
 	lockAcquireScript      = redis.NewScript(acquireCommonSrc + lockAcquireSrc)
-	lockReleaseScript      = redis.NewScript(lockReleaseSrc)
+	lockReleaseScript      = redis.NewScript(releaseCommonSrc + lockReleaseSrc)
 	lockRenewScript        = redis.NewScript(lockRenewSrc)
 	lockForceReleaseScript = redis.NewScript(lockForceReleaseSrc)
 
 	// The fair_* scripts share their helpers: fair_common is prepended.
 	fairAcquireScript      = redis.NewScript(fairCommonSrc + acquireCommonSrc + fairAcquireSrc)
-	fairReleaseScript      = redis.NewScript(fairCommonSrc + fairReleaseSrc)
+	fairReleaseScript      = redis.NewScript(fairCommonSrc + releaseCommonSrc + fairReleaseSrc)
 	fairAbandonScript      = redis.NewScript(fairCommonSrc + fairAbandonSrc)
 	fairForceReleaseScript = redis.NewScript(fairCommonSrc + fairForceReleaseSrc)
 
 	// The rw_* scripts share their helpers: rw_common is prepended.
 	rwReadAcquireScript  = redis.NewScript(rwCommonSrc + acquireCommonSrc + rwReadAcquireSrc)
 	rwWriteAcquireScript = redis.NewScript(rwCommonSrc + acquireCommonSrc + rwWriteAcquireSrc)
-	rwReleaseScript      = redis.NewScript(rwCommonSrc + rwReleaseSrc)
+	rwReleaseScript      = redis.NewScript(rwCommonSrc + releaseCommonSrc + rwReleaseSrc)
 	rwRenewScript        = redis.NewScript(rwCommonSrc + rwRenewSrc)
 	rwAbandonScript      = redis.NewScript(rwCommonSrc + rwAbandonSrc)
 	rwForceReleaseScript = redis.NewScript(rwCommonSrc + rwForceReleaseSrc)
 	rwStateScript        = redis.NewScript(rwCommonSrc + rwStateSrc)
 
 	multiAcquireScript = redis.NewScript(multiAcquireSrc)
-	multiReleaseScript = redis.NewScript(multiReleaseSrc)
+	multiReleaseScript = redis.NewScript(releaseCommonSrc + multiReleaseSrc)
 	redFenceScript     = redis.NewScript(redFenceSrc)
 )

@@ -30,10 +30,4 @@ if count == believed then
 	redis.call('set', KEYS[5], '1', 'px', ARGV[4])
 	return 1
 end
-if count > 0 and count == believed - 1 then
-	return 0
-end
-if count == 0 and believed == 1 and redis.call('exists', KEYS[5]) == 1 then
-	return 1
-end
-return -1
+return replayed_release(count, believed, KEYS[5]) -- release_common.lua

@@ -31,12 +31,8 @@ for i = 1, #KEYS / 3 do
 			redis.call('set', latch, '1', 'px', ARGV[3])
 			out[i] = 1
 		end
-	elseif count > 0 and count == believed - 1 then
-		out[i] = 0
-	elseif count == 0 and believed == 1 and redis.call('exists', latch) == 1 then
-		out[i] = 1
 	else
-		out[i] = -1
+		out[i] = replayed_release(count, believed, latch) -- release_common.lua
 	end
 end
 return out
