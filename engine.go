@@ -17,6 +17,7 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attem
 	tried := time.Now()
 	a, err := try()
 	if err != nil || a.outcome != busy {
+		c.observe(err)
 		return a, err
 	}
 	if wait == 0 {
@@ -85,6 +86,7 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attem
 		}
 		tried = time.Now()
 		if a, err = try(); err != nil || a.outcome != busy {
+			c.observe(err)
 			return a, err
 		}
 	}

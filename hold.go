@@ -397,6 +397,7 @@ func unlockWith(ctx context.Context, s scheme) error {
 	// call is bounded by the go-redis client's own timeouts.
 	out, err := s.release(context.WithoutCancel(ctx), field, held)
 	if err != nil {
+		c.observe(err)
 		c.setReleasing(h, false)
 		return err
 	}

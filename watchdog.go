@@ -239,6 +239,7 @@ func (d *watchdog) renew(items []renewal) ([]int64, []error) {
 	}
 	for _, cl := range calls {
 		vals, err := cl.cmd.Int64Slice()
+		d.c.observe(err)
 		if err == nil && len(vals) != len(cl.items) {
 			err = errors.New("relock: renewal script returned a malformed reply")
 		}

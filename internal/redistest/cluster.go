@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +18,27 @@ import (
 type Cluster struct {
 	t     testing.TB
 	Nodes []*Server
-	ctl   *redis.Client // to Nodes[0], for the harness's own queries
+	mu    sync.Mutex
+	ctl   map[string]*redis.Client // per node, for the harness's own queries
+}
+
+// control returns a client of a running node.
+func (c *Cluster) control() *redis.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctl == nil {
+		c.ctl = make(map[string]*redis.Client)
+	}
+	for _, s := range c.Nodes {
+		if s.Running() {
+			if c.ctl[s.Addr()] == nil {
+				c.ctl[s.Addr()] = s.Client()
+			}
+			return c.ctl[s.Addr()]
+		}
+	}
+	c.t.Fatal("redistest: no cluster node is running")
+	return nil
 }
 
 // clusterNodeTimeout is short so that a failed node is noticed in about a
@@ -37,6 +58,10 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, args ...string) 
 		"--cluster-enabled", "yes",
 		"--cluster-config-file", "nodes.conf",
 		"--cluster-node-timeout", clusterNodeTimeout,
+		// A replica must be able to take over however recently it synced.
+		"--cluster-replica-validity-factor", "0",
+		// Replicas sync at once instead of after the default 5 s.
+		"--repl-diskless-sync-delay", "0",
 	}, args...)
 	for range n {
 		c.Nodes = append(c.Nodes, Start(t, nodeArgs...))
@@ -57,16 +82,16 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, args ...string) 
 			t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 		}
 	}
-	c.ctl = c.Nodes[0].Client()
 	if err := c.WaitHealthy(30 * time.Second); err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
 	return c
 }
 
-// WaitHealthy waits until every live node reports cluster_state:ok and all
-// of them agree on which node serves each slot range, with every replica
-// attached to its master.
+// WaitHealthy waits until every running node reports cluster_state:ok, every
+// replica is in sync, and all nodes agree on which node serves each slot
+// range, every one of them a running node: after a master is killed, it
+// waits for the failover.
 func (c *Cluster) WaitHealthy(timeout time.Duration) error {
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)
@@ -77,13 +102,16 @@ func (c *Cluster) WaitHealthy(timeout time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("cluster not healthy after %v: %s", timeout, last)
+	return fmt.Errorf("cluster not healthy after %v: %s\n%s", timeout, last, c.describe(ctx))
 }
 
 // unhealthy returns why the cluster is not ready yet, or "".
 func (c *Cluster) unhealthy(ctx context.Context) string {
 	var ref string
 	for _, s := range c.Nodes {
+		if !s.Running() {
+			continue
+		}
 		rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 		info, err := rdb.ClusterInfo(ctx).Result()
 		if err != nil {
@@ -94,10 +122,21 @@ func (c *Cluster) unhealthy(ctx context.Context) string {
 			_ = rdb.Close()
 			return s.Addr() + ": cluster_state not ok"
 		}
+		// A replica that has not synced yet cannot take over from its master.
+		repl, err := Info(ctx, rdb, "replication")
+		if err != nil || (repl["role"] == "slave" && repl["master_link_status"] != "up") {
+			_ = rdb.Close()
+			return fmt.Sprintf("%s: replica not in sync (%v)", s.Addr(), err)
+		}
 		slots, err := rdb.ClusterSlots(ctx).Result()
 		_ = rdb.Close()
 		if err != nil {
 			return fmt.Sprintf("%s: %v", s.Addr(), err)
+		}
+		for _, sl := range slots {
+			if m, err := c.byAddr(sl.Nodes[0].Addr); err != nil || !m.Running() {
+				return fmt.Sprintf("slots %d-%d are still assigned to dead %s", sl.Start, sl.End, sl.Nodes[0].Addr)
+			}
 		}
 		m := slotMap(slots)
 		if ref == "" {
@@ -118,6 +157,8 @@ func slotMap(slots []redis.ClusterSlot) string {
 		for _, n := range s.Nodes[1:] {
 			replicas = append(replicas, n.Addr)
 		}
+		// A dead replica stays listed until it is forgotten; what matters is
+		// that every node agrees, which a sorted list shows.
 		sort.Strings(replicas)
 		parts[i] = fmt.Sprintf("%05d-%05d:%s%v", s.Start, s.End, s.Nodes[0].Addr, replicas)
 	}
@@ -149,7 +190,7 @@ func (c *Cluster) Client(opts ...func(*redis.ClusterOptions)) *redis.ClusterClie
 // MasterOf returns the node that serves key's slot, as the nodes themselves
 // report it (CLUSTER SLOTS), not as a client believes.
 func (c *Cluster) MasterOf(ctx context.Context, key string) (*Server, error) {
-	rdb := c.ctl
+	rdb := c.control()
 	slot, err := rdb.ClusterKeySlot(ctx, key).Result()
 	if err != nil {
 		return nil, err
@@ -168,7 +209,7 @@ func (c *Cluster) MasterOf(ctx context.Context, key string) (*Server, error) {
 
 // Masters returns the nodes that serve slots.
 func (c *Cluster) Masters(ctx context.Context) ([]*Server, error) {
-	slots, err := c.ctl.ClusterSlots(ctx).Result()
+	slots, err := c.control().ClusterSlots(ctx).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -196,4 +237,20 @@ func (c *Cluster) byAddr(addr string) (*Server, error) {
 		}
 	}
 	return nil, fmt.Errorf("no node at %s", addr)
+}
+
+// describe returns CLUSTER NODES as a running node sees it, for failures.
+func (c *Cluster) describe(ctx context.Context) string {
+	for _, s := range c.Nodes {
+		if !s.Running() {
+			continue
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+		out, err := rdb.ClusterNodes(ctx).Result()
+		_ = rdb.Close()
+		if err == nil {
+			return "CLUSTER NODES at " + s.Addr() + ":\n" + out
+		}
+	}
+	return "no node answers"
 }

@@ -176,6 +176,22 @@ func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
 // Resume continues a paused server (SIGCONT).
 func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
 
+// Running reports whether the server process is alive (it may be paused).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Kill ends the server with SIGKILL and waits until it has exited.
 func (s *Server) Kill() {
 	s.mu.Lock()

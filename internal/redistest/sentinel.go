@@ -41,9 +41,10 @@ const (
 func StartSentinel(t testing.TB, replicas, sentinels int) *Sentinel {
 	t.Helper()
 	bin := Binary(t, "redis-sentinel")
-	d := &Sentinel{t: t, Primary: Start(t)}
+	// Replicas sync at once instead of after the default 5 s.
+	d := &Sentinel{t: t, Primary: Start(t, "--repl-diskless-sync-delay", "0")}
 	for range replicas {
-		d.Replicas = append(d.Replicas, Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(d.Primary.Port())))
+		d.Replicas = append(d.Replicas, Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(d.Primary.Port()), "--repl-diskless-sync-delay", "0"))
 	}
 	quorum := sentinels/2 + 1
 	for range sentinels {
