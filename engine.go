@@ -2,6 +2,7 @@ package relock
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -12,7 +13,10 @@ import (
 // whichever is first; try again.
 //
 // try must not be cancelled by ctx (see lockWith). The attempt returned is
-// the last one made; the error wraps ErrNotObtained when the wait ended.
+// the last one made; the error wraps ErrNotObtained when the wait ended. A
+// first attempt that fails returns its error at once (a Redis that cannot be
+// reached is reported, not waited on); once waiting, a transient failure is
+// retried with backoff until the wait ends.
 func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attempt, error)) (attempt, error) {
 	tried := time.Now()
 	a, err := try()
@@ -28,6 +32,8 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attem
 		deadline = tried.Add(wait)
 	}
 
+	var lastErr error // of the last attempt, when it failed
+	faults := 0       // attempts failed in a row
 	var w *waiter
 	defer func() {
 		if w != nil {
@@ -67,7 +73,7 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attem
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return a, ErrNotObtained
+				return a, afterFault(ErrNotObtained, lastErr)
 			}
 			sleep = min(sleep, left)
 		}
@@ -78,16 +84,45 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, try func() (attem
 		}
 		select {
 		case <-ctx.Done():
-			return a, notObtained(ctx)
+			return a, afterFault(notObtained(ctx), lastErr)
 		case <-c.closing:
 			return a, ErrClientClosed
 		case <-wake:
 		case <-timer.C:
 		}
 		tried = time.Now()
-		if a, err = try(); err != nil || a.outcome != busy {
-			c.observe(err)
-			return a, err
+		prev := a
+		if a, err = try(); err == nil && a.outcome != busy {
+			return a, nil
 		}
+		if err != nil {
+			c.observe(err)
+			if !transient(err) {
+				return a, err
+			}
+			// A waiter rides out a network fault, a restart or a failover
+			// until its wait ends: the scripts are replay-safe, so an
+			// attempt whose reply was lost is recognised by the next one.
+			c.log.Warn("relock: attempt failed while waiting; retrying", "err", err)
+			lastErr, faults = err, faults+1
+			a, err = prev, nil
+			a.retryIn = faultBackoff(faults)
+			continue
+		}
+		lastErr, faults = nil, 0
 	}
+}
+
+// faultBackoff is the pause after the n-th failed attempt in a row (n >= 1).
+func faultBackoff(n int) time.Duration {
+	return min(25*time.Millisecond<<min(n, 6), time.Second)
+}
+
+// afterFault adds the error of the last failed attempt, if any, to the error
+// that ended a wait.
+func afterFault(err, last error) error {
+	if last == nil {
+		return err
+	}
+	return fmt.Errorf("%w (last attempt failed: %w)", err, last)
 }

@@ -168,6 +168,7 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 		if h.watched {
 			h.renew = h.scheme.renewal(h.key.owner)
 			h.validUntil = started.Add(c.opts.watchdogLease)
+			c.armExpiry(h, h.validUntil)
 			c.dog.watch(h)
 			return ctx
 		}
@@ -182,13 +183,23 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 	if !until.After(h.expiresAt) {
 		return ctx
 	}
+	c.armExpiry(h, until)
+	return ctx
+}
+
+// armExpiry makes the hold end at until unless it is extended first: the
+// lease of a leased hold, or for a watched one the lease its last successful
+// renewal bought. The watched case matters when a renewal hangs (a paused
+// server, a partition): the call may not return before Redis lets the lock
+// go, and the holder must not believe past that. Called with the registry
+// lock held.
+func (c *Client) armExpiry(h *hold, until time.Time) {
 	h.expiresAt = until
 	if h.expiry == nil {
 		h.expiry = time.AfterFunc(time.Until(until), func() { c.expire(h) })
 	} else {
 		h.expiry.Reset(time.Until(until))
 	}
-	return ctx
 }
 
 // expire ends a leased hold whose lease has run out.

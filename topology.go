@@ -28,3 +28,24 @@ func (c *Client) observe(err error) {
 	}
 	cc.ReloadState(context.Background())
 }
+
+// transient reports whether an attempt that failed with err may succeed if
+// simply made again: the network failed, or the server is between roles
+// (loading, failing over, a replica not yet promoted).
+func transient(err error) bool {
+	switch {
+	case errors.Is(err, redis.ErrClosed), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrClientClosed),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	}
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return true
+	}
+	for _, prefix := range []string{"LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
+}

@@ -129,12 +129,22 @@ func (d *watchdog) tick() time.Time {
 	reg := &d.c.holds
 	reg.mu.Lock()
 	items := make([]renewal, len(holds))
+	deadline := start.Add(max(d.interval, time.Second))
 	for i, h := range holds {
 		items[i] = h.renew
+		if h.watched && h.validUntil.Before(deadline) {
+			deadline = h.validUntil
+		}
 	}
 	reg.mu.Unlock()
 
-	results, errs := d.renew(items)
+	// A renewal stuck on a paused server or a partitioned network must not
+	// keep a holder believing past its lease (the lock may expire in Redis
+	// at validUntil and be granted to someone else): each hold's expiry timer
+	// ends it then, whatever the call does. The deadline also ends the call
+	// then, where go-redis honours context deadlines (ContextTimeoutEnabled);
+	// otherwise its read timeout does.
+	results, errs := d.renew(items, deadline)
 	next := start.Add(d.interval)
 	lease := d.c.opts.watchdogLease
 	now := time.Now()
@@ -146,6 +156,7 @@ func (d *watchdog) tick() time.Time {
 		switch {
 		case errs[i] == nil && results[i] == 1:
 			h.validUntil = start.Add(lease)
+			d.c.armExpiry(h, h.validUntil)
 		case errs[i] == nil:
 			if !h.releasing {
 				d.c.log.Warn("relock: lock lost: renewal found the hold gone", "lock", h.key.id)
@@ -172,9 +183,9 @@ func minTime(t time.Time, ts ...time.Time) time.Time {
 	return t
 }
 
-// renew runs the renewal of items in one pipeline and returns each item's
-// result (1 renewed, 0 gone) or error.
-func (d *watchdog) renew(items []renewal) ([]int64, []error) {
+// renew runs the renewal of items in one pipeline, giving up at deadline,
+// and returns each item's result (1 renewed, 0 gone) or error.
+func (d *watchdog) renew(items []renewal, deadline time.Time) ([]int64, []error) {
 	results := make([]int64, len(items))
 	errs := make([]error, len(items))
 	if len(items) == 0 {
@@ -213,7 +224,7 @@ func (d *watchdog) renew(items []renewal) ([]int64, []error) {
 		cl.items = append(cl.items, i)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), max(d.interval, time.Second))
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	send := func(useEval bool, todo []*call) {
 		pipe := d.c.rdb.Pipeline()
