@@ -265,7 +265,7 @@ func TestFaultServerRestarted(t *testing.T) {
 			require.Eventually(t, func() bool { return waiter.SubscribedChannels() == 1 }, 5*time.Second, time.Millisecond)
 
 			srv.Kill()
-			<-hctx.Done() // the holder's lease ends during the outage
+			<-hctx.Done()               // the holder's lease ends during the outage
 			time.Sleep(2 * time.Second) // the outage outlasts go-redis's retries
 			mustNotGet(t, got)
 			srv.Restart()
