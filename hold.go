@@ -46,6 +46,9 @@ type attempt struct {
 	retryIn time.Duration // busy: the remaining lease of the holder (<= 0: unknown)
 	channel string        // busy: where the holder's release is announced ("" to poll at retryIn)
 	subs    *subscriber   // busy: which Client carries channel (nil: the scheme's)
+	// acquired with WithReplicas: why the grant did not reach the replicas
+	// (nil: it did). lockWith then undoes the grant.
+	replication error
 }
 
 type releaseOutcome int
@@ -348,12 +351,25 @@ func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context
 	}
 	switch a.outcome {
 	case acquired:
+		if a.replication != nil {
+			c.ungrant(dctx, s, h, field, held)
+			return nil, a.replication
+		}
 		return c.grant(h, parent, a, lease, started), nil
 	case mismatch:
 		c.end(h, ErrLockLost)
 		return nil, fmt.Errorf("%w: Redis has this owner's count at %d, not %d", ErrLockLost, a.held, held)
 	}
 	return nil, fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
+}
+
+// ungrant releases a grant that Redis made and the caller will not get
+// (WithReplicas: it did not reach the replicas): the release script, told the
+// owner holds one more than the Client's count, takes exactly that one back.
+func (c *Client) ungrant(ctx context.Context, s scheme, h *hold, field string, held int) {
+	if _, err := s.release(ctx, field, held+1); err != nil {
+		c.log.Warn("relock: could not release an unreplicated grant; it ends with its lease", "lock", h.key.id, "err", err)
+	}
 }
 
 // adopt takes over the count Redis has for an owner this Client did not know.

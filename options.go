@@ -30,6 +30,9 @@ type options struct {
 	fencing       bool
 	unlockLatch   time.Duration
 	sharded       *bool // nil: decided by the client type
+
+	replicas       int           // WithReplicas: 0 off
+	replicaTimeout time.Duration // WithReplicas
 }
 
 func defaultOptions() options {
