@@ -30,6 +30,7 @@ func TestCluster(t *testing.T) {
 		t.Run("WaitersWokenBySharded", func(t *testing.T) { testClusterWaiters(t, cl, k) })
 		t.Run("WatchdogRenewsOnEveryNode", func(t *testing.T) { testClusterWatchdog(t, cl, k) })
 		t.Run("MutualExclusion", func(t *testing.T) { testClusterCounter(t, cl, k) })
+		t.Run("WaitOnTheLocksMaster", func(t *testing.T) { testClusterReplicas(t, cl, k) })
 	})
 	t.Run("LostHoldIsReported", func(t *testing.T) { testClusterLost(t, cl) })
 	// Last: it kills a master, which changes the topology for good.
@@ -309,6 +310,31 @@ func testClusterCounter(t *testing.T, cl *redistest.Cluster, k lockKind) {
 	n, err := rdb.Get(ctx, counter).Int()
 	require.NoError(t, err)
 	assert.Equal(t, goroutines*rounds, n)
+}
+
+// WithReplicas sends its WAIT to the master that ran the acquire script,
+// whichever node that is.
+func testClusterReplicas(t *testing.T, cl *redistest.Cluster, k lockKind) {
+	ctx := context.Background()
+	c := relock.New(cl.Client(), relock.WithReplicas(1, time.Second))
+	t.Cleanup(func() { _ = c.Close() })
+	for addr, names := range namesPerMaster(t, cl, c, k, k.name+"-wait-", 1) {
+		master, err := cl.MasterOf(ctx, k.keyOf(c, names[0]))
+		require.NoError(t, err)
+		require.Equal(t, addr, master.Addr())
+		l := k.open(c, names[0])
+		warm, err := l.Lock(ctx) // loads the script on that node
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(warm))
+		before, err := redistest.CommandCalls(ctx, master.Client())
+		require.NoError(t, err)
+		hctx, err := l.Lock(ctx)
+		require.NoError(t, err)
+		after, err := redistest.CommandCalls(ctx, master.Client())
+		require.NoError(t, err)
+		assert.Equal(t, before["wait"]+1, after["wait"], "WAIT ran on %s, the lock's master", addr)
+		require.NoError(t, l.Unlock(hctx))
+	}
 }
 
 // A hold whose key disappears on its node is ended at the next renewal.
