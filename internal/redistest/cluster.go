@@ -58,6 +58,9 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, args ...string) 
 		"--cluster-enabled", "yes",
 		"--cluster-config-file", "nodes.conf",
 		"--cluster-node-timeout", clusterNodeTimeout,
+		// A node learns its own address from its peers; a lone node has
+		// none and would report "" in CLUSTER SLOTS.
+		"--cluster-announce-ip", "127.0.0.1",
 		// A replica must be able to take over however recently it synced.
 		"--cluster-replica-validity-factor", "0",
 		// Replicas sync at once instead of after the default 5 s.
