@@ -186,10 +186,9 @@ func TestFaultServerPaused(t *testing.T) {
 
 			srv.Pause()
 			// The fault: long enough for the lease to run out in Redis, but
-			// shorter than the watchdog's one-second call timeout, so that
-			// only a holder that watches its lease, not its calls, is told
-			// in time.
-			time.Sleep(lease + 200*time.Millisecond)
+			// shorter than go-redis's 3 s read timeout, so that only a holder
+			// that watches its lease, not its calls, is told in time.
+			time.Sleep(lease + time.Second)
 			srv.Resume()
 			// The lease ran out in Redis: the waiter gets in, and the holder
 			// must have been told by then (check.enter).
@@ -358,7 +357,10 @@ func TestFaultPartition(t *testing.T) {
 		noLeaks(t)
 		srv := redistest.Start(t)
 		proxy := redistest.NewProxy(t, srv.Addr())
-		const lease = 600 * time.Millisecond
+		// The holder stops believing a safety margin (lease/100 + 2 ms)
+		// before Redis can expire the lock: long enough a lease that the
+		// margin outweighs scheduling delays on a busy machine.
+		const lease = 1500 * time.Millisecond
 		via := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
 		t.Cleanup(func() { _ = via.Close() })
 		holder := relock.New(via, relock.WithWatchdogLease(lease))

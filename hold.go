@@ -88,7 +88,7 @@ type hold struct {
 	expiry     *time.Timer // holds with an explicit lease
 	adopted    bool        // count taken over from Redis (WithOwner): next grant starts the hold
 	renew      renewal
-	validUntil time.Time // watched holds: last successful renewal + lease
+	validUntil time.Time // watched holds: last successful renewal + safeLease
 }
 
 type holdKey struct{ id, owner string }
@@ -170,7 +170,7 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 		h.watched = lease == 0
 		if h.watched {
 			h.renew = h.scheme.renewal(h.key.owner)
-			h.validUntil = started.Add(c.opts.watchdogLease)
+			h.validUntil = started.Add(safeLease(c.opts.watchdogLease))
 			c.armExpiry(h, h.validUntil)
 			c.dog.watch(h)
 			return ctx
@@ -182,12 +182,19 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 	if lease == 0 {
 		lease = c.opts.watchdogLease // re-entry without a lease into a leased hold
 	}
-	until := started.Add(lease)
+	until := started.Add(safeLease(lease))
 	if !until.After(h.expiresAt) {
 		return ctx
 	}
 	c.armExpiry(h, until)
 	return ctx
+}
+
+// safeLease is how long after sending the script that set it a holder may
+// count on a lease: less a margin, as Redlock does, for the drift between the
+// client's clock and the server's and for the timer firing late.
+func safeLease(lease time.Duration) time.Duration {
+	return lease - min(lease/100+2*time.Millisecond, lease/4)
 }
 
 // armExpiry makes the hold end at until unless it is extended first: the

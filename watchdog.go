@@ -155,7 +155,7 @@ func (d *watchdog) tick() time.Time {
 		}
 		switch {
 		case errs[i] == nil && results[i] == 1:
-			h.validUntil = start.Add(lease)
+			h.validUntil = start.Add(safeLease(lease))
 			d.c.armExpiry(h, h.validUntil)
 		case errs[i] == nil:
 			if !h.releasing {
