@@ -58,6 +58,8 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	}
 	if rdb == nil {
 		c.err = fmt.Errorf("%w: nil redis client", ErrInvalidArgument)
+	} else if c.opts.replicas > 0 && c.err == nil {
+		c.err = checkReplicaTimeout(rdb, c.opts.replicaTimeout)
 	}
 	_, isCluster := rdb.(*redis.ClusterClient)
 	c.sharded = isCluster

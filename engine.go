@@ -13,7 +13,10 @@ import (
 // whichever is first; try again.
 //
 // try must not be cancelled by ctx (see lockWith). The attempt returned is
-// the last one made; the error wraps ErrNotObtained when the wait ended.
+// the last one made; the error wraps ErrNotObtained when the wait ended. A
+// first attempt that fails returns its error at once (a Redis that cannot be
+// reached is reported, not waited on); once waiting, a transient failure is
+// retried with backoff until the wait ends.
 //
 // queue, when not empty, names the channel on which every release of the
 // lock is announced. If goroutines of this process already sleep on it and
@@ -29,6 +32,7 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, queue string, try
 	} else {
 		a, err = try()
 		if err != nil || a.outcome != busy {
+			c.observe(err)
 			return a, err
 		}
 		if wait == 0 {
@@ -40,6 +44,8 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, queue string, try
 		deadline = tried.Add(wait)
 	}
 
+	var lastErr error // of the last attempt, when it failed
+	faults := 0       // attempts failed in a row
 	var w *waiter
 	defer func() {
 		if w != nil {
@@ -79,7 +85,7 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, queue string, try
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return a, a.notObtained()
+				return a, afterFault(a.notObtained(), lastErr)
 			}
 			sleep = min(sleep, left)
 		}
@@ -90,16 +96,32 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, queue string, try
 		}
 		select {
 		case <-ctx.Done():
-			return a, notObtained(ctx)
+			return a, afterFault(notObtained(ctx), lastErr)
 		case <-c.closing:
 			return a, ErrClientClosed
 		case <-wake:
 		case <-timer.C:
 		}
 		tried = time.Now()
-		if a, err = try(); err != nil || a.outcome != busy {
-			return a, err
+		prev := a
+		if a, err = try(); err == nil && a.outcome != busy {
+			return a, nil
 		}
+		if err != nil {
+			c.observe(err)
+			if !transient(err) {
+				return a, err
+			}
+			// A waiter rides out a network fault, a restart or a failover
+			// until its wait ends: the scripts are replay-safe, so an
+			// attempt whose reply was lost is recognised by the next one.
+			c.log.Warn("relock: attempt failed while waiting; retrying", "err", err)
+			lastErr, faults = err, faults+1
+			a, err = prev, nil
+			a.retryIn = faultBackoff(faults)
+			continue
+		}
+		lastErr, faults = nil, 0
 	}
 }
 
@@ -110,4 +132,18 @@ func (a attempt) notObtained() error {
 		return fmt.Errorf("%w: %w", ErrNotObtained, a.cause)
 	}
 	return ErrNotObtained
+}
+
+// faultBackoff is the pause after the n-th failed attempt in a row (n >= 1).
+func faultBackoff(n int) time.Duration {
+	return min(25*time.Millisecond<<min(n, 6), time.Second)
+}
+
+// afterFault adds the error of the last failed attempt, if any, to the error
+// that ended a wait.
+func afterFault(err, last error) error {
+	if last == nil {
+		return err
+	}
+	return fmt.Errorf("%w (last attempt failed: %w)", err, last)
 }

@@ -26,6 +26,11 @@ var (
 	// every hold that was still open when Close ran.
 	ErrClientClosed = errors.New("relock: client closed")
 
+	// ErrNotReplicated: with WithReplicas, the write that granted a hold did
+	// not reach enough replicas in time, or the server rejected WAIT. The
+	// hold was released again; the error also wraps ErrNotObtained.
+	ErrNotReplicated = errors.New("relock: lock write not replicated")
+
 	// ErrInvalidArgument: a bad name, duration, option or client. It is
 	// returned before anything is sent to Redis.
 	ErrInvalidArgument = errors.New("relock: invalid argument")

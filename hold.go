@@ -62,6 +62,9 @@ type attempt struct {
 	subs    *subscriber   // busy: which Client carries channel (nil: the scheme's)
 	cause   error         // busy: why, when it is not simply another holder (joined to ErrNotObtained)
 	drift   time.Duration // acquired: how much sooner than its lease the hold must count as gone (RedLock's clock drift)
+	// acquired with WithReplicas: why the grant did not reach the replicas
+	// (nil: it did). lockWith then undoes the grant.
+	replication error
 }
 
 type releaseOutcome int
@@ -208,11 +211,16 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 	if lease == 0 {
 		lease = c.opts.watchdogLease
 	}
-	c.extendLocked(h, started.Add(lease-h.drift))
+	c.extendLocked(h, started.Add(safeLease(lease)-h.drift))
 	return ctx
 }
 
-// extendLocked moves the hold's local lease end to until, if that is later.
+// extendLocked moves the hold's local lease end to until, if that is later:
+// the lease of a leased hold, or for a watched one the lease its last
+// successful renewal bought. The watched case matters when a renewal hangs
+// (a paused server, a partition): the call may not return before Redis lets
+// the lock go, and the holder must not believe past that. Called with the
+// registry lock held.
 func (c *Client) extendLocked(h *hold, until time.Time) {
 	if !until.After(h.expiresAt) {
 		return
@@ -223,6 +231,13 @@ func (c *Client) extendLocked(h *hold, until time.Time) {
 	} else {
 		h.expiry.Reset(time.Until(until))
 	}
+}
+
+// safeLease is how long after sending the script that set it a holder may
+// count on a lease: less a margin, as Redlock does, for the drift between the
+// client's clock and the server's and for the timer firing late.
+func safeLease(lease time.Duration) time.Duration {
+	return lease - min(lease/100+2*time.Millisecond, lease/4)
 }
 
 // expire ends a hold whose lease has run out: a leased one, or a watched one
@@ -378,12 +393,25 @@ func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context
 	}
 	switch a.outcome {
 	case acquired:
+		if a.replication != nil {
+			c.ungrant(dctx, s, h, field, held)
+			return nil, a.replication
+		}
 		return c.grant(h, parent, a, lease, started), nil
 	case mismatch:
 		c.end(h, ErrLockLost)
 		return nil, fmt.Errorf("%w: Redis has this owner's count at %d, not %d", ErrLockLost, a.held, held)
 	}
 	return nil, fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
+}
+
+// ungrant releases a grant that Redis made and the caller will not get
+// (WithReplicas: it did not reach the replicas): the release script, told the
+// owner holds one more than the Client's count, takes exactly that one back.
+func (c *Client) ungrant(ctx context.Context, s scheme, h *hold, field string, held int) {
+	if _, err := s.release(ctx, field, held+1); err != nil {
+		c.log.Warn("relock: could not release an unreplicated grant; it ends with its lease", "lock", h.key.id, "err", err)
+	}
 }
 
 // adopt takes over the count Redis has for an owner this Client did not know.
@@ -438,6 +466,7 @@ func unlockWith(ctx context.Context, s scheme) error {
 	// call is bounded by the go-redis client's own timeouts.
 	out, err := s.release(context.WithoutCancel(ctx), field, held)
 	if err != nil {
+		c.observe(err)
 		c.setReleasing(h, false)
 		return err
 	}

@@ -220,12 +220,16 @@ func (s lockScheme) acquire(ctx context.Context, owner string, held int, lease t
 	if l.c.opts.fencing {
 		fencing = "1"
 	}
-	res, err := lockAcquireScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.fence},
-		owner, lease.Milliseconds(), held, fencing).Int64Slice()
+	res, repl, err := l.c.evalAcquire(ctx, lockAcquireScript, []string{l.keys.hash, l.keys.fence},
+		owner, lease.Milliseconds(), held, fencing)
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
 	}
-	return parseAcquire(res, l.keys.channel)
+	a, err := parseAcquire(res, l.keys.channel)
+	if a.outcome == acquired {
+		a.replication = repl
+	}
+	return a, err
 }
 
 // parseAcquire reads the {status, value} reply shared by the acquire scripts.

@@ -31,6 +31,9 @@ type options struct {
 	unlockLatch   time.Duration
 	sharded       *bool // nil: decided by the client type
 	waiterTimeout time.Duration
+
+	replicas       int           // WithReplicas: 0 off
+	replicaTimeout time.Duration // WithReplicas
 }
 
 func defaultOptions() options {

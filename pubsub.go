@@ -284,6 +284,7 @@ func (s *subscriber) read(sh *shard) {
 			// re-subscribes on the next receive, and the confirmations make
 			// every waiter re-check.
 			s.c.log.Warn("relock: subscriber connection lost", "shard", sh.addr, "err", err)
+			s.c.observe(err)
 			s.disconnected(sh)
 			if s.pause(100 * time.Millisecond) {
 				return

@@ -117,13 +117,23 @@ func (d *watchdog) tick() time.Time {
 	reg := &d.c.holds
 	reg.mu.Lock()
 	items := make([]renewal, len(holds))
+	deadline := start.Add(max(d.interval, time.Second))
 	for i, h := range holds {
 		// Built here rather than at Lock: only holds that live a tick need it.
 		items[i] = h.scheme.renewal(h.key.owner)
+		if h.expiresAt.Before(deadline) {
+			deadline = h.expiresAt
+		}
 	}
 	reg.mu.Unlock()
 
-	results, errs := d.renew(items, max(d.interval, time.Second))
+	// A renewal stuck on a paused server or a partitioned network must not
+	// keep a holder believing past its lease (the lock may expire in Redis
+	// and be granted to someone else): each hold's expiry timer ends it
+	// then, whatever the call does. The deadline also ends the call then,
+	// where go-redis honours context deadlines (ContextTimeoutEnabled);
+	// otherwise its read timeout does.
+	results, errs := d.renew(items, deadline)
 	next := start.Add(d.interval)
 	lease := d.c.opts.watchdogLease
 	reg.mu.Lock()
@@ -133,7 +143,7 @@ func (d *watchdog) tick() time.Time {
 		}
 		switch {
 		case errs[i] == nil && results[i] == 1:
-			d.c.extendLocked(h, start.Add(lease-h.drift))
+			d.c.extendLocked(h, start.Add(safeLease(lease)-h.drift))
 		case errs[i] == nil:
 			if !h.releasing {
 				d.c.log.Warn("relock: lock lost: renewal found the hold gone", "lock", h.key.id)
@@ -159,9 +169,9 @@ func minTime(t time.Time, ts ...time.Time) time.Time {
 	return t
 }
 
-// renew runs the renewal of items in one pipeline and returns each item's
-// result (1 renewed, 0 gone) or error.
-func (d *watchdog) renew(items []renewal, timeout time.Duration) ([]int64, []error) {
+// renew runs the renewal of items in one pipeline, giving up at deadline,
+// and returns each item's result (1 renewed, 0 gone) or error.
+func (d *watchdog) renew(items []renewal, deadline time.Time) ([]int64, []error) {
 	results := make([]int64, len(items))
 	errs := make([]error, len(items))
 	if len(items) == 0 {
@@ -182,7 +192,7 @@ func (d *watchdog) renew(items []renewal, timeout time.Duration) ([]int64, []err
 	}
 	cluster := d.c.isCluster()
 	leaseMs := d.c.opts.watchdogLease.Milliseconds()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var calls []*call
 	var wg sync.WaitGroup
@@ -235,6 +245,7 @@ func (d *watchdog) renew(items []renewal, timeout time.Duration) ([]int64, []err
 	}
 	for _, cl := range calls {
 		vals, err := cl.cmd.Int64Slice()
+		d.c.observe(err)
 		if err == nil && len(vals) != len(cl.items) {
 			err = errors.New("relock: renewal script returned a malformed reply")
 		}

@@ -6,6 +6,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -46,6 +47,8 @@ type Server struct {
 	dir  string
 	port int
 	args []string
+	conf string      // config file given before every other argument (redis-sentinel needs one)
+	tls  *tls.Config // non-nil: the port is a tls-port and the plain port is off
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -56,7 +59,13 @@ type Server struct {
 // arguments (e.g. "--appendonly", "yes") and stops it when t ends.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Binary(t, "redis-server"), dir: t.TempDir(), args: args}
+	return launch(t, &Server{t: t, bin: Binary(t, "redis-server"), dir: t.TempDir(), args: args})
+}
+
+// launch starts s on a free port, retrying on another port when the one it
+// picked was taken meanwhile, and stops it when t ends.
+func launch(t testing.TB, s *Server) *Server {
+	t.Helper()
 	var err error
 	for range 5 {
 		if s.port, err = FreePort(); err != nil {
@@ -67,7 +76,7 @@ func Start(t testing.TB, args ...string) *Server {
 			return s
 		}
 	}
-	t.Fatalf("redistest: cannot start redis-server: %v", err)
+	t.Fatalf("redistest: cannot start %s: %v", filepath.Base(s.bin), err)
 	return nil
 }
 
@@ -82,15 +91,24 @@ func FreePort() (int, error) {
 }
 
 func (s *Server) start() error {
-	args := append([]string{
-		"--port", strconv.Itoa(s.port),
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	if s.tls != nil {
+		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(s.port))
+	} else {
+		args = append(args, "--port", strconv.Itoa(s.port))
+	}
+	args = append(append(args,
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--save", "",
 		"--appendonly", "no",
 		"--logfile", filepath.Join(s.dir, "redis.log"),
-	}, s.args...)
+	), s.args...)
 	cmd := exec.Command(s.bin, args...)
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -106,7 +124,7 @@ func (s *Server) start() error {
 			return fmt.Errorf("redis-server exited at start: %s", s.logTail())
 		default:
 		}
-		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, TLSConfig: s.tls})
 		err := c.Ping(context.Background()).Err()
 		_ = c.Close()
 		if err == nil {
@@ -135,7 +153,7 @@ func (s *Server) Port() int { return s.port }
 
 // Client returns a go-redis client of the server, closed when t ends.
 func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
-	o := &redis.Options{Addr: s.Addr()}
+	o := &redis.Options{Addr: s.Addr(), TLSConfig: s.tls}
 	for _, f := range opts {
 		f(o)
 	}
@@ -158,6 +176,22 @@ func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
 
 // Resume continues a paused server (SIGCONT).
 func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+// Running reports whether the server process is alive (it may be paused).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
 
 // Kill ends the server with SIGKILL and waits until it has exited.
 func (s *Server) Kill() {

@@ -1,0 +1,429 @@
+package relock_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// TestCluster runs every exclusive lock type on one real Redis Cluster of 3
+// masters and 3 replicas, shared by the subtests: starting a cluster takes
+// seconds, and the subtests use distinct lock names.
+func TestCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	masters, err := cl.Masters(context.Background())
+	require.NoError(t, err)
+	require.Len(t, masters, 3)
+
+	eachKind(t, func(t *testing.T, k lockKind) {
+		t.Run("LockUnlockAnyName", func(t *testing.T) { testClusterAnyName(t, cl, k) })
+		t.Run("WaitersWokenBySharded", func(t *testing.T) { testClusterWaiters(t, cl, k) })
+		t.Run("WatchdogRenewsOnEveryNode", func(t *testing.T) { testClusterWatchdog(t, cl, k) })
+		t.Run("MutualExclusion", func(t *testing.T) { testClusterCounter(t, cl, k) })
+		t.Run("WaitOnTheLocksMaster", func(t *testing.T) { testClusterReplicas(t, cl, k) })
+	})
+	t.Run("LostHoldIsReported", func(t *testing.T) { testClusterLost(t, cl) })
+	// Last: it kills a master, which changes the topology for good.
+	t.Run("MasterFailover", func(t *testing.T) { testClusterFailover(t, cl) })
+}
+
+// nodeClients returns a plain client per node address, for asking one node
+// directly what it holds.
+func nodeClients(t *testing.T, cl *redistest.Cluster) map[string]*redis.Client {
+	out := make(map[string]*redis.Client)
+	for _, s := range cl.Nodes {
+		out[s.Addr()] = s.Client()
+	}
+	return out
+}
+
+// namesPerMaster returns n lock names (with the given stem) whose keys live
+// on each master, keyed by master address.
+func namesPerMaster(t *testing.T, cl *redistest.Cluster, c *relock.Client, k lockKind, stem string, n int) map[string][]string {
+	t.Helper()
+	ctx := context.Background()
+	out := make(map[string][]string)
+	for i := 0; ; i++ {
+		name := stem + strconv.Itoa(i)
+		m, err := cl.MasterOf(ctx, k.keyOf(c, name))
+		require.NoError(t, err)
+		if len(out[m.Addr()]) < n {
+			out[m.Addr()] = append(out[m.Addr()], name)
+		}
+		done := len(out) == 3
+		for _, names := range out {
+			done = done && len(names) == n
+		}
+		if done {
+			return out
+		}
+		require.Less(t, i, 10000, "names do not spread over the masters")
+	}
+}
+
+func testClusterAnyName(t *testing.T, cl *redistest.Cluster, k lockKind) {
+	ctx := context.Background()
+	rdb := cl.Client()
+	nodes := nodeClients(t, cl)
+	c := relock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+
+	names := []string{
+		"orders", "a{b", "a}b", "}{", "{", "}", "{}", "{tag}rest", "x{tag}", "%7B", "%", "ü{ñ}",
+		strings.Repeat("long{name}", 6000), // 60 kB, braces all the way
+	}
+	used := make(map[string]bool)
+	for _, name := range names {
+		l := k.open(c, name)
+		key := k.keyOf(c, name)
+		hold, err := l.Lock(ctx)
+		require.NoError(t, err, "no CROSSSLOT or other error for %.40q", name)
+		inner, err := l.Lock(hold)
+		require.NoError(t, err)
+
+		// The hash and the fencing counter sit on the master of the key's
+		// slot, and nowhere else.
+		master, err := cl.MasterOf(ctx, key)
+		require.NoError(t, err)
+		used[master.Addr()] = true
+		node := nodes[master.Addr()]
+		assert.Equal(t, map[string]string{ownerField(t, c, hold): "2"}, hgetall(t, node, key), "%.40q", name)
+		assert.Greater(t, pttl(t, node, key), time.Duration(0))
+		tok, err := l.Token(inner)
+		require.NoError(t, err)
+		fence, err := node.Get(ctx, key+":fence").Int64()
+		require.NoError(t, err, "the fencing counter is on the lock's node")
+		assert.Equal(t, fence, tok)
+
+		require.NoError(t, l.Unlock(inner))
+		require.NoError(t, l.Unlock(hold))
+		assert.Empty(t, hgetall(t, rdb, key))
+		assert.ErrorIs(t, context.Cause(hold), relock.ErrUnlocked)
+	}
+	assert.Len(t, used, 3, "the names must exercise every master")
+}
+
+// clientList returns the CLIENT LIST lines of one node.
+func clientList(t *testing.T, node *redis.Client) []string {
+	t.Helper()
+	s, err := node.ClientList(context.Background()).Result()
+	require.NoError(t, err)
+	return strings.Split(strings.TrimSpace(s), "\n")
+}
+
+// shardSubscribers counts the connections on node that have sharded
+// subscriptions, and their subscriptions in total.
+func shardSubscribers(t *testing.T, node *redis.Client) (conns, subs int) {
+	t.Helper()
+	for _, line := range clientList(t, node) {
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "ssub="); ok {
+				n, err := strconv.Atoi(v)
+				require.NoError(t, err)
+				if n > 0 {
+					conns++
+					subs += n
+				}
+			}
+		}
+	}
+	return conns, subs
+}
+
+func shardNumSub(t *testing.T, node *redis.Client, channel string) int64 {
+	t.Helper()
+	m, err := node.PubSubShardNumSub(context.Background(), channel).Result()
+	require.NoError(t, err)
+	return m[channel]
+}
+
+// Waiters in one process sleep on sharded subscriptions: one connection per
+// master, carrying every channel of that master's slots, and an unlock
+// (SPUBLISH on the lock's node) wakes them.
+func testClusterWaiters(t *testing.T, cl *redistest.Cluster, k lockKind) {
+	ctx := context.Background()
+	nodes := nodeClients(t, cl)
+	holder := relock.New(cl.Client())
+	t.Cleanup(func() { _ = holder.Close() })
+	waiter := relock.New(cl.Client())
+	t.Cleanup(func() { _ = waiter.Close() })
+
+	perMaster := namesPerMaster(t, cl, holder, k, k.name+"-wait-", 2)
+	type held struct {
+		name string
+		ctx  context.Context
+		tok  int64
+	}
+	var holds []held
+	for _, names := range perMaster {
+		for _, name := range names {
+			hctx, err := k.open(holder, name).Lock(ctx)
+			require.NoError(t, err)
+			tok, err := k.open(holder, name).Token(hctx)
+			require.NoError(t, err)
+			holds = append(holds, held{name, hctx, tok})
+		}
+	}
+
+	type got struct {
+		name string
+		ctx  context.Context
+		err  error
+	}
+	results := make(chan got, len(holds))
+	for _, h := range holds {
+		go func() {
+			wctx, err := k.open(waiter, h.name).Lock(ctx)
+			results <- got{h.name, wctx, err}
+		}()
+	}
+	require.Eventually(t, func() bool { return waiter.SubscribedChannels() == len(holds) }, 10*time.Second, 5*time.Millisecond)
+
+	// Each master carries its own channels on exactly one connection.
+	for addr, names := range perMaster {
+		node := nodes[addr]
+		require.Eventually(t, func() bool {
+			conns, subs := shardSubscribers(t, node)
+			return conns == 1 && subs == len(names)
+		}, 10*time.Second, 10*time.Millisecond, "one sharded subscriber connection on %s", addr)
+		for _, name := range names {
+			assert.EqualValues(t, 1, shardNumSub(t, node, k.keyOf(holder, name)+":ch"), "subscribed on the lock's own node")
+		}
+	}
+	select {
+	case r := <-results:
+		t.Fatalf("%s was granted while held: %v", r.name, r.err)
+	default:
+	}
+
+	for _, h := range holds {
+		require.NoError(t, k.open(holder, h.name).Unlock(h.ctx))
+	}
+	for range holds {
+		select {
+		case r := <-results:
+			require.NoError(t, r.err)
+			l := k.open(waiter, r.name)
+			tok, err := l.Token(r.ctx)
+			require.NoError(t, err)
+			for _, h := range holds {
+				if h.name == r.name {
+					assert.Greater(t, tok, h.tok)
+				}
+			}
+			require.NoError(t, l.Unlock(r.ctx))
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter was not woken by the unlock")
+		}
+	}
+	// The last waiter out unsubscribes: nothing stays subscribed anywhere.
+	require.Equal(t, 0, waiter.SubscribedChannels())
+	for addr := range perMaster {
+		require.Eventually(t, func() bool {
+			_, subs := shardSubscribers(t, nodes[addr])
+			return subs == 0
+		}, 5*time.Second, 10*time.Millisecond)
+	}
+}
+
+// The watchdog renews holds whose keys live on different nodes, in one
+// pipeline per tick (go-redis splits it per node).
+func testClusterWatchdog(t *testing.T, cl *redistest.Cluster, k lockKind) {
+	ctx := context.Background()
+	rdb := cl.Client()
+	const lease = 900 * time.Millisecond
+	c := relock.New(rdb, relock.WithWatchdogLease(lease))
+	t.Cleanup(func() { _ = c.Close() })
+
+	perMaster := namesPerMaster(t, cl, c, k, k.name+"-dog-", 4)
+	holds := make(map[string]context.Context)
+	for _, names := range perMaster {
+		for _, name := range names {
+			hctx, err := k.open(c, name).Lock(ctx)
+			require.NoError(t, err)
+			holds[name] = hctx
+		}
+	}
+	locked := time.Now()
+	ticks0, trips0, _ := c.WatchdogStats()
+	// Twice the lease: without renewals every key would be gone by now.
+	require.Eventually(t, func() bool {
+		ticks, _, _ := c.WatchdogStats()
+		return ticks-ticks0 >= 6 && time.Since(locked) > 2*lease
+	}, 10*time.Second, 10*time.Millisecond)
+	ticks, trips, _ := c.WatchdogStats()
+	// One pipeline per tick for holds on 3 nodes (give or take the tick in
+	// flight when the counters were read).
+	assert.InDelta(t, ticks-ticks0, trips-trips0, 1)
+	for name, hctx := range holds {
+		require.NoError(t, hctx.Err(), "%s lost", name)
+		key := k.keyOf(c, name)
+		assert.Equal(t, map[string]string{ownerField(t, c, hctx): "1"}, hgetall(t, rdb, key))
+		assert.Greater(t, pttl(t, rdb, key), lease/3, "renewed within the last interval")
+	}
+	for name, hctx := range holds {
+		require.NoError(t, k.open(c, name).Unlock(hctx))
+	}
+	assert.Equal(t, 0, c.WatchedHolds())
+}
+
+// Goroutines in two processes increment a counter kept on the lock's node
+// with a separate read and write: only mutual exclusion keeps every update.
+func testClusterCounter(t *testing.T, cl *redistest.Cluster, k lockKind) {
+	ctx := context.Background()
+	rdb := cl.Client()
+	clients := []*relock.Client{relock.New(rdb), relock.New(cl.Client())}
+	for _, c := range clients {
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	name := k.name + "-counter"
+	counter := name + ":n"
+	const goroutines, rounds = 6, 8
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := k.open(clients[g%2], name)
+			for range rounds {
+				hctx, err := l.Lock(ctx)
+				if !assert.NoError(t, err) {
+					return
+				}
+				v, _ := rdb.Get(hctx, counter).Int()
+				assert.NoError(t, rdb.Set(hctx, counter, v+1, 0).Err())
+				assert.NoError(t, l.Unlock(hctx))
+			}
+		}()
+	}
+	wg.Wait()
+	n, err := rdb.Get(ctx, counter).Int()
+	require.NoError(t, err)
+	assert.Equal(t, goroutines*rounds, n)
+}
+
+// WithReplicas sends its WAIT to the master that ran the acquire script,
+// whichever node that is.
+func testClusterReplicas(t *testing.T, cl *redistest.Cluster, k lockKind) {
+	ctx := context.Background()
+	c := relock.New(cl.Client(), relock.WithReplicas(1, time.Second))
+	t.Cleanup(func() { _ = c.Close() })
+	for addr, names := range namesPerMaster(t, cl, c, k, k.name+"-wait-", 1) {
+		master, err := cl.MasterOf(ctx, k.keyOf(c, names[0]))
+		require.NoError(t, err)
+		require.Equal(t, addr, master.Addr())
+		l := k.open(c, names[0])
+		warm, err := l.Lock(ctx) // loads the script on that node
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(warm))
+		before, err := redistest.CommandCalls(ctx, master.Client())
+		require.NoError(t, err)
+		hctx, err := l.Lock(ctx)
+		require.NoError(t, err)
+		after, err := redistest.CommandCalls(ctx, master.Client())
+		require.NoError(t, err)
+		assert.Equal(t, before["wait"]+1, after["wait"], "WAIT ran on %s, the lock's master", addr)
+		require.NoError(t, l.Unlock(hctx))
+	}
+}
+
+// A hold whose key disappears on its node is ended at the next renewal.
+func testClusterLost(t *testing.T, cl *redistest.Cluster) {
+	ctx := context.Background()
+	rdb := cl.Client()
+	c := relock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.Lock("cluster-lost")
+	hctx, err := l.Lock(ctx)
+	require.NoError(t, err)
+	master, err := cl.MasterOf(ctx, l.Key())
+	require.NoError(t, err)
+	require.NoError(t, master.Client().Del(ctx, l.Key()).Err())
+	c.WatchdogTick()
+	<-hctx.Done()
+	assert.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
+	assert.ErrorIs(t, l.Unlock(hctx), relock.ErrLockLost)
+}
+
+// A master dies and its replica takes over: the waiter's subscription moves
+// to the new master (go-redis re-subscribes, the confirmation makes it
+// re-check), the holder's watchdog either keeps renewing on the new master
+// or tells the holder it lost the lock, and the waiter gets the lock.
+func testClusterFailover(t *testing.T, cl *redistest.Cluster) {
+	ctx := context.Background()
+	const lease = 3 * time.Second
+	holder := relock.New(cl.Client(), relock.WithWatchdogLease(lease))
+	t.Cleanup(func() { _ = holder.Close() })
+	waiter := relock.New(cl.Client(), relock.WithWatchdogLease(lease))
+	t.Cleanup(func() { _ = waiter.Close() })
+
+	l := holder.Lock("failover")
+	hctx, err := l.Lock(ctx)
+	require.NoError(t, err)
+	tok, err := l.Token(hctx)
+	require.NoError(t, err)
+	old, err := cl.MasterOf(ctx, l.Key())
+	require.NoError(t, err)
+	// Let the hold reach the replica, as it would in a moment anyway.
+	_, err = old.Client().Wait(ctx, 1, time.Second).Result()
+	require.NoError(t, err)
+
+	type got struct {
+		ctx context.Context
+		err error
+	}
+	result := make(chan got, 1)
+	go func() {
+		wctx, err := waiter.Lock("failover").Lock(ctx)
+		result <- got{wctx, err}
+	}()
+	require.Eventually(t, func() bool { return shardNumSub(t, old.Client(), l.Key()+":ch") == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	old.Kill()
+	require.NoError(t, cl.WaitHealthy(30*time.Second))
+	promoted, err := cl.MasterOf(ctx, l.Key())
+	require.NoError(t, err)
+	require.NotEqual(t, old.Addr(), promoted.Addr())
+	// The waiter's subscriber followed the slot to the promoted master.
+	require.Eventually(t, func() bool { return shardNumSub(t, promoted.Client(), l.Key()+":ch") == 1 }, 10*time.Second, 10*time.Millisecond)
+
+	select {
+	case r := <-result:
+		// Only legitimate if the holder has been told it lost the lock.
+		require.NoError(t, r.err)
+		require.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost, "two holders at once")
+		require.NoError(t, waiter.Lock("failover").Unlock(r.ctx))
+		return
+	default:
+	}
+	// The hold survived on the promoted master: renewals reach it there.
+	require.Eventually(t, func() bool {
+		return pttl(t, promoted.Client(), l.Key()) > lease-lease/3+100*time.Millisecond || hctx.Err() != nil
+	}, 2*lease, 10*time.Millisecond)
+	if hctx.Err() == nil {
+		assert.Equal(t, map[string]string{ownerField(t, holder, hctx): "1"}, hgetall(t, promoted.Client(), l.Key()))
+		require.NoError(t, l.Unlock(hctx))
+	} else {
+		require.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
+	}
+	select {
+	case r := <-result:
+		require.NoError(t, r.err)
+		wtok, err := waiter.Lock("failover").Token(r.ctx)
+		require.NoError(t, err)
+		assert.Greater(t, wtok, tok, "the fencing counter survived the failover")
+		require.NoError(t, waiter.Lock("failover").Unlock(r.ctx))
+	case <-time.After(2 * lease):
+		t.Fatal("the waiter was stranded by the failover")
+	}
+}

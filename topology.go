@@ -1,0 +1,51 @@
+package relock
+
+import (
+	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// observe reacts to an error a Redis call returned. On a Cluster, a network
+// error (not a reply from a server) usually means the node is gone and a
+// replica is taking over its slots; go-redis only reloads its slot map on
+// MOVED or every few seconds, so until then every command for those slots —
+// acquire, renewal, the subscriber's reconnect — would keep dialling the dead
+// node. Asking for a reload (asynchronous, deduplicated by go-redis) lets them
+// find the promoted master as soon as the cluster has one.
+func (c *Client) observe(err error) {
+	if err == nil {
+		return
+	}
+	cc, ok := c.rdb.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return // a server answered: the topology is not the problem
+	}
+	cc.ReloadState(context.Background())
+}
+
+// transient reports whether an attempt that failed with err may succeed if
+// simply made again: the network failed, or the server is between roles
+// (loading, failing over, a replica not yet promoted).
+func transient(err error) bool {
+	switch {
+	case errors.Is(err, redis.ErrClosed), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrClientClosed),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	}
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return true
+	}
+	for _, prefix := range []string{"LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
+}
