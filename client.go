@@ -121,6 +121,14 @@ func (c *Client) publishCommand() string {
 	return "publish"
 }
 
+// fencingArg tells an acquire script whether to hand out fencing tokens.
+func (c *Client) fencingArg() string {
+	if c.opts.fencing {
+		return "1"
+	}
+	return "0"
+}
+
 func (c *Client) newRequestID() string {
 	return c.id + ":" + strconv.FormatUint(c.reqSeq.Add(1), 10)
 }

@@ -229,17 +229,16 @@ func (s fairScheme) holdID() string  { return s.l.keys.hash }
 
 func (s fairScheme) acquire(ctx context.Context, owner string, held int, lease time.Duration) (attempt, error) {
 	l := s.l
-	fencing := "0"
-	if l.c.opts.fencing {
-		fencing = "1"
-	}
-	res, err := fairAcquireScript.Run(ctx, l.c.rdb,
+	res, repl, err := l.c.evalAcquire(ctx, fairAcquireScript,
 		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.fence, l.keys.chPrefix},
-		owner, lease.Milliseconds(), held, fencing, l.c.opts.waiterTimeout.Milliseconds(), l.c.publishCommand()).Int64Slice()
+		owner, lease.Milliseconds(), held, l.c.fencingArg(), l.c.opts.waiterTimeout.Milliseconds(), l.c.publishCommand())
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
 	}
 	a, err := parseAcquire(res, l.keys.chPrefix+owner)
+	if a.outcome == acquired {
+		a.replication = repl
+	}
 	if a.outcome == busy {
 		// The next attempt renews this waiter's deadline: it must come well
 		// before the deadline, whatever the holder's lease.

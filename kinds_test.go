@@ -28,12 +28,21 @@ type lockKind struct {
 }
 
 // exclusiveKinds are the lock types the topology and fault suites cover.
-// FairLock and RWLock's write side belong here once they land.
 var exclusiveKinds = []lockKind{
 	{
 		name:  "Lock",
 		open:  func(c *relock.Client, name string) exclusive { return c.Lock(name) },
 		keyOf: func(c *relock.Client, name string) string { return c.Lock(name).Key() },
+	},
+	{
+		name:  "FairLock",
+		open:  func(c *relock.Client, name string) exclusive { return c.FairLock(name) },
+		keyOf: func(c *relock.Client, name string) string { return c.FairLock(name).Key() },
+	},
+	{
+		name:  "WriteLock",
+		open:  func(c *relock.Client, name string) exclusive { return c.RWLock(name).WriteLock() },
+		keyOf: func(c *relock.Client, name string) string { return c.RWLock(name).Key() },
 	},
 }
 

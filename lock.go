@@ -216,12 +216,8 @@ func (s lockScheme) holdID() string  { return s.l.keys.hash }
 
 func (s lockScheme) acquire(ctx context.Context, owner string, held int, lease time.Duration) (attempt, error) {
 	l := s.l
-	fencing := "0"
-	if l.c.opts.fencing {
-		fencing = "1"
-	}
 	res, repl, err := l.c.evalAcquire(ctx, lockAcquireScript, []string{l.keys.hash, l.keys.fence},
-		owner, lease.Milliseconds(), held, fencing)
+		owner, lease.Milliseconds(), held, l.c.fencingArg())
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
 	}

@@ -290,11 +290,7 @@ func (m *MultiLock) acquire(ctx context.Context, o *owner, holds []*hold, held [
 func (m *MultiLock) acquireGroup(ctx context.Context, g multiGroup, field string, held []int, lease time.Duration) ([]int64, error) {
 	keys := make([]string, 0, 2*len(g.parts))
 	args := make([]any, 0, 3+len(g.parts))
-	fencing := "0"
-	if g.c.opts.fencing {
-		fencing = "1"
-	}
-	args = append(args, field, lease.Milliseconds(), fencing)
+	args = append(args, field, lease.Milliseconds(), g.c.fencingArg())
 	for _, i := range g.parts {
 		p := m.parts[i]
 		keys = append(keys, p.keys.hash, p.keys.fence)

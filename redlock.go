@@ -359,10 +359,7 @@ func (s redScheme) holdID() string  { return s.r.id }
 func (s redScheme) acquire(ctx context.Context, owner string, held int, lease time.Duration) (attempt, error) {
 	r := s.r
 	field := owner + redOwnerSuffix
-	fencing := "0"
-	if r.home.opts.fencing {
-		fencing = "1"
-	}
+	fencing := r.home.fencingArg()
 	start := time.Now()
 	replies, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) ([]int64, error) {
 		res, err := lockAcquireScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.fence},

@@ -11,7 +11,8 @@ import (
 // maxReplicas bounds WithReplicas: more replicas than that is a mistake.
 const maxReplicas = 1000
 
-// WithReplicas makes Lock and TryLock return a hold only once the write that
+// WithReplicas makes Lock and TryLock (of Lock, FairLock and RWLock's read
+// and write locks) return a hold only once the write that
 // granted it has reached at least n replicas, checked with Redis's WAIT,
 // waiting at most timeout for them. The WAIT is pipelined after the acquire
 // script (on a Cluster, to the master of the lock's slot), so it costs no

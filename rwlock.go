@@ -293,10 +293,10 @@ func (m rwMode) acquire(ctx context.Context, owner string, held int, lease time.
 	l := m.l
 	k := l.keys
 	var res []int64
-	var err error
+	var repl, err error
 	if m.kind == "r" {
-		res, err = rwReadAcquireScript.Run(ctx, l.c.rdb, []string{k.hash, k.writers},
-			owner, lease.Milliseconds(), held).Int64Slice()
+		res, repl, err = l.c.evalAcquire(ctx, rwReadAcquireScript, []string{k.hash, k.writers},
+			owner, lease.Milliseconds(), held)
 	} else {
 		if held == 0 {
 			// Known locally: no round trip for the error.
@@ -304,12 +304,8 @@ func (m rwMode) acquire(ctx context.Context, owner string, held int, lease time.
 				return attempt{}, ErrUpgrade
 			}
 		}
-		fencing := "0"
-		if l.c.opts.fencing {
-			fencing = "1"
-		}
-		res, err = rwWriteAcquireScript.Run(ctx, l.c.rdb, []string{k.hash, k.writers, k.fence},
-			owner, lease.Milliseconds(), held, fencing, l.c.opts.waiterTimeout.Milliseconds()).Int64Slice()
+		res, repl, err = l.c.evalAcquire(ctx, rwWriteAcquireScript, []string{k.hash, k.writers, k.fence},
+			owner, lease.Milliseconds(), held, l.c.fencingArg(), l.c.opts.waiterTimeout.Milliseconds())
 	}
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
@@ -322,6 +318,9 @@ func (m rwMode) acquire(ctx context.Context, owner string, held int, lease time.
 		channel = k.writeCh
 	}
 	a, err := parseAcquire(res, channel)
+	if a.outcome == acquired {
+		a.replication = repl
+	}
 	if a.outcome == busy && m.kind == "w" {
 		// The next attempt renews the writer's claim: it must come before
 		// the claim lapses.
