@@ -186,7 +186,7 @@ func TestFaultServerPaused(t *testing.T) {
 			check.enter("waiter", wctx, token(t, k.open(waiter, "paused"), wctx))
 			require.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
 			assert.ErrorIs(t, l.Unlock(hctx), relock.ErrLockLost, "the late Unlock changes nothing")
-			assert.Equal(t, map[string]string{ownerField(t, waiter, wctx): "1"}, hgetall(t, srv.Client(), key))
+			assert.Equal(t, map[string]string{ownerField(t, waiter, wctx): "1"}, k.state(t, srv.Client(), key))
 			require.NoError(t, k.open(waiter, "paused").Unlock(wctx))
 		})
 	})
@@ -216,14 +216,11 @@ func TestFaultServerRestarted(t *testing.T) {
 			require.Eventually(t, func() bool { return waiter.SubscribedChannels() == 1 }, 5*time.Second, time.Millisecond)
 
 			srv.Restart()
-			assert.Equal(t, map[string]string{ownerField(t, holder, hctx): "1"}, hgetall(t, srv.Client(), key), "reloaded from the AOF")
+			assert.Equal(t, map[string]string{ownerField(t, holder, hctx): "1"}, k.state(t, srv.Client(), key), "reloaded from the AOF")
 			waitTicks(t, holder, 2)
 			require.NoError(t, hctx.Err())
 			// The waiter's subscriber came back: the unlock reaches it.
-			require.Eventually(t, func() bool {
-				n, err := srv.Client().PubSubNumSub(context.Background(), key+":ch").Result()
-				return err == nil && n[key+":ch"] == 1
-			}, 5*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return k.waiterSubscribed(srv.Client(), holder, "restart") }, 5*time.Second, 5*time.Millisecond)
 			mustNotGet(t, got)
 
 			check.exit(hctx)
@@ -310,7 +307,6 @@ func TestFaultConnectionCut(t *testing.T) {
 		waiter := relock.New(via, relock.WithWatchdogLease(lease))
 		t.Cleanup(func() { _ = waiter.Close() })
 		check := newBelievers(t)
-		key := k.keyOf(holder, "cut")
 
 		l := k.open(holder, "cut")
 		hctx, err := l.Lock(context.Background())
@@ -325,10 +321,7 @@ func TestFaultConnectionCut(t *testing.T) {
 		waitTicks(t, holder, 3)
 		require.NoError(t, hctx.Err(), "a cut connection must not cost the lock")
 		assert.Greater(t, proxy.Accepted(), accepted, "clients reconnected")
-		require.Eventually(t, func() bool {
-			n, err := srv.Client().PubSubNumSub(context.Background(), key+":ch").Result()
-			return err == nil && n[key+":ch"] == 1
-		}, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return k.waiterSubscribed(srv.Client(), holder, "cut") }, 5*time.Second, 5*time.Millisecond)
 		mustNotGet(t, got)
 
 		check.exit(hctx)
@@ -374,7 +367,7 @@ func TestFaultPartition(t *testing.T) {
 		proxy.Unstall()
 
 		assert.ErrorIs(t, l.Unlock(hctx), relock.ErrLockLost)
-		assert.Equal(t, map[string]string{ownerField(t, waiter, wctx): "1"}, hgetall(t, srv.Client(), key), "the late Unlock changed nothing")
+		assert.Equal(t, map[string]string{ownerField(t, waiter, wctx): "1"}, k.state(t, srv.Client(), key), "the late Unlock changed nothing")
 		require.NoError(t, k.open(waiter, "partition").Unlock(wctx))
 	})
 }
@@ -485,7 +478,7 @@ func TestFaultDroppedReplies(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, goroutines*rounds, n)
 		assert.Positive(t, droppers[0].Dropped()+droppers[1].Dropped())
-		assert.Empty(t, hgetall(t, rdb, k.keyOf(clients[0], "dropped")))
+		assert.Empty(t, k.state(t, rdb, k.keyOf(clients[0], "dropped")))
 
 		// A renewal whose reply is lost is resent and still renews.
 		c, d := clients[0], droppers[0]

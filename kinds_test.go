@@ -2,8 +2,11 @@ package relock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
 )
@@ -25,24 +28,65 @@ type lockKind struct {
 	name  string
 	open  func(c *relock.Client, name string) exclusive
 	keyOf func(c *relock.Client, name string) string
+	// channelOf is the channel a waiter sleeps on, "" where each waiter has
+	// its own (FairLock).
+	channelOf func(c *relock.Client, name string) string
+	// holders turns the lock hash into owner → count (nil: it is that already).
+	holders func(hash map[string]string) map[string]string
+}
+
+// waiterSubscribed reports whether one waiter of the lock called name is
+// subscribed on the server, on its own channel for FairLock.
+func (k lockKind) waiterSubscribed(rdb redis.UniversalClient, c *relock.Client, name string) bool {
+	ctx := context.Background()
+	if ch := k.channelOf(c, name); ch != "" {
+		n, err := rdb.PubSubNumSub(ctx, ch).Result()
+		return err == nil && n[ch] == 1
+	}
+	chans, err := rdb.PubSubChannels(ctx, k.keyOf(c, name)+":ch:*").Result()
+	return err == nil && len(chans) == 1
+}
+
+// state returns the holders of the lock whose hash is key, as owner → count.
+func (k lockKind) state(t testing.TB, rdb redis.UniversalClient, key string) map[string]string {
+	t.Helper()
+	m := hgetall(t, rdb, key)
+	if k.holders == nil {
+		return m
+	}
+	return k.holders(m)
 }
 
 // exclusiveKinds are the lock types the topology and fault suites cover.
 var exclusiveKinds = []lockKind{
 	{
-		name:  "Lock",
-		open:  func(c *relock.Client, name string) exclusive { return c.Lock(name) },
-		keyOf: func(c *relock.Client, name string) string { return c.Lock(name).Key() },
+		name:      "Lock",
+		open:      func(c *relock.Client, name string) exclusive { return c.Lock(name) },
+		keyOf:     func(c *relock.Client, name string) string { return c.Lock(name).Key() },
+		channelOf: func(c *relock.Client, name string) string { return c.Lock(name).Key() + ":ch" },
 	},
 	{
-		name:  "FairLock",
-		open:  func(c *relock.Client, name string) exclusive { return c.FairLock(name) },
-		keyOf: func(c *relock.Client, name string) string { return c.FairLock(name).Key() },
+		name:      "FairLock",
+		open:      func(c *relock.Client, name string) exclusive { return c.FairLock(name) },
+		keyOf:     func(c *relock.Client, name string) string { return c.FairLock(name).Key() },
+		channelOf: func(*relock.Client, string) string { return "" },
 	},
 	{
-		name:  "WriteLock",
-		open:  func(c *relock.Client, name string) exclusive { return c.RWLock(name).WriteLock() },
-		keyOf: func(c *relock.Client, name string) string { return c.RWLock(name).Key() },
+		name:      "WriteLock",
+		open:      func(c *relock.Client, name string) exclusive { return c.RWLock(name).WriteLock() },
+		keyOf:     func(c *relock.Client, name string) string { return c.RWLock(name).Key() },
+		channelOf: func(c *relock.Client, name string) string { return c.RWLock(name).Key() + ":wch" },
+		// The RWLock hash keeps "w:<owner>" → count and "wd:<owner>" →
+		// deadline per write holder (and "r:", "rd:" for readers).
+		holders: func(hash map[string]string) map[string]string {
+			out := make(map[string]string)
+			for f, v := range hash {
+				if owner, ok := strings.CutPrefix(f, "w:"); ok {
+					out[owner] = v
+				}
+			}
+			return out
+		},
 	},
 }
 

@@ -36,7 +36,7 @@ func TestSentinel(t *testing.T) {
 			assert.Equal(t, before["wait"]+1, after["wait"], "one WAIT per acquire")
 			// No waiting here: WAIT made Lock return only after the replica
 			// had the hold.
-			assert.Equal(t, map[string]string{ownerField(t, c, hctx): "1"}, hgetall(t, replica, k.keyOf(c, "replicated")))
+			assert.Equal(t, map[string]string{ownerField(t, c, hctx): "1"}, k.state(t, replica, k.keyOf(c, "replicated")))
 			require.NoError(t, l.Unlock(hctx))
 		})
 
@@ -47,7 +47,7 @@ func TestSentinel(t *testing.T) {
 			_, err := l.Lock(context.Background())
 			require.ErrorIs(t, err, relock.ErrNotReplicated)
 			require.ErrorIs(t, err, relock.ErrNotObtained)
-			assert.Empty(t, hgetall(t, d.Client(), k.keyOf(c, "underreplicated")), "the unreplicated grant was taken back")
+			assert.Empty(t, k.state(t, d.Client(), k.keyOf(c, "underreplicated")), "the unreplicated grant was taken back")
 			assert.Equal(t, 0, c.TrackedHolds())
 		})
 	})
@@ -93,12 +93,12 @@ func testSentinelFailover(t *testing.T, d *redistest.Sentinel, k lockKind) {
 	t.Cleanup(func() { _ = fresh.Close() })
 	nctx, err := k.open(fresh, "after-failover").Lock(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{ownerField(t, fresh, nctx): "1"}, hgetall(t, rdb, k.keyOf(fresh, "after-failover")))
+	assert.Equal(t, map[string]string{ownerField(t, fresh, nctx): "1"}, k.state(t, rdb, k.keyOf(fresh, "after-failover")))
 	require.NoError(t, k.open(fresh, "after-failover").Unlock(nctx))
 
 	// The replicated hold survived, and the watchdog renews it there.
 	key := k.keyOf(holder, name)
-	assert.Equal(t, map[string]string{ownerField(t, holder, hctx): "1"}, hgetall(t, rdb, key))
+	assert.Equal(t, map[string]string{ownerField(t, holder, hctx): "1"}, k.state(t, rdb, key))
 	left := pttl(t, rdb, key)
 	require.Eventually(t, func() bool {
 		holder.WatchdogTick() // rather than wait lease/3 for the next one

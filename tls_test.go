@@ -40,11 +40,11 @@ func TestTLS(t *testing.T) {
 		require.Eventually(t, func() bool { return waiter.SubscribedChannels() == 1 }, 5*time.Second, time.Millisecond)
 		waitTicks(t, holder, 4) // renewals past the lease
 		require.NoError(t, hctx.Err())
-		assert.Equal(t, map[string]string{ownerField(t, holder, hctx): "1"}, hgetall(t, srv.Client(), k.keyOf(holder, "tls")))
+		assert.Equal(t, map[string]string{ownerField(t, holder, hctx): "1"}, k.state(t, srv.Client(), k.keyOf(holder, "tls")))
 		mustNotGet(t, got)
 		require.NoError(t, l.Unlock(hctx))
 		wctx := mustGet(t, got, 5*time.Second)
 		require.NoError(t, k.open(waiter, "tls").Unlock(wctx))
-		assert.Empty(t, hgetall(t, srv.Client(), k.keyOf(holder, "tls")))
+		assert.Empty(t, k.state(t, srv.Client(), k.keyOf(holder, "tls")))
 	})
 }
