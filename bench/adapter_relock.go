@@ -9,30 +9,49 @@ import (
 )
 
 func relockLibrary() Library {
+	return relockKind("relock", "pub/sub wake-up (one shared subscriber per Client), watchdog lease",
+		func(c *relock.Client, name string) relockLock { return c.Lock(name) })
+}
+
+// relockFairLibrary is relock's FairLock: FIFO across processes, each waiter
+// woken on its own channel.
+func relockFairLibrary() Library {
+	return relockKind("relock-fair", "FairLock: FIFO queue in Redis, the next waiter woken on its own channel, watchdog lease",
+		func(c *relock.Client, name string) relockLock { return c.FairLock(name) })
+}
+
+// relockLock is what relock's exclusive lock types have in common here.
+type relockLock interface {
+	Lock(ctx context.Context) (context.Context, error)
+	Unlock(ctx context.Context) error
+}
+
+func relockKind(name, strategy string, open func(*relock.Client, string) relockLock) Library {
 	return Library{
-		Name:     "relock",
-		Strategy: "pub/sub wake-up (one shared subscriber per Client), watchdog lease",
+		Name:     name,
+		Strategy: strategy,
 		New: func(addr, prefix string, c *Counter) (Locker, error) {
 			rdb := newGoredis(addr, c)
-			rc := relock.New(rdb, relock.WithKeyPrefix(prefix+"relock"))
+			rc := relock.New(rdb, relock.WithKeyPrefix(prefix+name))
 			if err := rc.Err(); err != nil {
 				_ = rdb.Close()
 				return nil, err
 			}
-			return &relockLocker{rdb: rdb, c: rc}, nil
+			return &relockLocker{rdb: rdb, c: rc, open: open}, nil
 		},
 	}
 }
 
 type relockLocker struct {
-	rdb *redis.Client
-	c   *relock.Client
+	rdb  *redis.Client
+	c    *relock.Client
+	open func(*relock.Client, string) relockLock
 }
 
-// Lock takes a Lock value per call, as a caller that names its lock where it
+// Lock takes a lock value per call, as a caller that names its lock where it
 // needs it would; the value is cheap and sends nothing to Redis.
 func (r *relockLocker) Lock(ctx context.Context, name string) (Unlocker, error) {
-	l := r.c.Lock(name)
+	l := r.open(r.c, name)
 	held, err := l.Lock(ctx)
 	if err != nil {
 		return nil, err
@@ -55,7 +74,7 @@ func (r *relockLocker) Close() error {
 }
 
 type relockHold struct {
-	l   *relock.Lock
+	l   relockLock
 	ctx context.Context
 }
 

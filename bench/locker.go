@@ -52,9 +52,9 @@ func Libraries() []Library {
 		redsyncLibrary(),
 		redislockLibrary(),
 		rueidislockLibrary(),
-		// Issue 5: when FairLock and RWLock land, add "relock-fair" here (a
-		// Locker over c.FairLock(name)): the contended scenarios (3 and 4)
-		// then show what FIFO hand-off costs and buys in fairness.
+		// relock's FairLock: the contended scenarios (3 and 4) show what FIFO
+		// hand-off across processes costs and buys in fairness.
+		relockFairLibrary(),
 	}
 }
 
