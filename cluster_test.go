@@ -32,6 +32,8 @@ func TestCluster(t *testing.T) {
 		t.Run("MutualExclusion", func(t *testing.T) { testClusterCounter(t, cl, k) })
 		t.Run("WaitOnTheLocksMaster", func(t *testing.T) { testClusterReplicas(t, cl, k) })
 	})
+	t.Run("ReadersAndWriter", func(t *testing.T) { testClusterReadLock(t, cl) })
+	t.Run("MultiLockAcrossSlots", func(t *testing.T) { testClusterMultiLock(t, cl) })
 	t.Run("LostHoldIsReported", func(t *testing.T) { testClusterLost(t, cl) })
 	// Last: it kills a master, which changes the topology for good.
 	t.Run("MasterFailover", func(t *testing.T) { testClusterFailover(t, cl) })
@@ -427,5 +429,85 @@ func testClusterFailover(t *testing.T, cl *redistest.Cluster) {
 		require.NoError(t, waiter.Lock("failover").Unlock(r.ctx))
 	case <-time.After(2 * lease):
 		t.Fatal("the waiter was stranded by the failover")
+	}
+}
+
+// Read locks on a Cluster: readers share, a writer waits for them and is
+// woken through sharded pub/sub when the last one leaves.
+func testClusterReadLock(t *testing.T, cl *redistest.Cluster) {
+	ctx := context.Background()
+	c := relock.New(cl.Client())
+	t.Cleanup(func() { _ = c.Close() })
+	for _, name := range []string{"catalog", "a}b{c", strings.Repeat("{r}", 2000)} {
+		rw := c.RWLock(name)
+		r1, err := rw.ReadLock().Lock(ctx)
+		require.NoError(t, err, "no CROSSSLOT for %.30q", name)
+		r2, err := rw.ReadLock().Lock(ctx) // another owner, at the same time
+		require.NoError(t, err)
+		got := lockAsync(rw.WriteLock())
+		require.Eventually(t, func() bool { return c.SubscribedChannels() == 1 }, 5*time.Second, time.Millisecond)
+		mustNotGet(t, got)
+		require.NoError(t, rw.ReadLock().Unlock(r1))
+		mustNotGet(t, got)
+		require.NoError(t, rw.ReadLock().Unlock(r2))
+		w := mustGet(t, got, 5*time.Second)
+		require.NoError(t, rw.WriteLock().Unlock(w))
+		n, err := cl.Client().Exists(ctx, rw.Key()).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "%.30q: the lock's hash is gone", name)
+	}
+}
+
+// A MultiLock over names spread across the masters: all parts are taken and
+// released (one script call per slot), and a second owner waits for them.
+func testClusterMultiLock(t *testing.T, cl *redistest.Cluster) {
+	ctx := context.Background()
+	c := relock.New(cl.Client())
+	t.Cleanup(func() { _ = c.Close() })
+	other := relock.New(cl.Client())
+	t.Cleanup(func() { _ = other.Close() })
+	perMaster := namesPerMaster(t, cl, c, exclusiveKinds[0], "multi", 2)
+	var names []string
+	for _, ns := range perMaster {
+		names = append(names, ns...)
+	}
+	parts := func(c *relock.Client) []*relock.Lock {
+		var ls []*relock.Lock
+		for _, n := range names {
+			ls = append(ls, c.Lock(n))
+		}
+		return ls
+	}
+	m := relock.NewMultiLock(parts(c)...)
+	hctx, err := m.Lock(ctx)
+	require.NoError(t, err, "no CROSSSLOT")
+	rdb := cl.Client()
+	for _, n := range names {
+		assert.Equal(t, map[string]string{ownerField(t, c, hctx): "1"}, hgetall(t, rdb, c.Lock(n).Key()), n)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		octx, err := relock.NewMultiLock(parts(other)...).Lock(ctx)
+		if err == nil {
+			err = relock.NewMultiLock(parts(other)...).Unlock(octx)
+		}
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return other.SubscribedChannels() == 1 }, 5*time.Second, time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("second MultiLock got in while held: %v", err)
+	default:
+	}
+	require.NoError(t, m.Unlock(hctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting MultiLock was not woken")
+	}
+	for _, n := range names {
+		assert.Empty(t, hgetall(t, rdb, c.Lock(n).Key()), n)
 	}
 }
