@@ -5,19 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 )
 
 // A FairLock hands the lock out in the order it was asked for, across
 // processes; the holder re-enters with its context.
 func ExampleFairLock() {
-	srv, _ := miniredis.Run()
-	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
+	rdb, done := exampleRedis()
+	defer done()
 	c := relock.New(rdb)
 	defer c.Close()
 
@@ -44,10 +39,8 @@ func ExampleFairLock() {
 // A waiter that gives up leaves the queue at once instead of holding up the
 // ones behind it.
 func ExampleFairLock_TryLock() {
-	srv, _ := miniredis.Run()
-	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
+	rdb, done := exampleRedis()
+	defer done()
 	c := relock.New(rdb)
 	defer c.Close()
 

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 )
 
@@ -15,10 +12,8 @@ import (
 // in, MultiLock takes them in one fixed order (here in one script call, as
 // they share a Redis), so two opposite transfers cannot deadlock.
 func ExampleMultiLock() {
-	srv, _ := miniredis.Run()
-	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
+	rdb, done := exampleRedis()
+	defer done()
 	c := relock.New(rdb)
 	defer c.Close()
 

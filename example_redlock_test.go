@@ -17,10 +17,8 @@ import (
 func ExampleRedLock() {
 	var clients []*relock.Client
 	for range 3 {
-		srv, _ := miniredis.Run()
-		defer srv.Close()
-		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		defer rdb.Close()
+		rdb, done := exampleRedis()
+		defer done()
 		c := relock.New(rdb)
 		defer c.Close()
 		clients = append(clients, c)

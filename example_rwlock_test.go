@@ -5,18 +5,13 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 )
 
 // Readers share the lock; a writer has it alone.
 func ExampleRWLock() {
-	srv, _ := miniredis.Run()
-	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
+	rdb, done := exampleRedis()
+	defer done()
 	c := relock.New(rdb)
 	defer c.Close()
 
@@ -41,10 +36,8 @@ func ExampleRWLock() {
 // The writer may read and then stop writing (downgrade); a reader asking
 // for the write lock gets ErrUpgrade instead of a deadlock.
 func ExampleRWLock_downgrade() {
-	srv, _ := miniredis.Run()
-	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
+	rdb, done := exampleRedis()
+	defer done()
 	c := relock.New(rdb)
 	defer c.Close()
 
