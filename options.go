@@ -34,6 +34,8 @@ type options struct {
 
 	replicas       int           // WithReplicas: 0 off
 	replicaTimeout time.Duration // WithReplicas
+
+	observer *Observer // WithObserver: nil off
 }
 
 func defaultOptions() options {
