@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
@@ -30,6 +32,7 @@ type Client struct {
 	holds registry
 	subs  *subscriber
 	dog   *watchdog
+	bg    sync.WaitGroup // background clean-ups (releaseInBackground)
 
 	reqSeq atomic.Uint64
 
@@ -56,8 +59,10 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 			c.err = err
 		}
 	}
-	if rdb == nil {
+	if isNil(rdb) {
 		c.err = fmt.Errorf("%w: nil redis client", ErrInvalidArgument)
+		rdb = nil
+		c.rdb = nil
 	} else if c.opts.replicas > 0 && c.err == nil {
 		c.err = checkReplicaTimeout(rdb, c.opts.replicaTimeout)
 	}
@@ -103,15 +108,44 @@ func (c *Client) Close() error {
 		c.dog.close()
 		c.subs.close()
 		c.holds.cancelAll(ErrClientClosed)
+		c.bg.Wait()
 	})
 	return nil
 }
 
 func (c *Client) usable() error {
 	if c == nil {
-		return fmt.Errorf("%w: nil *relock.Client", ErrInvalidArgument)
+		return fmt.Errorf("%w: nil *relock.Client", ErrClientClosed)
 	}
 	return c.Err()
+}
+
+// isNil reports whether rdb is nil, also when it is a typed nil pointer in
+// the interface ((*redis.Client)(nil)), which would panic on first use.
+func isNil(rdb redis.UniversalClient) bool {
+	if rdb == nil {
+		return true
+	}
+	switch r := rdb.(type) {
+	case *redis.Client:
+		return r == nil
+	case *redis.ClusterClient:
+		return r == nil
+	case *redis.Ring:
+		return r == nil
+	}
+	return false
+}
+
+// recheckHolds makes the watchdog check every hold of this Client at once,
+// leased ones included: Redis may have restarted or failed over (a
+// connection dropped and came back, a LOADING or READONLY reply), and the
+// holders whose locks are gone must be told now, not at the next renewal.
+// It never blocks.
+func (c *Client) recheckHolds(reason string) {
+	if c.dog.kick() {
+		c.log.Debug("relock: checking every hold", "reason", reason)
+	}
 }
 
 func (c *Client) publishCommand() string {
@@ -129,7 +163,9 @@ func (c *Client) fencingArg() string {
 	return "0"
 }
 
-func (c *Client) newRequestID() string {
+// newOp returns an id unique to one request of this Client: it names a
+// request, or a hold generation, in Redis.
+func (c *Client) newOp() string {
 	return c.id + ":" + strconv.FormatUint(c.reqSeq.Add(1), 10)
 }
 
@@ -187,11 +223,35 @@ func (o *owner) field(c *Client) string {
 // processes, or resuming one after a restart: every process that uses the same
 // id is the same owner. Two processes must not use one owner id at the same
 // time on the same lock. For all other uses, let Lock create the owner.
+//
+// Lock with such an owner takes over a hold Redis already has for it (left
+// by a process that ended): the hold continues as one hold of the new
+// context, with a new fencing token, and is renewed and leased like any
+// other.
 func WithOwner(ctx context.Context, id string) (context.Context, error) {
-	if id == "" {
-		return ctx, fmt.Errorf("%w: empty owner id", ErrInvalidArgument)
+	if ctx == nil {
+		return ctx, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if id == "" || strings.HasPrefix(id, "~") || strings.ContainsAny(id, "\x00") {
+		return ctx, fmt.Errorf("%w: owner id %q is empty, starts with '~' (reserved) or contains NUL", ErrInvalidArgument, id)
 	}
 	return context.WithValue(ctx, ownerKey{}, &owner{id: id, explicit: true}), nil
+}
+
+// NewOwner returns a context that keeps ctx's values, deadline and
+// cancellation but is a new owner: locks taken with it exclude every other
+// owner, ctx's own included. Use it for goroutines forked from a context
+// that holds locks (an errgroup, a worker pool): goroutines that share one
+// hold context share its holds, and so exclude nothing among themselves.
+//
+// A hold context of ctx's owner stays valid for Unlock; NewOwner's context
+// holds nothing until it locks.
+func NewOwner(ctx context.Context) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	o := &owner{id: strconv.FormatUint(ownerSeq.Add(1), 10)}
+	return context.WithValue(ctx, ownerKey{}, o)
 }
 
 // OwnerOf reports the owner that ctx carries and whether it carries one. The
@@ -219,4 +279,15 @@ func wrapRedis(op string, err error) error {
 func (c *Client) isCluster() bool {
 	_, ok := c.rdb.(*redis.ClusterClient)
 	return ok
+}
+
+// refreshWithin bounds a waiter's sleep so that its next attempt renews its
+// place in Redis (a FairLock queue, a writer's claim) well before the waiter
+// timeout evicts it, whatever the holder's lease.
+func (c *Client) refreshWithin(retryIn time.Duration) time.Duration {
+	refresh := c.opts.waiterTimeout / 3
+	if retryIn < 0 || retryIn > refresh {
+		return refresh
+	}
+	return retryIn
 }

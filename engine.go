@@ -2,148 +2,399 @@ package relock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// wait is the package's one acquisition loop, shared by every lock type:
-// try; on busy, join the channel where the holder's release will be announced
-// (subscribing if this process is the first to wait on it); then sleep until
-// a wake-up, the holder's remaining lease, the wait time or ctx ends,
-// whichever is first; try again.
-//
-// try must not be cancelled by ctx (see lockWith). The attempt returned is
-// the last one made; the error wraps ErrNotObtained when the wait ended. A
-// first attempt that fails returns its error at once (a Redis that cannot be
-// reached is reported, not waited on); once waiting, a transient failure is
-// retried with backoff until the wait ends.
-//
-// queue, when not empty, names the channel on which every release of the
-// lock is announced. If goroutines of this process already sleep on it and
-// the holder's lease has not run out, the first attempt is skipped: it could
-// only fail, and the newcomer queues behind them (first come, first served
-// within the process) at no round trip.
-func (c *Client) wait(ctx context.Context, wait time.Duration, queue string, try func() (attempt, error)) (attempt, error) {
-	tried := time.Now()
-	var a attempt
-	var err error
-	if leaseEnd, ok := c.subs.queued(queue, tried); ok && wait != 0 {
-		a = attempt{outcome: busy, channel: queue, retryIn: leaseEnd.Sub(tried)}
-	} else {
-		a, err = try()
-		if err != nil || a.outcome != busy {
-			c.observe(err)
-			return a, err
-		}
-		if wait == 0 {
-			return a, a.notObtained()
-		}
-	}
-	var deadline time.Time
-	if wait != WaitForever {
-		deadline = tried.Add(wait)
-	}
-
-	var lastErr error // of the last attempt, when it failed
-	faults := 0       // attempts failed in a row
-	var w *waiter
-	defer func() {
-		if w != nil {
-			w.leave(err == nil && a.outcome == acquired)
-		}
-	}()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		subs := a.subs
-		if subs == nil {
-			subs = c.subs
-		}
-		switch {
-		case a.channel == "":
-			if w != nil {
-				w.leave(false)
-				w = nil
-			}
-		case w == nil || w.s != subs || w.st.name != a.channel:
-			if w != nil {
-				w.leave(false)
-			}
-			if w, err = subs.join(ctx, a.channel, tried, tried.Add(a.retryIn)); err != nil {
-				return a, err
-			}
-		default:
-			w.rearm(tried, tried.Add(a.retryIn))
-		}
-
-		sleep := a.retryIn
-		if sleep <= 0 || sleep > c.opts.watchdogLease {
-			// No lease to go by (a key without TTL, or one that just expired):
-			// the watchdog lease bounds the sleep, so no wait is untimed.
-			sleep = c.opts.watchdogLease
-		}
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return a, afterFault(a.notObtained(), lastErr)
-			}
-			sleep = min(sleep, left)
-		}
-		timer.Reset(sleep)
-		var wake <-chan struct{}
-		if w != nil {
-			wake = w.sig
-		}
-		select {
-		case <-ctx.Done():
-			return a, afterFault(notObtained(ctx), lastErr)
-		case <-c.closing:
-			return a, ErrClientClosed
-		case <-wake:
-		case <-timer.C:
-		}
-		tried = time.Now()
-		prev := a
-		if a, err = try(); err == nil && a.outcome != busy {
-			return a, nil
-		}
-		if err != nil {
-			c.observe(err)
-			if !transient(err) {
-				return a, err
-			}
-			// A waiter rides out a network fault, a restart or a failover
-			// until its wait ends: the scripts are replay-safe, so an
-			// attempt whose reply was lost is recognised by the next one.
-			c.log.Warn("relock: attempt failed while waiting; retrying", "err", err)
-			lastErr, faults = err, faults+1
-			a, err = prev, nil
-			a.retryIn = faultBackoff(faults)
-			continue
-		}
-		lastErr, faults = nil, 0
-	}
+// A scheme is what one lock type contributes to the shared engine: its
+// scripts, run for one owner. Everything else — owners, hold contexts,
+// waiting, the watchdog, replays, clean-up after faults — is common to every
+// lock type and lives in this file.
+type scheme interface {
+	client() *Client
+	// holdID names the lock (and mode) in the Client's registry of holds.
+	holdID() string
+	info() LockInfo
+	// acquire runs the acquire script once.
+	acquire(ctx context.Context, r acquireReq) (attempt, error)
+	// release runs the release script once.
+	release(ctx context.Context, r releaseReq) (releaseOutcome, error)
+	// renewal is the watchdog's work item for one generation of owner's
+	// hold: renew it to lease, or only check it (lease 0).
+	renewal(owner, gen string, lease time.Duration) renewal
+	// abandon is called when a wait for the lock ends without it, so that
+	// types that register waiters in Redis (FairLock) can take them out.
+	abandon(ctx context.Context, owner string)
 }
 
-// notObtained is the error of a wait that ended on a busy attempt: it says
-// why the lock was busy when the attempt knows more than "someone holds it".
-func (a attempt) notObtained() error {
-	if a.cause != nil {
-		return fmt.Errorf("%w: %w", ErrNotObtained, a.cause)
+// acquireReq is one run of an acquire script. op names this very request
+// (a replay of it is recognised by it); gen is the generation the owner
+// holds, "" for a new acquisition, whose generation will be op.
+type acquireReq struct {
+	owner, op, gen string
+	lease          time.Duration
+}
+
+// releaseReq is one run of a release script; final says the Client has no
+// other entry of this hold, so the lock is freed whatever the count says.
+type releaseReq struct {
+	owner, op, gen string
+	final          bool
+}
+
+// A queuedScheme announces every release of its lock on one channel, so a
+// newcomer may queue behind this process's waiters without trying first (see
+// Client.wait). Types that wake waiters selectively (FairLock, RWLock) do not
+// implement it.
+type queuedScheme interface {
+	releaseChannel() string
+}
+
+func queueOf(s scheme) string {
+	if q, ok := s.(queuedScheme); ok {
+		return q.releaseChannel()
 	}
-	return ErrNotObtained
+	return ""
 }
 
-// faultBackoff is the pause after the n-th failed attempt in a row (n >= 1).
-func faultBackoff(n int) time.Duration {
-	return min(25*time.Millisecond<<min(n, 6), time.Second)
+type outcome int
+
+const (
+	busy     outcome = iota // held by another owner
+	acquired                // granted (or re-entered)
+	mismatch                // the generation the Client holds is gone from Redis: lost
+)
+
+// attempt is the result of one run of an acquire script.
+type attempt struct {
+	outcome outcome
+	gen     string        // acquired: the hold's generation (set by the engine)
+	token   int64         // acquired: fencing token of the hold
+	retryIn time.Duration // busy: the remaining lease of the holder (< 0: unknown)
+	channel string        // busy: where the holder's release is announced ("" to poll at retryIn)
+	subs    *subscriber   // busy: which Client carries channel (nil: the scheme's)
+	cause   error         // busy: why, when it is not simply another holder (joined to ErrNotObtained)
+	drift   time.Duration // acquired: how much sooner than its lease the hold must count as gone (RedLock)
+	// acquired with WithReplicas: why the grant did not reach the replicas
+	// (nil: it did). lockWith then undoes the grant.
+	replication error
 }
 
-// afterFault adds the error of the last failed attempt, if any, to the error
-// that ended a wait.
-func afterFault(err, last error) error {
-	if last == nil {
+type releaseOutcome int
+
+const (
+	released  releaseOutcome = iota // the lock is free
+	stillHeld                       // one hold released, the owner keeps the rest
+	notHeld                         // the generation was gone: lost
+)
+
+// renewal is one hold's share of a watchdog batch. Items with the same script
+// go out in one call: KEYS are the items' keys one after the other, ARGV the
+// items' args in the same order. The script returns one integer per item:
+// 1 renewed, 0 gone.
+type renewal struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+	// run, when set, renews the hold by itself instead of joining a batch:
+	// for a hold spread over several deployments (RedLock), which no single
+	// script call can reach. It returns 1 renewed, 0 gone, like a script.
+	run func(ctx context.Context) (int64, error)
+}
+
+// checkLockArgs validates what every Lock/TryLock receives, before anything
+// is sent, and refuses a context that has already ended.
+func checkLockArgs(ctx context.Context, wait, lease time.Duration) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if err := checkWait(wait); err != nil {
 		return err
 	}
-	return fmt.Errorf("%w (last attempt failed: %w)", err, last)
+	if err := checkLease(lease); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return notObtained(ctx)
+	}
+	return nil
+}
+
+// lockWith is Lock/TryLock for every lock type: owner, serialisation,
+// re-entry, waiting and the hold's context. On failure it returns ctx itself
+// (never nil), so that the common `ctx, err = l.Lock(ctx)` keeps a usable
+// context.
+func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context.Context, error) {
+	c := s.client()
+	if err := c.usable(); err != nil {
+		return ctx, err
+	}
+	if err := checkLockArgs(ctx, wait, lease); err != nil {
+		return ctx, err
+	}
+	parent, o := withNewOwner(ctx)
+	field := o.field(c)
+	h := c.holds.enter(s, field)
+	defer c.holds.exit(h)
+	select {
+	case h.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx, notObtained(ctx)
+	}
+	defer func() { <-h.sem }()
+
+	sendLease := lease
+	if sendLease == 0 {
+		sendLease = c.opts.watchdogLease
+	}
+	if gen := c.holds.generation(h); gen != "" {
+		return c.reenter(ctx, parent, h, acquireReq{field, c.newOp(), gen, sendLease}, lease)
+	}
+	return c.acquireNew(ctx, parent, h, acquireReq{owner: field, lease: sendLease}, wait, lease)
+}
+
+// acquireNew takes a lock the owner does not hold, waiting up to wait.
+func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq, wait, lease time.Duration) (context.Context, error) {
+	s := h.scheme
+	// Scripts run detached from ctx: a script cancelled in flight may still
+	// have run, and a hold nobody knows of would be leaked until its lease.
+	dctx := context.WithoutCancel(ctx)
+	start := time.Now()
+	var started time.Time
+	unknown := "" // op of the last attempt whose outcome is unknown
+	attempts := 0
+	try := func() (attempt, error) {
+		req.op = c.newOp()
+		started = time.Now()
+		attempts++
+		a, err := s.acquire(dctx, req)
+		switch {
+		case err == nil:
+			// A definite answer settles earlier unknown attempts too: a
+			// grant of theirs would have been taken over by this one.
+			unknown, a.gen = "", req.op
+		case outcomeUnknown(err):
+			unknown = req.op
+		}
+		return a, err
+	}
+	a, slept, err := c.wait(ctx, wait, queueOf(s), try)
+	if err == nil && a.outcome != acquired {
+		err = fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
+	}
+	if err == nil && a.replication != nil {
+		unknown, err = a.gen, a.replication
+	}
+	if slept > 0 {
+		c.emitWait(s, start, attempts, err)
+	}
+	if err != nil {
+		s.abandon(dctx, req.owner)
+		if unknown != "" {
+			// The grant may exist in Redis with nobody to use it: free it in
+			// the background instead of letting it block others for a lease.
+			c.releaseInBackground(s, releaseReq{req.owner, c.newOp(), unknown, true}, started.Add(req.lease))
+		}
+		return ctx, err
+	}
+	hctx := c.grant(h, parent, a, lease, started)
+	c.emitAcquired(s, start, attempts, slept > 0 || attempts > 1, false, a.token)
+	return hctx, nil
+}
+
+// reenter adds a hold for an owner that holds the lock already. It never
+// waits. A re-entry whose reply is lost only raises the count in Redis,
+// which is harmless: the owner's last Unlock frees the lock whatever the
+// count says.
+func (c *Client) reenter(ctx, parent context.Context, h *hold, req acquireReq, lease time.Duration) (context.Context, error) {
+	s := h.scheme
+	started := time.Now()
+	a, err := s.acquire(context.WithoutCancel(ctx), req)
+	if err != nil {
+		c.observe(err)
+		return ctx, err
+	}
+	switch a.outcome {
+	case acquired:
+		if a.replication != nil {
+			return ctx, a.replication
+		}
+		a.gen = req.gen
+		hctx := c.grant(h, parent, a, lease, started)
+		c.emitAcquired(s, started, 1, false, true, a.token)
+		return hctx, nil
+	case mismatch:
+		cause := fmt.Errorf("%w: the hold was gone when the owner re-entered", ErrLockLost)
+		c.end(h, req.gen, cause)
+		return ctx, cause
+	}
+	return ctx, fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
+}
+
+// unlockWith is Unlock for every lock type: it ends exactly the entry of the
+// hold context it is given.
+func unlockWith(ctx context.Context, s scheme) error {
+	c := s.client()
+	if c == nil {
+		return fmt.Errorf("%w: nil *relock.Client", ErrClientClosed)
+	}
+	if c.err != nil {
+		return c.err
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	o := ownerFrom(ctx)
+	if o == nil {
+		return fmt.Errorf("%w: the context carries no owner; pass the context Lock returned", ErrNotHeld)
+	}
+	e := entryFrom(ctx, c, s.holdID())
+	if e == nil || e.h.key.owner != o.field(c) {
+		return fmt.Errorf("%w: the context is not a hold context of this lock; pass the context Lock returned", ErrNotHeld)
+	}
+	h := e.h
+	c.holds.use(h)
+	defer c.holds.exit(h)
+	h.sem <- struct{}{}
+	defer func() { <-h.sem }()
+
+	r := &c.holds
+	r.mu.Lock()
+	if e.ended != nil {
+		cause := e.ended
+		r.mu.Unlock()
+		if lost(cause) {
+			return cause
+		}
+		return ErrNotHeld
+	}
+	req := releaseReq{owner: h.key.owner, op: c.newOp(), gen: e.gen, final: len(h.entries) == 1}
+	h.releasing = req.final
+	until, since := h.expiresAt, h.since
+	r.mu.Unlock()
+
+	// Unlock must work with a cancelled context, or locks would leak; the
+	// call is bounded by the go-redis client's own timeouts.
+	out, err := s.release(context.WithoutCancel(ctx), req)
+	if err != nil {
+		c.observe(err)
+		c.unlockFailed(e, req, until)
+		c.emitReleased(s, since, req.final, err)
+		return fmt.Errorf("relock: unlock not confirmed, retrying in the background until the lease ends: %w", err)
+	}
+	c.emitReleased(s, since, out != stillHeld, nil)
+	switch out {
+	case released:
+		c.end(h, req.gen, ErrUnlocked)
+	case stillHeld:
+		r.mu.Lock()
+		c.endEntryLocked(e, ErrUnlocked)
+		r.mu.Unlock()
+	default:
+		cause := fmt.Errorf("%w: the hold was gone when Unlock ran", ErrLockLost)
+		c.end(h, req.gen, cause)
+		return cause
+	}
+	return nil
+}
+
+// unlockFailed ends an entry whose release could not be confirmed. The entry
+// is over for the caller either way; a final release is retried in the
+// background (the same request: its replay is recognised) until it is
+// confirmed or the lease it would end has run out, and the hold is no longer
+// renewed, so a failed Unlock never keeps a lock past its current lease.
+func (c *Client) unlockFailed(e *entry, req releaseReq, until time.Time) {
+	if !req.final {
+		c.holds.mu.Lock()
+		c.endEntryLocked(e, ErrUnlocked)
+		c.holds.mu.Unlock()
+		return
+	}
+	c.end(e.h, req.gen, ErrUnlocked)
+	c.releaseInBackground(e.h.scheme, req, until)
+}
+
+// releaseInBackground retries req until Redis answers it or until, when
+// the lease has run out and the lock is free anyway. It is how an Unlock that
+// failed and an acquire of unknown outcome are cleaned up.
+func (c *Client) releaseInBackground(s scheme, req releaseReq, until time.Time) {
+	c.bg.Go(func() {
+		for n := 1; ; n++ {
+			_, err := s.release(context.Background(), req)
+			if err == nil || !transient(err) {
+				return
+			}
+			c.observe(err)
+			pause := faultBackoff(n)
+			if time.Until(until) < pause {
+				return
+			}
+			select {
+			case <-c.closing:
+				return
+			case <-time.After(pause):
+			}
+		}
+	})
+}
+
+// doWith runs fn under a hold taken by lock and always released by unlock,
+// even when fn panics. fn's error comes first.
+func doWith(ctx context.Context, lock func(context.Context) (context.Context, error), unlock func(context.Context) error, fn func(context.Context) error) (err error) {
+	if fn == nil {
+		return fmt.Errorf("%w: nil func", ErrInvalidArgument)
+	}
+	hctx, err := lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if uerr := unlock(hctx); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}()
+	return fn(hctx)
+}
+
+// tokenOf returns the fencing token of the hold that ctx's owner has on s.
+func tokenOf(ctx context.Context, s scheme) (int64, error) {
+	c := s.client()
+	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
+		return 0, err
+	}
+	if ctx == nil {
+		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	o := ownerFrom(ctx)
+	if o == nil {
+		return 0, ErrNotHeld
+	}
+	gen, token, _ := c.holds.find(s.holdID(), o.field(c))
+	if gen == "" {
+		return 0, ErrNotHeld
+	}
+	return token, nil
+}
+
+func notObtained(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", ErrNotObtained, context.Cause(ctx))
+}
+
+// lost reports whether a hold's end cause is a loss (not an Unlock).
+func lost(cause error) bool {
+	return errors.Is(cause, ErrLockLost)
+}
+
+// outcomeUnknown reports whether a request that failed with err may have run
+// in Redis: no reply came back (a network error or a timeout), as opposed to
+// an error reply, which means the script did not run.
+func outcomeUnknown(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded)
 }

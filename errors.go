@@ -1,12 +1,17 @@
 package relock
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Every error the package returns wraps one of these (or a
 // Redis/network error), so callers test with errors.Is, never by message.
 var (
 	// ErrNotObtained: the lock could not be acquired before the wait time or the
-	// context ended. When the context ended, the error also wraps ctx.Err().
+	// context ended. When the context ended, the error also wraps
+	// context.Cause(ctx) (ctx.Err() unless a cause was given).
 	ErrNotObtained = errors.New("relock: lock not obtained")
 
 	// ErrNotHeld: the caller's context does not hold the lock (it never locked
@@ -31,7 +36,21 @@ var (
 	// hold was released again; the error also wraps ErrNotObtained.
 	ErrNotReplicated = errors.New("relock: lock write not replicated")
 
+	// ErrUnavailable: Redis could not be reached (a network error, a timeout,
+	// no reply). It wraps the network error. Whether the request ran is
+	// unknown; the Client cleans up after it (see Lock and Unlock).
+	ErrUnavailable = errors.New("relock: redis unavailable")
+
 	// ErrInvalidArgument: a bad name, duration, option or client. It is
 	// returned before anything is sent to Redis.
 	ErrInvalidArgument = errors.New("relock: invalid argument")
 )
+
+// unavailable marks an error that came without a reply from Redis (network,
+// timeout) as ErrUnavailable, keeping the cause for errors.Is/As.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) || !outcomeUnknown(err) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}

@@ -28,7 +28,7 @@ func (c *Client) TrackedHolds() int {
 }
 
 // WatchdogTick runs one renewal tick now.
-func (c *Client) WatchdogTick() { c.dog.tick() }
+func (c *Client) WatchdogTick() { c.dog.tick(false) }
 
 // QueuedWaiters reports how many waiters of this Client sleep on channel.
 func (c *Client) QueuedWaiters(channel string) int {

@@ -45,7 +45,7 @@ type FairLock struct {
 }
 
 type fairKeys struct {
-	hash, queue, timeouts, fence, chPrefix string
+	hash, queue, timeouts, tail, latchPrefix, chPrefix string
 }
 
 // FairLock returns the fair lock called name. It sends nothing to Redis. An
@@ -62,8 +62,9 @@ func (c *Client) FairLock(name string) *FairLock {
 		hash:     l.ks.key("fair"),
 		queue:    l.ks.key("fair:queue"),
 		timeouts: l.ks.key("fair:timeouts"),
-		fence:    l.ks.key("fair:fence"),
-		chPrefix: l.ks.key("fair:ch:"),
+		tail:        l.ks.key("fair:tail"),
+		latchPrefix: l.ks.key("fair:latch:"),
+		chPrefix:    l.ks.key("fair:ch:"),
 	}
 	return l
 }
@@ -124,7 +125,8 @@ func (l *FairLock) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, err := fairForceReleaseScript.Run(context.WithoutCancel(ctx), l.c.rdb,
-		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.chPrefix}, l.c.publishCommand()).Int64()
+		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.chPrefix, l.keys.tail},
+		l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()
 	if err != nil {
 		return false, wrapRedis("force unlock", err)
 	}
@@ -227,45 +229,43 @@ type fairScheme struct{ l *FairLock }
 func (s fairScheme) client() *Client { return s.l.c }
 func (s fairScheme) holdID() string  { return s.l.keys.hash }
 
-func (s fairScheme) acquire(ctx context.Context, owner string, held int, lease time.Duration) (attempt, error) {
+func (s fairScheme) info() LockInfo { return LockInfo{Name: s.l.ks.name, Kind: KindFairLock} }
+
+func (s fairScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := s.l
 	res, repl, err := l.c.evalAcquire(ctx, fairAcquireScript,
-		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.fence, l.keys.chPrefix},
-		owner, lease.Milliseconds(), held, l.c.fencingArg(), l.c.opts.waiterTimeout.Milliseconds(), l.c.publishCommand())
+		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.tail, l.keys.chPrefix},
+		r.owner, r.op, r.gen, r.lease.Milliseconds(), l.c.fencingArg(), l.c.opts.waiterTimeout.Milliseconds(), l.c.publishCommand())
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
 	}
-	a, err := parseAcquire(res, l.keys.chPrefix+owner)
+	a, err := parseAcquire(res, l.keys.chPrefix+r.owner)
 	if a.outcome == acquired {
 		a.replication = repl
 	}
 	if a.outcome == busy {
 		// The next attempt renews this waiter's deadline: it must come well
 		// before the deadline, whatever the holder's lease.
-		refresh := l.c.opts.waiterTimeout / 3
-		if a.retryIn <= 0 || a.retryIn > refresh {
-			a.retryIn = refresh
-		}
+		a.retryIn = l.c.refreshWithin(a.retryIn)
 	}
 	return a, err
 }
 
-func (s fairScheme) release(ctx context.Context, owner string, held int) (releaseOutcome, error) {
+func (s fairScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := s.l
-	latch := l.c.latchKey(l.ks.key("fair:latch:"))
 	n, err := fairReleaseScript.Run(ctx, l.c.rdb,
-		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.chPrefix, latch},
-		owner, held, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()
+		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.chPrefix, l.keys.latchPrefix + r.op, l.keys.tail},
+		r.owner, r.op, r.gen, boolArg(r.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}
 	return parseRelease(n)
 }
 
-// The hold is a plain owner → count hash, so Lock's renewal script fits, and
+// The hold's hash has Lock's fields, so Lock's renewal script fits, and
 // fair holds share its batches.
-func (s fairScheme) renewal(owner string) renewal {
-	return renewal{script: lockRenewScript, keys: []string{s.l.keys.hash}, args: []any{owner}}
+func (s fairScheme) renewal(_, gen string, lease time.Duration) renewal {
+	return renewal{script: lockRenewScript, keys: []string{s.l.keys.hash}, args: []any{gen, lease.Milliseconds()}}
 }
 
 func (s fairScheme) abandon(ctx context.Context, owner string) {

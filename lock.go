@@ -31,8 +31,8 @@ type Lock struct {
 }
 
 type lockKeys struct {
-	hash, fence, channel string
-	latchPrefix          string // + request id: the latch of one final release
+	hash, tail, channel string
+	latchPrefix         string // + request id: the latch of one final release
 }
 
 // Lock returns the reentrant lock called name. It sends nothing to Redis. An
@@ -45,7 +45,7 @@ func (c *Client) Lock(name string) *Lock {
 		return l
 	}
 	l.ks, l.err = newKeyspace(c.opts.prefix, name)
-	l.keys = lockKeys{hash: l.ks.key(""), fence: l.ks.key("fence"), channel: l.ks.key("ch"), latchPrefix: l.ks.key("latch:")}
+	l.keys = lockKeys{hash: l.ks.key(""), tail: l.ks.key("tail"), channel: l.ks.key("ch"), latchPrefix: l.ks.key("latch:")}
 	return l
 }
 
@@ -109,7 +109,8 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, err := lockForceReleaseScript.Run(context.WithoutCancel(ctx), l.c.rdb,
-		[]string{l.keys.hash, l.keys.channel}, l.c.publishCommand(), wakeAll).Int64()
+		[]string{l.keys.hash, l.keys.channel, l.keys.tail}, l.c.publishCommand(), wakeAll,
+		l.c.opts.unlockLatch.Milliseconds()).Int64()
 	if err != nil {
 		return false, wrapRedis("force unlock", err)
 	}
@@ -213,11 +214,12 @@ type lockScheme struct{ l *Lock }
 
 func (s lockScheme) client() *Client { return s.l.c }
 func (s lockScheme) holdID() string  { return s.l.keys.hash }
+func (s lockScheme) info() LockInfo  { return LockInfo{Name: s.l.ks.name, Kind: KindLock} }
 
-func (s lockScheme) acquire(ctx context.Context, owner string, held int, lease time.Duration) (attempt, error) {
+func (s lockScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := s.l
-	res, repl, err := l.c.evalAcquire(ctx, lockAcquireScript, []string{l.keys.hash, l.keys.fence},
-		owner, lease.Milliseconds(), held, l.c.fencingArg())
+	res, repl, err := l.c.evalAcquire(ctx, lockAcquireScript, []string{l.keys.hash, l.keys.tail},
+		r.owner, r.op, r.gen, r.lease.Milliseconds(), l.c.fencingArg())
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
 	}
@@ -228,27 +230,28 @@ func (s lockScheme) acquire(ctx context.Context, owner string, held int, lease t
 	return a, err
 }
 
-// parseAcquire reads the {status, value} reply shared by the acquire scripts.
+// parseAcquire reads the reply shared by the acquire scripts: {1, token,
+// count}, {0, pttl} or {-1, 0}.
 func parseAcquire(res []int64, channel string) (attempt, error) {
-	if len(res) != 2 {
-		return attempt{}, fmt.Errorf("relock: acquire script returned %d values, want 2", len(res))
+	if len(res) < 2 {
+		return attempt{}, fmt.Errorf("relock: acquire script returned %d values, want 2 or 3", len(res))
 	}
 	switch res[0] {
 	case 1:
 		return attempt{outcome: acquired, token: res[1]}, nil
 	case 0:
-		return attempt{outcome: busy, retryIn: time.Duration(res[1]) * time.Millisecond, channel: channel}, nil
+		return attempt{outcome: busy, retryIn: leaseLeft(res[1]), channel: channel}, nil
 	case -1:
-		return attempt{outcome: mismatch, held: int(res[1])}, nil
+		return attempt{outcome: mismatch}, nil
 	}
 	return attempt{}, fmt.Errorf("relock: acquire script returned status %d", res[0])
 }
 
-func (s lockScheme) release(ctx context.Context, owner string, held int) (releaseOutcome, error) {
+func (s lockScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := s.l
-	latch := l.c.latchKey(l.keys.latchPrefix)
-	n, err := lockReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, latch},
-		owner, held, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
+	n, err := lockReleaseScript.Run(ctx, l.c.rdb,
+		[]string{l.keys.hash, l.keys.channel, l.keys.latchPrefix + r.op, l.keys.tail},
+		r.owner, r.op, r.gen, boolArg(r.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}
@@ -268,10 +271,17 @@ func parseRelease(n int64) (releaseOutcome, error) {
 	return 0, fmt.Errorf("relock: release script returned %s", strconv.FormatInt(n, 10))
 }
 
-func (s lockScheme) renewal(owner string) renewal {
-	return renewal{script: lockRenewScript, keys: []string{s.l.keys.hash}, args: []any{owner}}
+func (s lockScheme) renewal(_, gen string, lease time.Duration) renewal {
+	return renewal{script: lockRenewScript, keys: []string{s.l.keys.hash}, args: []any{gen, lease.Milliseconds()}}
 }
 
 func (lockScheme) abandon(context.Context, string) {}
 
 func (s lockScheme) releaseChannel() string { return s.l.keys.channel }
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

@@ -150,57 +150,59 @@ func (m *MultiLock) Lock(ctx context.Context) (context.Context, error) {
 // durations return ErrInvalidArgument and send nothing.
 func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	if m.err != nil {
-		return nil, m.err
+		return ctx, m.err
 	}
 	for _, g := range m.groups {
 		if err := g.c.usable(); err != nil {
-			return nil, err
+			return ctx, err
 		}
 	}
 	if err := checkLockArgs(ctx, wait, lease); err != nil {
-		return nil, err
+		return ctx, err
 	}
 	parent, o := withNewOwner(ctx)
 	holds, release, err := m.enter(ctx, o, true)
 	if err != nil {
-		return nil, err
+		return ctx, err
 	}
 	defer release()
 
-	held := make([]int, len(m.parts))
+	gens := make([]string, len(m.parts))
 	reentry := true
 	for i, p := range m.parts {
-		held[i] = p.c.holds.held(holds[i])
-		reentry = reentry && held[i] > 0
+		gens[i] = p.c.holds.generation(holds[i])
+		reentry = reentry && gens[i] != ""
 	}
 	// Scripts run detached from ctx, as in lockWith.
 	dctx := context.WithoutCancel(ctx)
 	var started time.Time
 	var tokens []int64
+	var granted []string // per part: the generation it holds after the attempt
 	try := func() (attempt, error) {
 		started = time.Now()
 		var a attempt
 		var err error
-		tokens, a, err = m.acquire(dctx, o, holds, held, lease)
+		tokens, granted, a, err = m.acquire(dctx, o, holds, gens, lease)
 		return a, err
 	}
 	var a attempt
 	if reentry {
 		a, err = try() // re-entry never waits
 	} else {
-		a, err = m.groups[0].c.wait(ctx, wait, "", try)
+		a, _, err = m.groups[0].c.wait(ctx, wait, "", try)
 	}
 	if err != nil {
-		return nil, err
+		return ctx, err
 	}
 	if a.outcome != acquired {
-		return nil, fmt.Errorf("relock: multilock: unexpected acquire outcome %d", a.outcome)
+		return ctx, fmt.Errorf("relock: multilock: unexpected acquire outcome %d", a.outcome)
 	}
 	// One context per part, each derived from the previous one: the last is
-	// cancelled as soon as any part's hold ends, with that part's cause.
+	// cancelled as soon as any part's hold ends, with that part's cause, and
+	// carries one entry per part, which Unlock ends.
 	hctx := parent
 	for i, p := range m.parts {
-		hctx = p.c.grant(holds[i], hctx, attempt{outcome: acquired, token: tokens[i]}, lease, started)
+		hctx = p.c.grant(holds[i], hctx, attempt{outcome: acquired, gen: granted[i], token: tokens[i]}, lease, started)
 	}
 	return hctx, nil
 }
@@ -210,19 +212,24 @@ func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 // cannot deadlock on them). With cancellable, it gives up when ctx ends.
 func (m *MultiLock) enter(ctx context.Context, o *owner, cancellable bool) ([]*hold, func(), error) {
 	holds := make([]*hold, len(m.parts))
+	for i, p := range m.parts {
+		holds[i] = p.c.holds.enter(lockScheme{p}, o.field(p.c))
+	}
+	release, err := m.takeSems(ctx, holds, cancellable)
+	return holds, release, err
+}
+
+// takeSems takes the semaphores of holds in order and returns the func that
+// gives them back and ends the caller's use of the records.
+func (m *MultiLock) takeSems(ctx context.Context, holds []*hold, cancellable bool) (func(), error) {
 	taken := 0
 	release := func() {
 		for i := taken - 1; i >= 0; i-- {
 			<-holds[i].sem
 		}
 		for i, p := range m.parts {
-			if holds[i] != nil {
-				p.c.holds.exit(holds[i])
-			}
+			p.c.holds.exit(holds[i])
 		}
-	}
-	for i, p := range m.parts {
-		holds[i] = p.c.holds.enter(lockScheme{p}, o.field(p.c))
 	}
 	for _, h := range holds {
 		if !cancellable {
@@ -235,66 +242,76 @@ func (m *MultiLock) enter(ctx context.Context, o *owner, cancellable bool) ([]*h
 			taken++
 		case <-ctx.Done():
 			release()
-			return nil, nil, notObtained(ctx)
+			return nil, notObtained(ctx)
 		}
 	}
-	return holds, release, nil
+	return release, nil
 }
 
 // acquire is one attempt: every group in order, each in one script call. On
-// anything but success it releases the groups it took and says why.
-func (m *MultiLock) acquire(ctx context.Context, o *owner, holds []*hold, held []int, lease time.Duration) ([]int64, attempt, error) {
-	sendLease := lease
+// anything but success it releases the groups it took and says why. It
+// returns each part's token and generation.
+func (m *MultiLock) acquire(ctx context.Context, o *owner, holds []*hold, gens []string, lease time.Duration) ([]int64, []string, attempt, error) {
 	tokens := make([]int64, len(m.parts))
-	for gi := 0; gi < len(m.groups); gi++ {
-		g := m.groups[gi]
+	granted := make([]string, len(m.parts))
+	for gi, g := range m.groups {
 		if err := g.c.usable(); err != nil {
-			return nil, attempt{}, m.rollback(ctx, o, gi, held, err)
+			return nil, nil, attempt{}, m.rollback(ctx, o, gi, gens, granted, err)
 		}
-		if lease == 0 {
-			sendLease = g.c.opts.watchdogLease
-		}
-		res, err := m.acquireGroup(ctx, g, o.field(g.c), held, sendLease)
+		op := g.c.newOp()
+		res, err := m.acquireGroup(ctx, g, o.field(g.c), op, gens, leaseOf(g.c, lease))
 		if err != nil {
-			return nil, attempt{}, m.rollback(ctx, o, gi, held, err)
+			if outcomeUnknown(err) {
+				m.cleanUp(g, o, op, gens, leaseOf(g.c, lease))
+			}
+			return nil, nil, attempt{}, m.rollback(ctx, o, gi, gens, granted, err)
 		}
 		switch res[0] {
 		case 1:
 			for j, i := range g.parts {
-				tokens[i] = res[1+j]
+				tokens[i], granted[i] = res[1+j], cmp.Or(gens[i], op)
 			}
 			continue
 		case 0:
 			p := m.parts[g.parts[res[1]-1]]
-			a := attempt{outcome: busy, retryIn: time.Duration(res[2]) * time.Millisecond,
-				channel: p.keys.channel, subs: p.c.subs}
-			return nil, a, m.rollback(ctx, o, gi, held, nil)
+			a := attempt{outcome: busy, retryIn: leaseLeft(res[2]), channel: p.keys.channel, subs: p.c.subs}
+			return nil, nil, a, m.rollback(ctx, o, gi, gens, granted, nil)
 		}
 		i := g.parts[res[1]-1]
-		p, count := m.parts[i], int(res[2])
-		if held[i] == 0 && count > 0 {
-			// Redis knows this owner on that part (a hold resumed with
-			// WithOwner): adopt its count, as lockWith does, and try again.
-			p.c.adopt(holds[i], count)
-			held[i] = count
-			gi--
-			continue
-		}
-		err = fmt.Errorf("%w: multilock part %q: Redis has this owner's count at %d, not %d", ErrLockLost, p.Name(), count, held[i])
-		p.c.end(holds[i], ErrLockLost)
-		return nil, attempt{}, m.rollback(ctx, o, gi, held, err)
+		p := m.parts[i]
+		err = fmt.Errorf("%w: multilock part %q: the hold was gone when the owner re-entered", ErrLockLost, p.Name())
+		p.c.end(holds[i], gens[i], err)
+		return nil, nil, attempt{}, m.rollback(ctx, o, gi, gens, granted, err)
 	}
-	return tokens, attempt{outcome: acquired}, nil
+	return tokens, granted, attempt{outcome: acquired}, nil
 }
 
-func (m *MultiLock) acquireGroup(ctx context.Context, g multiGroup, field string, held []int, lease time.Duration) ([]int64, error) {
+func leaseOf(c *Client, lease time.Duration) time.Duration {
+	if lease == 0 {
+		return c.opts.watchdogLease
+	}
+	return lease
+}
+
+// cleanUp frees, in the background, the new parts of a group call whose
+// outcome is unknown: they may be held with nobody to use them.
+func (m *MultiLock) cleanUp(g multiGroup, o *owner, op string, gens []string, lease time.Duration) {
+	for _, i := range g.parts {
+		if gens[i] == "" {
+			p := m.parts[i]
+			g.c.releaseInBackground(lockScheme{p}, releaseReq{o.field(g.c), g.c.newOp(), op, true}, time.Now().Add(lease))
+		}
+	}
+}
+
+func (m *MultiLock) acquireGroup(ctx context.Context, g multiGroup, field, op string, gens []string, lease time.Duration) ([]int64, error) {
 	keys := make([]string, 0, 2*len(g.parts))
-	args := make([]any, 0, 3+len(g.parts))
-	args = append(args, field, lease.Milliseconds(), g.c.fencingArg())
+	args := make([]any, 0, 4+len(g.parts))
+	args = append(args, field, op, lease.Milliseconds(), g.c.fencingArg())
 	for _, i := range g.parts {
 		p := m.parts[i]
-		keys = append(keys, p.keys.hash, p.keys.fence)
-		args = append(args, held[i])
+		keys = append(keys, p.keys.hash, p.keys.tail)
+		args = append(args, gens[i])
 	}
 	res, err := multiAcquireScript.Run(ctx, g.c.rdb, keys, args...).Int64Slice()
 	if err != nil {
@@ -307,17 +324,17 @@ func (m *MultiLock) acquireGroup(ctx context.Context, g multiGroup, field string
 	return res, nil
 }
 
-// rollback releases the holds this attempt took on groups before upto (each
-// part one below what it was acquired at) and returns cause joined with any
-// failure to do so.
-func (m *MultiLock) rollback(ctx context.Context, o *owner, upto int, held []int, cause error) error {
+// rollback releases what this attempt took on groups before upto — a new
+// part is freed, a re-entered one loses the hold just added — and returns
+// cause joined with any failure to do so.
+func (m *MultiLock) rollback(ctx context.Context, o *owner, upto int, gens, granted []string, cause error) error {
 	errs := []error{cause}
 	for _, g := range m.groups[:upto] {
-		believed := make([]int, len(m.parts))
-		for _, i := range g.parts {
-			believed[i] = held[i] + 1
+		parts := make([]multiPart, len(g.parts))
+		for j, i := range g.parts {
+			parts[j] = multiPart{i: i, gen: granted[i], final: gens[i] == ""}
 		}
-		out, err := m.releaseGroup(ctx, g, o.field(g.c), g.parts, believed)
+		out, err := m.releaseGroup(ctx, g, o.field(g.c), g.c.newOp(), parts)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("relock: multilock: releasing the parts taken before: %w", err))
 			continue
@@ -331,16 +348,22 @@ func (m *MultiLock) rollback(ctx context.Context, o *owner, upto int, held []int
 	return errors.Join(errs...)
 }
 
-func (m *MultiLock) releaseGroup(ctx context.Context, g multiGroup, field string, parts []int, believed []int) ([]releaseOutcome, error) {
+// multiPart is one part's share of a group release.
+type multiPart struct {
+	i     int
+	gen   string
+	final bool
+}
+
+func (m *MultiLock) releaseGroup(ctx context.Context, g multiGroup, field, op string, parts []multiPart) ([]releaseOutcome, error) {
 	c := g.c
-	keys := make([]string, 0, 3*len(parts))
-	args := make([]any, 0, 4+len(parts))
-	args = append(args, field, c.publishCommand(), c.opts.unlockLatch.Milliseconds(), wakeOne)
-	req := c.newRequestID()
-	for _, i := range parts {
-		p := m.parts[i]
-		keys = append(keys, p.keys.hash, p.keys.channel, p.ks.key("latch:"+req))
-		args = append(args, believed[i])
+	keys := make([]string, 0, 4*len(parts))
+	args := make([]any, 0, 5+2*len(parts))
+	args = append(args, field, op, c.publishCommand(), c.opts.unlockLatch.Milliseconds(), wakeOne)
+	for _, pt := range parts {
+		p := m.parts[pt.i]
+		keys = append(keys, p.keys.hash, p.keys.channel, p.keys.latchPrefix+op, p.keys.tail)
+		args = append(args, pt.gen, boolArg(pt.final))
 	}
 	res, err := multiReleaseScript.Run(ctx, c.rdb, keys, args...).Int64Slice()
 	if err != nil {
@@ -358,16 +381,19 @@ func (m *MultiLock) releaseGroup(ctx context.Context, g multiGroup, field string
 	return out, nil
 }
 
-// Unlock releases one hold of ctx's owner on every part, several per script
-// call where they share a Client (and slot). It works with a cancelled ctx,
-// since it must not leak the locks.
+// Unlock ends the hold of ctx — the context a MultiLock.Lock returned — on
+// every part, several per script call where they share a Client (and slot).
+// It works with a cancelled ctx, since it must not leak the locks. Holds of
+// the parts that ctx's owner took otherwise (a Lock of a part) are not
+// touched.
 //
 // It releases every part it can even when others fail, and returns all the
 // failures joined (errors.Join), each naming its part: ErrLockLost for a part
-// that was lost before Unlock, ErrNotHeld for one ctx's owner did not hold, or
-// the Redis error of a part's deployment (that part stays held until its
-// lease runs out, or until Unlock is called again). When ctx's owner holds no
-// part at all it returns ErrNotHeld, changing nothing.
+// that was lost before Unlock, or the error of a part's deployment (that
+// release is retried in the background until the part's lease ends, see
+// Lock.Unlock). When ctx holds no part at all — it is not a MultiLock hold
+// context, or it was unlocked already — it returns ErrNotHeld, changing
+// nothing.
 func (m *MultiLock) Unlock(ctx context.Context) error {
 	if m.err != nil {
 		return m.err
@@ -384,60 +410,71 @@ func (m *MultiLock) Unlock(ctx context.Context) error {
 	if o == nil {
 		return fmt.Errorf("%w: the context carries no owner; pass the context Lock returned", ErrNotHeld)
 	}
-	holds, release, _ := m.enter(ctx, o, false)
+	entries := make([]*entry, len(m.parts))
+	holds := make([]*hold, len(m.parts))
+	for i, p := range m.parts {
+		e := entryFrom(ctx, p.c, p.keys.hash)
+		if e == nil || e.h.key.owner != o.field(p.c) {
+			return fmt.Errorf("%w: the context is not a hold context of this MultiLock", ErrNotHeld)
+		}
+		entries[i], holds[i] = e, e.h
+		p.c.holds.use(e.h)
+	}
+	release, _ := m.takeSems(ctx, holds, false)
 	defer release()
+	return m.releaseEntries(context.WithoutCancel(ctx), o, entries)
+}
 
+// releaseEntries ends one entry per part, group by group.
+func (m *MultiLock) releaseEntries(ctx context.Context, o *owner, entries []*entry) error {
 	var errs []error
 	partErr := func(i int, err error) {
 		errs = append(errs, fmt.Errorf("multilock part %q: %w", m.parts[i].Name(), err))
 	}
-	held := make([]int, len(m.parts))
-	someHeld := false
-	for i, p := range m.parts {
-		held[i] = p.c.holds.held(holds[i])
-		if held[i] == 0 {
-			if cause := context.Cause(ctx); errors.Is(cause, ErrLockLost) {
-				partErr(i, cause)
-			} else {
-				partErr(i, ErrNotHeld)
-			}
-			continue
-		}
-		someHeld = true
-		if held[i] == 1 {
-			p.c.setReleasing(holds[i], true)
-		}
-	}
-	if !someHeld && !errors.Is(context.Cause(ctx), ErrLockLost) {
-		return ErrNotHeld
-	}
-	dctx := context.WithoutCancel(ctx)
+	live := 0
 	for _, g := range m.groups {
-		var parts []int
+		var parts []multiPart
 		for _, i := range g.parts {
-			if held[i] > 0 {
-				parts = append(parts, i)
+			e := entries[i]
+			g.c.holds.mu.Lock()
+			if e.ended != nil {
+				if lost(e.ended) {
+					partErr(i, e.ended)
+				}
+			} else {
+				final := len(e.h.entries) == 1
+				e.h.releasing = final
+				parts = append(parts, multiPart{i: i, gen: e.gen, final: final})
 			}
+			g.c.holds.mu.Unlock()
 		}
 		if len(parts) == 0 {
 			continue
 		}
-		out, err := m.releaseGroup(dctx, g, o.field(g.c), parts, held)
-		for j, i := range parts {
-			h := holds[i]
+		live += len(parts)
+		op := g.c.newOp()
+		out, err := m.releaseGroup(ctx, g, o.field(g.c), op, parts)
+		for j, pt := range parts {
+			e, c := entries[pt.i], g.c
 			switch {
 			case err != nil:
-				g.c.setReleasing(h, false)
-				partErr(i, err)
+				c.unlockFailed(e, releaseReq{e.h.key.owner, op, pt.gen, pt.final}, e.h.expiresAt)
+				partErr(pt.i, err)
 			case out[j] == released:
-				g.c.end(h, ErrUnlocked)
+				c.end(e.h, pt.gen, ErrUnlocked)
 			case out[j] == stillHeld:
-				g.c.releaseOne(h)
+				c.holds.mu.Lock()
+				c.endEntryLocked(e, ErrUnlocked)
+				c.holds.mu.Unlock()
 			default:
-				g.c.end(h, ErrLockLost)
-				partErr(i, ErrLockLost)
+				cause := fmt.Errorf("%w: the hold was gone when Unlock ran", ErrLockLost)
+				c.end(e.h, pt.gen, cause)
+				partErr(pt.i, cause)
 			}
 		}
+	}
+	if live == 0 && len(errs) == 0 {
+		return ErrNotHeld
 	}
 	return errors.Join(errs...)
 }

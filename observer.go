@@ -6,9 +6,10 @@ import "time"
 // logs. Every field is optional: a nil func costs one nil check, and a nil
 // *Observer (the default) costs nothing more. The funcs are called
 // synchronously from the goroutine where the event happens (a Lock call, the
-// watchdog, the subscriber), never with a lock of the Client held; they must
-// return quickly and never block, or they delay the lock operations of the
-// whole Client. They only observe: errors are returned to callers exactly as
+// watchdog, the subscriber, a lease timer), possibly with an internal mutex
+// of the Client held: they must return quickly, never block and never call
+// the Client, or they delay (or deadlock) the lock operations of the whole
+// Client. They only observe: errors are returned to callers exactly as
 // without an Observer.
 //
 // The extra/relockotel module turns an Observer into OpenTelemetry metrics
@@ -112,5 +113,41 @@ func WithObserver(o *Observer) Option {
 		cp := *o
 		opts.observer = &cp
 		return nil
+	}
+}
+
+// The emitters below are what the engine calls; each costs a nil check when
+// no Observer is set.
+
+func (c *Client) emitAcquired(s scheme, start time.Time, attempts int, contended, reentry bool, token int64) {
+	if o := c.opts.observer; o != nil && o.Acquired != nil {
+		o.Acquired(AcquiredEvent{LockInfo: s.info(), Wait: time.Since(start), Attempts: attempts,
+			Contended: contended, Reentry: reentry, Token: token})
+	}
+}
+
+func (c *Client) emitReleased(s scheme, since time.Time, final bool, err error) {
+	if o := c.opts.observer; o != nil && o.Released != nil {
+		o.Released(ReleasedEvent{LockInfo: s.info(), Held: time.Since(since), Final: final, Err: err})
+	}
+}
+
+func (c *Client) emitLost(h *hold, cause error) {
+	c.log.Warn("relock: lock lost", "lock", h.key.id, "cause", cause)
+	if o := c.opts.observer; o != nil && o.Lost != nil {
+		o.Lost(LostEvent{LockInfo: h.scheme.info(), Held: time.Since(h.since), Cause: cause})
+	}
+}
+
+func (c *Client) emitWait(s scheme, start time.Time, attempts int, err error) {
+	if o := c.opts.observer; o != nil && o.WaitEnded != nil {
+		o.WaitEnded(WaitEvent{LockInfo: s.info(), Waited: time.Since(start), Attempts: attempts,
+			NotObtained: err != nil, Err: err})
+	}
+}
+
+func (c *Client) emitRenewed(holds, failed int, d time.Duration, err error) {
+	if o := c.opts.observer; o != nil && o.Renewed != nil {
+		o.Renewed(RenewedEvent{Holds: holds, Failed: failed, Duration: d, Err: err})
 	}
 }

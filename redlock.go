@@ -1,6 +1,7 @@
 package relock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -249,8 +250,8 @@ func (r *RedLock) Validity(ctx context.Context) (time.Duration, error) {
 	if o == nil {
 		return 0, ErrNotHeld
 	}
-	until, ok := r.home.holds.validUntil(r.id, o.field(r.home))
-	if !ok {
+	gen, _, until := r.home.holds.find(r.id, o.field(r.home))
+	if gen == "" {
 		return 0, ErrNotHeld
 	}
 	return max(time.Until(until), 0), nil
@@ -270,7 +271,8 @@ func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	res, errs := fanOut(r, context.WithoutCancel(ctx), func(ctx context.Context, l *Lock) (int64, error) {
-		return lockForceReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel}, l.c.publishCommand(), wakeAll).Int64()
+		return lockForceReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.keys.tail},
+			l.c.publishCommand(), wakeAll, l.c.opts.unlockLatch.Milliseconds()).Int64()
 	})
 	r.home.endAll(r.id, fmt.Errorf("%w: force-unlocked", ErrLockLost))
 	freed, failed := 0, 0
@@ -353,19 +355,22 @@ type redScheme struct{ r *RedLock }
 func (s redScheme) client() *Client { return s.r.home }
 func (s redScheme) holdID() string  { return s.r.id }
 
+func (s redScheme) info() LockInfo { return LockInfo{Name: s.r.Name(), Kind: KindRedLock} }
+
 // acquire is one Redlock round: every master in parallel, then the quorum
-// and validity check, then (new holds, drifted counters only) the token
-// round. A failed round is undone on every master.
-func (s redScheme) acquire(ctx context.Context, owner string, held int, lease time.Duration) (attempt, error) {
+// and validity check, then (new holds, drifted tokens only) the token
+// round. A failed round is undone on every master: the undo names the
+// round's generation, so it can never remove a later grant.
+func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error) {
 	r := s.r
-	field := owner + redOwnerSuffix
+	field := req.owner + redOwnerSuffix
 	fencing := r.home.fencingArg()
 	start := time.Now()
 	replies, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) ([]int64, error) {
-		res, err := lockAcquireScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.fence},
-			field, lease.Milliseconds(), held, fencing).Int64Slice()
-		if err == nil && len(res) != 2 {
-			err = fmt.Errorf("acquire script returned %d values, want 2", len(res))
+		res, err := lockAcquireScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.tail},
+			field, req.op, req.gen, req.lease.Milliseconds(), fencing).Int64Slice()
+		if err == nil && len(res) < 2 {
+			err = fmt.Errorf("acquire script returned %d values, want 2 or 3", len(res))
 		}
 		return res, err
 	})
@@ -389,28 +394,26 @@ func (s redScheme) acquire(ctx context.Context, owner string, held int, lease ti
 			failures = append(failures, fmt.Errorf("master %s: %w", deploymentID(r.nodes[i].c.rdb), ErrLockLost))
 		}
 	}
-	drift := r.driftFor(lease)
+	gen := cmp.Or(req.gen, req.op)
+	drift := r.driftFor(req.lease)
 	if len(granted) >= r.quorum {
 		ok := true
-		if held == 0 && fencing == "1" {
-			ok = r.spreadToken(ctx, field, granted, replies, token, &failures)
+		if req.gen == "" && fencing == "1" {
+			ok = r.spreadToken(ctx, field, gen, granted, replies, token, &failures)
 		}
-		if ok && lease-time.Since(start)-drift > 0 {
+		if ok && req.lease-time.Since(start)-drift > 0 {
 			return attempt{outcome: acquired, token: token, drift: drift}, nil
 		}
 		if ok {
-			failures = append(failures, fmt.Errorf("the round took %v, longer than the lease %v less drift", time.Since(start), lease))
+			failures = append(failures, fmt.Errorf("the round took %v, longer than the lease %v less drift", time.Since(start), req.lease))
 		}
 	}
 	// Undo this round everywhere: a master that granted, or that may have
-	// executed the request without answering in time, goes back to held; the
-	// others answer "not held" and change nothing.
-	fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
-		return lockReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.c.latchKey(l.keys.latchPrefix)},
-			field, held+1, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
-	})
+	// executed the request without answering in time, lets this round's
+	// grant go; the others answer "not held" and change nothing.
+	s.release(ctx, releaseReq{owner: req.owner, op: r.home.newOp(), gen: gen, final: req.gen == ""})
 	cause := fmt.Errorf("%d of %d masters granted, %d needed: %w", len(granted), len(r.nodes), r.quorum, errors.Join(failures...))
-	if held > 0 {
+	if req.gen != "" {
 		if lost > len(r.nodes)-r.quorum {
 			return attempt{outcome: mismatch}, nil
 		}
@@ -422,7 +425,7 @@ func (s redScheme) acquire(ctx context.Context, owner string, held int, lease ti
 // spreadToken makes sure a majority of the masters has its counter at token
 // or above before token is handed out: granting masters whose counter is
 // below it are raised, in parallel. It reports whether a majority does.
-func (r *RedLock) spreadToken(ctx context.Context, field string, granted []int, replies [][]int64, token int64, failures *[]error) bool {
+func (r *RedLock) spreadToken(ctx context.Context, field, gen string, granted []int, replies [][]int64, token int64, failures *[]error) bool {
 	atMax := 0
 	lag := make(map[*Lock]bool)
 	for _, i := range granted {
@@ -439,7 +442,7 @@ func (r *RedLock) spreadToken(ctx context.Context, field string, granted []int, 
 		if !lag[l] {
 			return 0, nil
 		}
-		return redFenceScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.fence}, field, token).Int64()
+		return redFenceScript.Run(ctx, l.c.rdb, []string{l.keys.hash}, gen, token).Int64()
 	})
 	for i, l := range r.nodes {
 		if !lag[l] {
@@ -454,12 +457,18 @@ func (r *RedLock) spreadToken(ctx context.Context, field string, granted []int, 
 	return atMax >= r.quorum
 }
 
-func (s redScheme) release(ctx context.Context, owner string, held int) (releaseOutcome, error) {
+// release ends the hold on every master in parallel, waiting for each at
+// most the node timeout. The lock counts as released when a majority
+// confirmed it; as lost when fewer than a majority still had it, whatever
+// the others said; otherwise the outcome is unknown (an error: the engine
+// retries it in the background).
+func (s redScheme) release(ctx context.Context, req releaseReq) (releaseOutcome, error) {
 	r := s.r
-	field := owner + redOwnerSuffix
+	field := req.owner + redOwnerSuffix
 	res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
-		return lockReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.c.latchKey(l.keys.latchPrefix)},
-			field, held, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
+		return lockReleaseScript.Run(ctx, l.c.rdb,
+			[]string{l.keys.hash, l.keys.channel, l.keys.latchPrefix + req.op, l.keys.tail},
+			field, req.op, req.gen, boolArg(req.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
 	})
 	ok, lost := 0, 0
 	var failures []error
@@ -474,26 +483,27 @@ func (s redScheme) release(ctx context.Context, owner string, held int) (release
 		}
 	}
 	switch {
-	case ok > 0 && held == 1:
-		return released, nil
-	case ok > 0:
-		return stillHeld, nil
 	case lost > len(r.nodes)-r.quorum:
 		return notHeld, nil
+	case ok >= r.quorum && req.final:
+		return released, nil
+	case ok >= r.quorum:
+		return stillHeld, nil
 	}
-	return 0, fmt.Errorf("relock: redlock release reached no master holding it: %w", errors.Join(failures...))
+	return 0, fmt.Errorf("relock: redlock release confirmed by %d of %d masters, %d needed: %w",
+		ok, len(r.nodes), r.quorum, errors.Join(failures...))
 }
 
-// renewal renews the hold on every master in parallel: 1 while a majority
-// still has it within the validity, 0 once a majority no longer can, an
-// error (retried by the watchdog until the validity runs out) otherwise.
-func (s redScheme) renewal(owner string) renewal {
+// renewal renews (or with lease 0 checks) the hold on every master in
+// parallel: 1 while a majority still has it within the validity, 0 once a
+// majority no longer can, an error (retried by the watchdog until the
+// validity runs out) otherwise.
+func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 	r := s.r
-	field := owner + redOwnerSuffix
-	return renewal{run: func(ctx context.Context, lease time.Duration) (int64, error) {
+	return renewal{run: func(ctx context.Context) (int64, error) {
 		start := time.Now()
 		res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
-			v, err := lockRenewScript.Run(ctx, l.c.rdb, []string{l.keys.hash}, lease.Milliseconds(), field).Int64Slice()
+			v, err := lockRenewScript.Run(ctx, l.c.rdb, []string{l.keys.hash}, gen, lease.Milliseconds()).Int64Slice()
 			if err == nil && len(v) != 1 {
 				err = fmt.Errorf("renewal script returned %d values, want 1", len(v))
 			}
@@ -515,7 +525,7 @@ func (s redScheme) renewal(owner string) renewal {
 			}
 		}
 		switch {
-		case renewed >= r.quorum && time.Since(start) < lease-r.driftFor(lease):
+		case renewed >= r.quorum && (lease == 0 || time.Since(start) < lease-r.driftFor(lease)):
 			return 1, nil
 		case gone > len(r.nodes)-r.quorum:
 			return 0, nil

@@ -53,7 +53,7 @@ type RWLock struct {
 }
 
 type rwKeys struct {
-	hash, writers, fence, readCh, writeCh string
+	hash, writers, tail, latchPrefix, readCh, writeCh string
 }
 
 // RWLock returns the read/write lock called name. It sends nothing to
@@ -69,7 +69,8 @@ func (c *Client) RWLock(name string) *RWLock {
 	l.keys = rwKeys{
 		hash:    l.ks.key("rw"),
 		writers: l.ks.key("rw:writers"),
-		fence:   l.ks.key("rw:fence"),
+		tail:        l.ks.key("rw:tail"),
+		latchPrefix: l.ks.key("rw:latch:"),
 		readCh:  l.ks.key("rw:rch"),
 		writeCh: l.ks.key("rw:wch"),
 	}
@@ -218,7 +219,8 @@ func (m rwMode) forceUnlock(ctx context.Context) (bool, error) {
 	}
 	k := m.l.keys
 	n, err := rwForceReleaseScript.Run(context.WithoutCancel(ctx), m.l.c.rdb,
-		[]string{k.hash, k.writers, k.readCh, k.writeCh}, m.kind, m.l.c.publishCommand()).Int64()
+		[]string{k.hash, k.writers, k.readCh, k.writeCh, k.tail}, m.kind, m.l.c.publishCommand(),
+		m.l.c.opts.unlockLatch.Milliseconds()).Int64()
 	if err != nil {
 		return false, wrapRedis("force unlock", err)
 	}
@@ -289,23 +291,30 @@ func (m rwMode) check(ctx context.Context) (context.Context, error) {
 func (m rwMode) client() *Client { return m.l.c }
 func (m rwMode) holdID() string  { return m.l.keys.hash + "#" + m.kind }
 
-func (m rwMode) acquire(ctx context.Context, owner string, held int, lease time.Duration) (attempt, error) {
+func (m rwMode) info() LockInfo {
+	if m.kind == "r" {
+		return LockInfo{Name: m.l.ks.name, Kind: KindReadLock}
+	}
+	return LockInfo{Name: m.l.ks.name, Kind: KindWriteLock}
+}
+
+func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := m.l
 	k := l.keys
 	var res []int64
 	var repl, err error
 	if m.kind == "r" {
 		res, repl, err = l.c.evalAcquire(ctx, rwReadAcquireScript, []string{k.hash, k.writers},
-			owner, lease.Milliseconds(), held)
+			r.owner, r.op, r.gen, r.lease.Milliseconds())
 	} else {
-		if held == 0 {
+		if r.gen == "" {
 			// Known locally: no round trip for the error.
-			if n, _ := l.c.holds.find(l.ReadLock().m.holdID(), owner); n > 0 {
+			if gen, _, _ := l.c.holds.find(l.ReadLock().m.holdID(), r.owner); gen != "" {
 				return attempt{}, ErrUpgrade
 			}
 		}
-		res, repl, err = l.c.evalAcquire(ctx, rwWriteAcquireScript, []string{k.hash, k.writers, k.fence},
-			owner, lease.Milliseconds(), held, l.c.fencingArg(), l.c.opts.waiterTimeout.Milliseconds())
+		res, repl, err = l.c.evalAcquire(ctx, rwWriteAcquireScript, []string{k.hash, k.writers, k.tail},
+			r.owner, r.op, r.gen, r.lease.Milliseconds(), l.c.fencingArg(), l.c.opts.waiterTimeout.Milliseconds())
 	}
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
@@ -324,29 +333,26 @@ func (m rwMode) acquire(ctx context.Context, owner string, held int, lease time.
 	if a.outcome == busy && m.kind == "w" {
 		// The next attempt renews the writer's claim: it must come before
 		// the claim lapses.
-		refresh := l.c.opts.waiterTimeout / 3
-		if a.retryIn <= 0 || a.retryIn > refresh {
-			a.retryIn = refresh
-		}
+		a.retryIn = l.c.refreshWithin(a.retryIn)
 	}
 	return a, err
 }
 
-func (m rwMode) release(ctx context.Context, owner string, held int) (releaseOutcome, error) {
+func (m rwMode) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := m.l
 	k := l.keys
-	latch := l.c.latchKey(l.ks.key("rw:latch:"))
-	n, err := rwReleaseScript.Run(ctx, l.c.rdb, []string{k.hash, k.writers, k.readCh, k.writeCh, latch},
-		owner, held, m.kind, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()
+	n, err := rwReleaseScript.Run(ctx, l.c.rdb,
+		[]string{k.hash, k.writers, k.readCh, k.writeCh, k.latchPrefix + r.op, k.tail},
+		r.owner, r.op, r.gen, m.kind, boolArg(r.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}
 	return parseRelease(n)
 }
 
-func (m rwMode) renewal(owner string) renewal {
+func (m rwMode) renewal(owner, gen string, lease time.Duration) renewal {
 	return renewal{script: rwRenewScript, keys: []string{m.l.keys.hash},
-		args: []any{m.kind + ":" + owner, m.kind + "d:" + owner}}
+		args: []any{m.kind + "g:" + owner, m.kind + "d:" + owner, gen, lease.Milliseconds()}}
 }
 
 // abandon withdraws a writer's claim; readers leave no trace while waiting.

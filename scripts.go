@@ -78,7 +78,7 @@ var (
 	rwForceReleaseScript = redis.NewScript(rwCommonSrc + rwForceReleaseSrc)
 	rwStateScript        = redis.NewScript(rwCommonSrc + rwStateSrc)
 
-	multiAcquireScript = redis.NewScript(multiAcquireSrc)
+	multiAcquireScript = redis.NewScript(acquireCommonSrc + multiAcquireSrc)
 	multiReleaseScript = redis.NewScript(releaseCommonSrc + multiReleaseSrc)
 	redFenceScript     = redis.NewScript(redFenceSrc)
 )

@@ -31,6 +31,7 @@ type watchdog struct {
 	holds   map[*hold]struct{}
 	started bool
 	done    chan struct{}
+	kicks   chan struct{} // a recheck of every hold is wanted now
 
 	// Counters for benchmarks and tests.
 	ticks      atomic.Int64
@@ -46,6 +47,7 @@ func newWatchdog(c *Client) *watchdog {
 		retry:    max(lease/15, time.Millisecond),
 		holds:    make(map[*hold]struct{}),
 		done:     make(chan struct{}),
+		kicks:    make(chan struct{}, 1),
 	}
 }
 
@@ -57,9 +59,31 @@ func (d *watchdog) watch(h *hold) {
 		return
 	}
 	d.holds[h] = struct{}{}
+	d.startLocked()
+}
+
+func (d *watchdog) startLocked() {
 	if !d.started {
 		d.started = true
 		go d.run()
+	}
+}
+
+// kick asks for a check of every hold now (see Client.recheckHolds). It
+// reports whether the request is new (not merged into a pending one).
+func (d *watchdog) kick() bool {
+	d.mu.Lock()
+	if d.c.closed.Load() {
+		d.mu.Unlock()
+		return false
+	}
+	d.startLocked()
+	d.mu.Unlock()
+	select {
+	case d.kicks <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -91,41 +115,49 @@ func (d *watchdog) run() {
 	timer := time.NewTimer(d.interval)
 	defer timer.Stop()
 	for {
+		all := false
 		select {
 		case <-d.c.closing:
 			return
 		case <-timer.C:
+		case <-d.kicks:
+			all = true
 		}
-		next := d.tick()
+		next := d.tick(all)
 		timer.Reset(time.Until(next))
 	}
 }
 
-// tick renews every watched hold and returns when to run next: a full
-// interval after a clean tick, sooner while renewals fail, and no later than
-// the moment a failing hold's lease runs out.
-func (d *watchdog) tick() time.Time {
+// tick renews every watched hold (and with all, checks every leased one too)
+// and returns when to run next: a full interval after a clean tick, sooner
+// while renewals fail.
+func (d *watchdog) tick(all bool) time.Time {
 	start := time.Now()
 	defer d.ticks.Add(1)
-	d.mu.Lock()
-	holds := make([]*hold, 0, len(d.holds))
-	for h := range d.holds {
-		holds = append(holds, h)
-	}
-	d.mu.Unlock()
-
 	reg := &d.c.holds
+	lease := d.c.opts.watchdogLease
 	reg.mu.Lock()
-	items := make([]renewal, len(holds))
+	var holds []*hold
+	var gens []string
+	var items []renewal
 	deadline := start.Add(max(d.interval, time.Second))
-	for i, h := range holds {
-		// Built here rather than at Lock: only holds that live a tick need it.
-		items[i] = h.scheme.renewal(h.key.owner)
-		if h.expiresAt.Before(deadline) {
-			deadline = h.expiresAt
+	for _, h := range d.candidates(all) {
+		if h.gen == "" {
+			continue // ended since it was listed
 		}
+		l := time.Duration(0) // a leased hold is only checked, never extended
+		if h.watched {
+			l = lease
+		}
+		holds, gens = append(holds, h), append(gens, h.gen)
+		// Built here rather than at Lock: only holds that live a tick need it.
+		items = append(items, h.scheme.renewal(h.key.owner, h.gen, l))
+		deadline = minTime(deadline, h.expiresAt)
 	}
 	reg.mu.Unlock()
+	if len(items) == 0 {
+		return start.Add(d.interval)
+	}
 
 	// A renewal stuck on a paused server or a partitioned network must not
 	// keep a holder believing past its lease (the lock may expire in Redis
@@ -135,29 +167,57 @@ func (d *watchdog) tick() time.Time {
 	// otherwise its read timeout does.
 	results, errs := d.renew(items, deadline)
 	next := start.Add(d.interval)
-	lease := d.c.opts.watchdogLease
+	failed := 0
+	var firstErr error
 	reg.mu.Lock()
 	for i, h := range holds {
-		if !h.watched {
-			continue // ended while the batch was out
+		if h.gen != gens[i] {
+			continue // a result about a generation that has ended: stale
 		}
 		switch {
 		case errs[i] == nil && results[i] == 1:
-			d.c.extendLocked(h, start.Add(safeLease(lease)-h.drift))
+			if h.watched {
+				d.c.extendLocked(h, start.Add(safeLease(lease)-h.drift))
+			}
 		case errs[i] == nil:
 			if !h.releasing {
-				d.c.log.Warn("relock: lock lost: renewal found the hold gone", "lock", h.key.id)
-				d.c.endLocked(h, fmt.Errorf("%w: the hold was gone when the watchdog renewed it", ErrLockLost))
+				d.c.endLocked(h, gens[i], fmt.Errorf("%w: the hold was gone when the watchdog checked it", ErrLockLost))
 			}
 		default:
 			// Retry soon; the hold's own timer ends it if the lease runs out.
-			d.c.log.Warn("relock: renewal failed; retrying", "lock", h.key.id, "err", errs[i])
+			failed++
+			if firstErr == nil {
+				firstErr = errs[i]
+			}
 			next = minTime(next, time.Now().Add(d.retry))
 		}
 	}
 	reg.mu.Unlock()
+	if failed > 0 {
+		d.c.log.Warn("relock: renewals failed; retrying", "failed", failed, "of", len(items), "err", firstErr)
+	}
 	d.lastTick.Store(int64(time.Since(start)))
+	d.c.emitRenewed(len(items), failed, time.Since(start), firstErr)
 	return next
+}
+
+// candidates lists the holds a tick looks at: the watched ones, or every
+// hold of the Client. Called with the registry lock held.
+func (d *watchdog) candidates(all bool) []*hold {
+	if all {
+		out := make([]*hold, 0, len(d.c.holds.m))
+		for _, h := range d.c.holds.m {
+			out = append(out, h)
+		}
+		return out
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*hold, 0, len(d.holds))
+	for h := range d.holds {
+		out = append(out, h)
+	}
+	return out
 }
 
 func minTime(t time.Time, ts ...time.Time) time.Time {
@@ -191,7 +251,6 @@ func (d *watchdog) renew(items []renewal, deadline time.Time) ([]int64, []error)
 		slot   int
 	}
 	cluster := d.c.isCluster()
-	leaseMs := d.c.opts.watchdogLease.Milliseconds()
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var calls []*call
@@ -200,7 +259,7 @@ func (d *watchdog) renew(items []renewal, deadline time.Time) ([]int64, []error)
 	for i, it := range items {
 		if it.run != nil {
 			// Runs alongside the pipeline; each writes only its own slot.
-			wg.Go(func() { results[i], errs[i] = it.run(ctx, d.c.opts.watchdogLease) })
+			wg.Go(func() { results[i], errs[i] = it.run(ctx) })
 			continue
 		}
 		g := group{script: it.script, slot: -1}
@@ -209,7 +268,7 @@ func (d *watchdog) renew(items []renewal, deadline time.Time) ([]int64, []error)
 		}
 		cl := open[g]
 		if cl == nil || len(cl.items) == renewBatch {
-			cl = &call{script: it.script, args: []any{leaseMs}}
+			cl = &call{script: it.script}
 			open[g] = cl
 			calls = append(calls, cl)
 		}

@@ -1,33 +1,37 @@
 -- fair_release: release one hold of a fair lock; the final release wakes the
 -- next live waiter, and only it.
 --
--- KEYS[1]  lock hash: owner -> hold count
+-- KEYS[1]  lock hash (see fair_acquire)
 -- KEYS[2]  queue
 -- KEYS[3]  waiter deadlines
 -- KEYS[4]  prefix of the waiters' channels (see fair_acquire)
 -- KEYS[5]  latch key of this request: marks a final release as done
+-- KEYS[6]  tail: keeps the last token for the latch's time
 -- ARGV[1]  owner
--- ARGV[2]  hold count the caller believes this owner has (>= 1)
--- ARGV[3]  publish command: "publish" or "spublish"
--- ARGV[4]  latch lifetime in milliseconds
+-- ARGV[2]  op id of this request
+-- ARGV[3]  generation the caller holds
+-- ARGV[4]  "1" for the caller's last hold (frees the lock), "0" otherwise
+-- ARGV[5]  publish command: "publish" or "spublish"
+-- ARGV[6]  latch lifetime in milliseconds
 --
--- Returns  1  the lock is free now
---          0  one hold released, the owner still holds the rest
---         -1  the owner does not hold what the caller believed (lost);
---             nothing was changed
---
--- Idempotent under replay, as lock_release.
-local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or 0)
-local believed = tonumber(ARGV[2])
-
-if count == believed then
-	if count > 1 then
-		redis.call('hincrby', KEYS[1], ARGV[1], -1)
-		return 0
-	end
-	redis.call('del', KEYS[1])
-	wake(ARGV[3], KEYS[4], evict(KEYS[2], KEYS[3], now_ms()))
-	redis.call('set', KEYS[5], '1', 'px', ARGV[4])
-	return 1
+-- Returns 1 free now, 0 one hold released, -1 lost (nothing changed), as
+-- lock_release; idempotent under replay, as lock_release.
+local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local cur = redis.call('hmget', hash, '~g', '~o', '~t')
+if cur[1] ~= gen then
+	return release_replay(KEYS[5])
 end
-return replayed_release(count, believed, KEYS[5]) -- release_common.lua
+if cur[2] == op then
+	return 0
+end
+if ARGV[4] ~= '1' then
+	if tonumber(redis.call('hget', hash, owner) or 0) > 1 then
+		redis.call('hincrby', hash, owner, -1)
+	end
+	redis.call('hset', hash, '~o', op)
+	return 0
+end
+redis.call('del', hash)
+wake(ARGV[5], KEYS[4], evict(KEYS[2], KEYS[3], now_ms()))
+end_hold(KEYS[5], KEYS[6], cur[3], ARGV[6])
+return 1

@@ -1,32 +1,41 @@
 -- lock_release: release one hold of a reentrant exclusive lock.
 --
--- KEYS[1]  lock hash: owner -> hold count
+-- KEYS[1]  lock hash (see lock_acquire)
 -- KEYS[2]  unlock channel, told when the lock becomes free
 -- KEYS[3]  latch key of this request: marks a final release as done
+-- KEYS[4]  tail: keeps the last token for the latch's time
 -- ARGV[1]  owner
--- ARGV[2]  hold count the caller believes this owner has (>= 1)
--- ARGV[3]  publish command: "publish" or "spublish" (sharded pub/sub)
--- ARGV[4]  latch lifetime in milliseconds
--- ARGV[5]  message to publish ("1": wake one waiter)
+-- ARGV[2]  op id of this request
+-- ARGV[3]  generation the caller holds
+-- ARGV[4]  "1" when the caller releases its last hold: the lock is freed
+--          whatever the count says, "0" for a re-entry's release
+-- ARGV[5]  publish command: "publish" or "spublish" (sharded pub/sub)
+-- ARGV[6]  latch lifetime in milliseconds
+-- ARGV[7]  message to publish ("1": wake one waiter)
 --
 -- Returns  1  the lock is free now
 --          0  one hold released, the owner still holds the rest
---         -1  the owner does not hold what the caller believed: the hold was
---             lost, and nothing was changed
+--         -1  the caller's generation does not hold the lock: it was lost,
+--             and nothing was changed
 --
--- Idempotent under replay: a count one below the caller's belief, or a free
--- lock whose latch exists, means this request already ran.
-local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or 0)
-local believed = tonumber(ARGV[2])
-
-if count == believed then
-	if count > 1 then
-		redis.call('hincrby', KEYS[1], ARGV[1], -1)
-		return 0
-	end
-	redis.call('del', KEYS[1])
-	redis.call(ARGV[3], KEYS[2], ARGV[5])
-	redis.call('set', KEYS[3], '1', 'px', ARGV[4])
-	return 1
+-- Idempotent under replay: a request whose op id is the last applied, or
+-- whose latch exists, already ran.
+local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local cur = redis.call('hmget', hash, '~g', '~o', '~t')
+if cur[1] ~= gen then
+	return release_replay(KEYS[3])
 end
-return replayed_release(count, believed, KEYS[3]) -- release_common.lua
+if cur[2] == op then
+	return 0
+end
+if ARGV[4] ~= '1' then
+	if tonumber(redis.call('hget', hash, owner) or 0) > 1 then
+		redis.call('hincrby', hash, owner, -1)
+	end
+	redis.call('hset', hash, '~o', op)
+	return 0
+end
+redis.call('del', hash)
+redis.call(ARGV[5], KEYS[2], ARGV[7])
+end_hold(KEYS[3], KEYS[4], cur[3], ARGV[6])
+return 1

@@ -2,37 +2,42 @@
 -- locks of one Client (and, on a Cluster, one slot), each independently: a
 -- part that is not held does not keep the others from being released.
 --
--- KEYS[3i-2]  lock hash of part i
--- KEYS[3i-1]  unlock channel of part i
--- KEYS[3i]    latch key of this request for part i
+-- KEYS[4i-3]  lock hash of part i
+-- KEYS[4i-2]  unlock channel of part i
+-- KEYS[4i-1]  latch key of this request for part i
+-- KEYS[4i]    tail of part i
 -- ARGV[1]     owner
--- ARGV[2]     publish command: "publish" or "spublish"
--- ARGV[3]     latch lifetime in milliseconds
--- ARGV[4]     message to publish ("1": wake one waiter)
--- ARGV[4+i]   hold count the caller believes this owner has on part i (>= 1)
+-- ARGV[2]     op id of this request
+-- ARGV[3]     publish command: "publish" or "spublish"
+-- ARGV[4]     latch lifetime in milliseconds
+-- ARGV[5]     message to publish ("1": wake one waiter)
+-- ARGV[4+2i]  generation the caller holds on part i
+-- ARGV[5+2i]  "1" when it is the caller's last hold on part i
 --
 -- Returns one integer per part, as lock_release: 1 the part is free now, 0
--- one hold released and the owner keeps the rest, -1 the owner did not hold
--- what the caller believed (nothing changed for that part).
---
--- Idempotent under replay, per part, exactly as lock_release.
+-- one hold released and the owner keeps the rest, -1 the generation did not
+-- hold it (nothing changed for that part). Idempotent under replay, per
+-- part, exactly as lock_release.
+local owner, op = ARGV[1], ARGV[2]
 local out = {}
-for i = 1, #KEYS / 3 do
-	local hash, channel, latch = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-	local count = tonumber(redis.call('hget', hash, ARGV[1]) or 0)
-	local believed = tonumber(ARGV[4 + i])
-	if count == believed then
-		if count > 1 then
-			redis.call('hincrby', hash, ARGV[1], -1)
-			out[i] = 0
-		else
-			redis.call('del', hash)
-			redis.call(ARGV[2], channel, ARGV[4])
-			redis.call('set', latch, '1', 'px', ARGV[3])
-			out[i] = 1
+for i = 1, #KEYS / 4 do
+	local hash, channel, latch, tail = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+	local cur = redis.call('hmget', hash, '~g', '~o', '~t')
+	if cur[1] ~= ARGV[4 + 2 * i] then
+		out[i] = release_replay(latch)
+	elseif cur[2] == op then
+		out[i] = 0
+	elseif ARGV[5 + 2 * i] ~= '1' then
+		if tonumber(redis.call('hget', hash, owner) or 0) > 1 then
+			redis.call('hincrby', hash, owner, -1)
 		end
+		redis.call('hset', hash, '~o', op)
+		out[i] = 0
 	else
-		out[i] = replayed_release(count, believed, latch) -- release_common.lua
+		redis.call('del', hash)
+		redis.call(ARGV[3], channel, ARGV[5])
+		end_hold(latch, tail, cur[3], ARGV[4])
+		out[i] = 1
 	end
 end
 return out

@@ -1,19 +1,19 @@
--- red_fence: raise one node's fencing counter to a RedLock token, so that a
--- majority of nodes knows the token before it is handed out (see redlock.go).
+-- red_fence: raise one node's token of a RedLock hold to the token handed
+-- out, so that a majority of nodes knows it before it is (see redlock.go):
+-- the tail a release leaves carries it, and the next token is above it.
 --
 -- KEYS[1]  lock hash on this node
--- KEYS[2]  fencing counter on this node
--- ARGV[1]  owner
--- ARGV[2]  token: the largest counter value among the nodes that granted
+-- ARGV[1]  generation of the hold
+-- ARGV[2]  token: the largest among the nodes that granted
 --
--- Returns 1 when the owner still holds the lock on this node and the counter
--- is now at least the token, 0 when the hold is gone (nothing is changed: a
--- node that no longer holds the lock for this owner must not vouch for it).
--- Raising a counter is idempotent, so a replay is harmless.
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+-- Returns 1 when the generation still holds the lock on this node and its
+-- token is now at least the given one, 0 when the hold is gone (nothing is
+-- changed: a node that no longer holds the lock must not vouch for it).
+-- Raising is idempotent, so a replay is harmless.
+if redis.call('hget', KEYS[1], '~g') ~= ARGV[1] then
 	return 0
 end
-if tonumber(redis.call('get', KEYS[2]) or 0) < tonumber(ARGV[2]) then
-	redis.call('set', KEYS[2], ARGV[2])
+if tonumber(redis.call('hget', KEYS[1], '~t') or 0) < tonumber(ARGV[2]) then
+	redis.call('hset', KEYS[1], '~t', ARGV[2])
 end
 return 1

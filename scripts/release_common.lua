@@ -1,16 +1,22 @@
 -- release_common: helpers prepended to the release scripts (see scripts.go).
 
--- replayed_release answers a release whose owner's count is not the one the
--- caller believes it has. One less means this very request already released
--- a hold (go-redis resent it after losing the reply): 0. A free lock whose
--- latch exists means this request already freed it: 1. Anything else means
--- the hold was lost, and nothing is changed: -1.
-local function replayed_release(count, believed, latch)
-	if count > 0 and count == believed - 1 then
-		return 0
-	end
-	if count == 0 and believed == 1 and redis.call('exists', latch) == 1 then
+-- release_replay answers a release request whose generation no longer holds:
+-- 1 when the request's own latch exists (it already freed the lock: this is
+-- go-redis resending it), -1 otherwise (the hold was lost before the
+-- release; nothing is changed).
+local function release_replay(latch)
+	if redis.call('exists', latch) == 1 then
 		return 1
 	end
 	return -1
+end
+
+-- end_hold writes what outlives a free lock for the unlock latch's time: the
+-- request's latch (so its replay reports success) and the tail (the last
+-- token, so the next one is above it).
+local function end_hold(latch, tail, token, ms)
+	redis.call('set', latch, '1', 'px', ms)
+	if token and tonumber(token) > 0 then
+		redis.call('set', tail, token, 'px', ms)
+	end
 end

@@ -3,33 +3,40 @@
 -- KEYS[1]  lock hash (see rw_common)
 -- KEYS[2]  waiting writers: sorted set owner -> claim deadline
 -- ARGV[1]  owner
--- ARGV[2]  lease in milliseconds
--- ARGV[3]  read holds the caller believes this owner has (0: new)
+-- ARGV[2]  op id of this request
+-- ARGV[3]  generation of the owner's read hold ("" : new)
+-- ARGV[4]  lease in milliseconds
 --
--- Returns {1, 0}     acquired (read holds carry no fencing token)
---         {0, wait}  a writer holds the lock or waits for it: writers go
---                    first; wait is when that may change, in ms
---         {-1, n}    this owner's read count is n, not what the caller
---                    believed (lost)
+-- Returns {1, 0, count}  acquired (read holds carry no fencing token)
+--         {0, wait}      a writer holds the lock or waits for it: writers go
+--                        first; wait is when that may change, in ms
+--         {-1, 0}        the caller's generation no longer holds (lost)
 --
--- Idempotent under replay: a count one above the caller's belief is this
--- very request's grant.
-local cf, df = 'r:' .. ARGV[1], 'rd:' .. ARGV[1]
+-- Idempotent under replay: a request whose op id is the owner's last read
+-- op already ran.
+local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local lease = tonumber(ARGV[4])
 local now = now_ms()
-local st = scan(KEYS[1], now, true)
-local count = tonumber(redis.call('hget', KEYS[1], cf) or 0)
-local believed = tonumber(ARGV[3])
-local lease = tonumber(ARGV[2])
-
-local done = settled(count, believed, nil, '0') -- read holds carry no token
-if done then
-	return done
+local st = scan(hash, now, true)
+local cf, df, gf, of = fields('r', owner)
+local cur = redis.call('hmget', hash, cf, of)
+if cur[2] == op then
+	return {1, 0, tonumber(cur[1] or 0)}
 end
 -- A reader re-enters even when a writer waits: making it wait for a writer
--- that waits for it would deadlock. The writer itself may read (downgrade).
-if believed > 0 or st.writer == ARGV[1] then
-	hold(KEYS[1], cf, df, lease, now)
-	return {1, 0}
+-- that waits for it would deadlock.
+if gen ~= '' then
+	local count = reenter(hash, 'r', owner, gen, op, lease, now)
+	if not count then
+		return {-1, 0}
+	end
+	return {1, 0, count}
+end
+-- The writer itself may read (downgrade); an owner's own leftover is taken
+-- over.
+if cur[1] or st.writer == owner then
+	grant(hash, 'r', owner, op, lease, now)
+	return {1, 0, 1}
 end
 if st.writer ~= nil then
 	return {0, st.maxdl - now}
@@ -38,5 +45,5 @@ if waiting(KEYS[2], now) then
 	local last = redis.call('zrange', KEYS[2], -1, -1, 'withscores')
 	return {0, tonumber(last[2]) - now}
 end
-hold(KEYS[1], cf, df, lease, now)
-return {1, 0}
+grant(hash, 'r', owner, op, lease, now)
+return {1, 0, 1}

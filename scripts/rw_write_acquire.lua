@@ -2,54 +2,56 @@
 --
 -- KEYS[1]  lock hash (see rw_common)
 -- KEYS[2]  waiting writers: sorted set owner -> claim deadline
--- KEYS[3]  fencing counter of this lock (never expires)
+-- KEYS[3]  tail: the last released write hold's token
 -- ARGV[1]  owner
--- ARGV[2]  lease in milliseconds
--- ARGV[3]  write holds the caller believes this owner has (0: new)
--- ARGV[4]  "1" to hand out a fencing token on a new acquisition, "0" not to
--- ARGV[5]  waiter timeout in milliseconds: how long the claim lives unless
+-- ARGV[2]  op id of this request
+-- ARGV[3]  generation of the owner's write hold ("" : new)
+-- ARGV[4]  lease in milliseconds
+-- ARGV[5]  "1" to hand out a fencing token on a new acquisition, "0" not to
+-- ARGV[6]  waiter timeout in milliseconds: how long the claim lives unless
 --          renewed by the next attempt
 --
--- Returns {1, token}  acquired
---         {0, wait}   held by others: this owner's claim is recorded (new
---                     readers now queue behind it); wait is the time until
---                     the latest hold's deadline, in ms
---         {-1, n}     this owner's write count is n, not what the caller
---                     believed (lost)
---         {-2, 0}     this owner holds a read hold: an upgrade would
---                     deadlock, nothing was changed
+-- Returns {1, token, count}  acquired
+--         {0, wait}          held by others: this owner's claim is recorded
+--                            (new readers now queue behind it); wait is the
+--                            time until the latest hold's deadline, in ms
+--         {-1, 0}            the caller's generation no longer holds (lost)
+--         {-2, 0}            this owner holds a read hold: an upgrade would
+--                            deadlock, nothing was changed
 --
--- Idempotent under replay: a count one above the caller's belief is this
--- very request's grant; a claim is recorded once per owner.
-local cf, df = 'w:' .. ARGV[1], 'wd:' .. ARGV[1]
+-- Idempotent under replay: a request whose op id is the owner's last write
+-- op already ran; a claim is recorded once per owner.
+local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local lease = tonumber(ARGV[4])
 local now = now_ms()
-local st = scan(KEYS[1], now, true)
-local count = tonumber(redis.call('hget', KEYS[1], cf) or 0)
-local believed = tonumber(ARGV[3])
-
-
--- settled and fence_token come from acquire_common.lua.
-local done = settled(count, believed, KEYS[3], ARGV[4])
-if done then
-	return done
+local st = scan(hash, now, true)
+local cf, df, gf, of = fields('w', owner)
+local cur = redis.call('hmget', hash, cf, of, '~t')
+if cur[2] == op then
+	return {1, tonumber(cur[3] or 0), tonumber(cur[1] or 0)}
 end
-if believed > 0 then
-	hold(KEYS[1], cf, df, tonumber(ARGV[2]), now)
-	return {1, fence_token(KEYS[3], ARGV[4])}
+if gen ~= '' then
+	local count = reenter(hash, 'w', owner, gen, op, lease, now)
+	if not count then
+		return {-1, 0}
+	end
+	return {1, tonumber(cur[3] or 0), count}
 end
-if redis.call('hexists', KEYS[1], 'r:' .. ARGV[1]) == 1 then
+if redis.call('hexists', hash, 'r:' .. owner) == 1 then
 	return {-2, 0}
 end
-if st.writer == nil and st.readers == 0 then
-	redis.call('zrem', KEYS[2], ARGV[1])
-	hold(KEYS[1], cf, df, tonumber(ARGV[2]), now)
-	if ARGV[4] == '1' then
-		return {1, redis.call('incr', KEYS[3])}
+if (st.writer == nil and st.readers == 0) or st.writer == owner then
+	redis.call('zrem', KEYS[2], owner)
+	local token = 0
+	if ARGV[5] == '1' then
+		token = next_token(KEYS[3], cur[3])
 	end
-	return {1, 0}
+	grant(hash, 'w', owner, op, lease, now)
+	redis.call('hset', hash, '~t', fmt(token))
+	return {1, token, 1}
 end
-local timeout = tonumber(ARGV[5])
-redis.call('zadd', KEYS[2], now + timeout, ARGV[1])
+local timeout = tonumber(ARGV[6])
+redis.call('zadd', KEYS[2], now + timeout, owner)
 if redis.call('pttl', KEYS[2]) < timeout then
 	redis.call('pexpire', KEYS[2], timeout)
 end

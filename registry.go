@@ -1,0 +1,289 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// hold is the Client's record of one owner's hold on one lock: one
+// generation in Redis, from the grant that started it to its final release.
+// Each successful Lock adds an entry (one hold context); each Unlock ends
+// exactly the entry of the context it is given.
+type hold struct {
+	key    holdKey
+	scheme scheme
+	// sem serialises the Redis operations of this owner on this lock, so
+	// that requests of one generation reach Redis in the order they are made.
+	sem chan struct{}
+
+	// Guarded by registry.mu.
+	users     int       // goroutines between enter and exit
+	gen       string    // the generation in Redis; "" while not held
+	token     int64     // fencing token of the generation
+	since     time.Time // when the generation was granted
+	entries   []*entry  // live hold contexts, oldest first
+	watched   bool      // renewed by the watchdog: some entry has lease 0
+	releasing bool      // a final release is in flight: a renewal miss is expected
+	// expiresAt is when the lease ends by this Client's clock (measured from
+	// before the script that set it was sent, less a drift margin, so never
+	// later than Redis's); expiry fires then and ends the hold unless a
+	// renewal or re-entry moved it.
+	expiresAt time.Time
+	expiry    *time.Timer
+	drift     time.Duration // how much sooner than its lease the hold counts as gone (RedLock)
+}
+
+type holdKey struct{ id, owner string }
+
+// entry is one hold context: one successful Lock of an owner.
+type entry struct {
+	h      *hold
+	gen    string
+	lease  time.Duration // 0: kept by the watchdog
+	cancel context.CancelCauseFunc
+	ended  error // why the entry ended (nil while live); guarded by registry.mu
+}
+
+// entryKey finds, in a hold context, the entry it stands for on one lock of
+// one Client. A context derived from several hold contexts carries all their
+// entries; the nearest one of a lock is the one Unlock ends.
+type entryKey struct {
+	c  *Client
+	id string
+}
+
+func entryFrom(ctx context.Context, c *Client, id string) *entry {
+	e, _ := ctx.Value(entryKey{c, id}).(*entry)
+	return e
+}
+
+// registry holds the Client's hold records.
+//
+// Lock order, for the whole Client: hold.sem, then registry.mu, then
+// watchdog.mu. The subscriber's mutex is never held together with these.
+type registry struct {
+	mu sync.Mutex
+	m  map[holdKey]*hold
+}
+
+func (r *registry) init() { r.m = make(map[holdKey]*hold) }
+
+// enter returns the record for (s, owner), creating it, and counts the caller
+// as its user until exit.
+func (r *registry) enter(s scheme, owner string) *hold {
+	k := holdKey{s.holdID(), owner}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.m[k]
+	if h == nil {
+		h = &hold{key: k, scheme: s, sem: make(chan struct{}, 1)}
+		r.m[k] = h
+	}
+	h.users++
+	return h
+}
+
+// use counts the caller as a user of a record it already has.
+func (r *registry) use(h *hold) {
+	r.mu.Lock()
+	h.users++
+	r.mu.Unlock()
+}
+
+func (r *registry) exit(h *hold) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h.users--
+	r.dropIfIdle(h)
+}
+
+func (r *registry) dropIfIdle(h *hold) {
+	if h.users == 0 && h.gen == "" && r.m[h.key] == h {
+		delete(r.m, h.key)
+	}
+}
+
+// generation returns the generation h holds, "" for none.
+func (r *registry) generation(h *hold) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return h.gen
+}
+
+// find returns the live hold of owner on the lock id, if any.
+func (r *registry) find(id, owner string) (gen string, token int64, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h := r.m[holdKey{id, owner}]; h != nil {
+		return h.gen, h.token, h.expiresAt
+	}
+	return "", 0, time.Time{}
+}
+
+// grant records a granted attempt as a new entry of h and returns its
+// context. started is when the acquire script was sent: the lease runs from
+// no earlier than that.
+func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Duration, started time.Time) context.Context {
+	r := &c.holds
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h.gen == "" {
+		h.gen, h.token, h.drift, h.since = a.gen, a.token, a.drift, started
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	e := &entry{h: h, gen: h.gen, lease: lease, cancel: cancel}
+	h.entries = append(h.entries, e)
+	if lease == 0 && !h.watched {
+		h.watched = true
+		c.dog.watch(h)
+	}
+	if lease == 0 {
+		lease = c.opts.watchdogLease
+	}
+	c.extendLocked(h, started.Add(safeLease(lease)-h.drift))
+	return context.WithValue(ctx, entryKey{c, h.key.id}, e)
+}
+
+// extendLocked moves the hold's local lease end to until, if that is later:
+// the lease of a leased hold, or for a watched one the lease its last
+// successful renewal bought. The watched case matters when a renewal hangs
+// (a paused server, a partition): the call may not return before Redis lets
+// the lock go, and the holder must not believe past that. Called with the
+// registry lock held.
+func (c *Client) extendLocked(h *hold, until time.Time) {
+	if !until.After(h.expiresAt) {
+		return
+	}
+	h.expiresAt = until
+	gen := h.gen
+	if h.expiry == nil {
+		h.expiry = time.AfterFunc(time.Until(until), func() { c.expire(h, gen) })
+	} else {
+		h.expiry.Reset(time.Until(until))
+	}
+}
+
+// safeLease is how long after sending the script that set it a holder may
+// count on a lease: less a margin, as Redlock does, for the drift between the
+// client's clock and the server's and for the timer firing late.
+func safeLease(lease time.Duration) time.Duration {
+	return lease - min(lease/100+2*time.Millisecond, lease/4)
+}
+
+// expire ends generation gen of h when its lease has run out: a leased hold,
+// or a watched one whose renewals failed until then.
+func (c *Client) expire(h *hold, gen string) {
+	r := &c.holds
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h.gen != gen || time.Now().Before(h.expiresAt) {
+		return // already ended, or extended by a renewal or re-entry
+	}
+	c.endLocked(h, gen, fmt.Errorf("%w: lease expired", ErrLockLost))
+}
+
+// end ends generation gen of h with cause: every entry's context is
+// cancelled and nothing renews it any more. A gen that h no longer holds is
+// a stale report (a reply about an older hold) and changes nothing.
+func (c *Client) end(h *hold, gen string, cause error) {
+	c.holds.mu.Lock()
+	defer c.holds.mu.Unlock()
+	c.endLocked(h, gen, cause)
+}
+
+func (c *Client) endLocked(h *hold, gen string, cause error) {
+	if h.gen == "" || h.gen != gen {
+		return
+	}
+	h.gen = ""
+	h.releasing = false
+	if h.expiry != nil {
+		h.expiry.Stop()
+		h.expiry = nil
+	}
+	h.expiresAt = time.Time{}
+	if h.watched {
+		h.watched = false
+		c.dog.unwatch(h)
+	}
+	entries := h.entries
+	h.entries = nil
+	c.holds.dropIfIdle(h)
+	for _, e := range entries {
+		e.ended = cause
+	}
+	if lost(cause) {
+		c.emitLost(h, cause)
+	}
+	// Signal last, so that a holder woken by Done sees the hold fully ended.
+	for _, e := range entries {
+		e.cancel(cause)
+	}
+}
+
+// endEntry ends one entry of a hold that goes on (a re-entry's Unlock).
+// Called with the registry lock held.
+func (c *Client) endEntryLocked(e *entry, cause error) {
+	h := e.h
+	if e.ended != nil {
+		return
+	}
+	e.ended = cause
+	for i, x := range h.entries {
+		if x == e {
+			h.entries = append(h.entries[:i], h.entries[i+1:]...)
+			break
+		}
+	}
+	if h.watched && e.lease == 0 {
+		watched := false
+		for _, x := range h.entries {
+			watched = watched || x.lease == 0
+		}
+		if !watched {
+			h.watched = false
+			c.dog.unwatch(h)
+		}
+	}
+	e.cancel(cause)
+}
+
+// cancelAll cancels every open hold's context with cause, keeping the
+// records so that Unlock can still release them.
+func (r *registry) cancelAll(cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.m {
+		for _, e := range h.entries {
+			e.cancel(cause)
+		}
+	}
+}
+
+// endAll ends every hold this Client has on the lock with registry id.
+func (c *Client) endAll(id string, cause error) {
+	r := &c.holds
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, h := range r.m {
+		if k.id == id {
+			c.endLocked(h, h.gen, cause)
+		}
+	}
+}
+
+// live returns the holds that have a generation: all of them, or only the
+// watched ones.
+func (r *registry) live(watchedOnly bool) []*hold {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*hold
+	for _, h := range r.m {
+		if h.gen != "" && (h.watched || !watchedOnly) {
+			out = append(out, h)
+		}
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// wait is the package's one acquisition loop, shared by every lock type:
+// try; on busy, join the channel where the holder's release will be announced
+// (subscribing if this process is the first to wait on it); then sleep until
+// a wake-up, the holder's remaining lease, the wait time or ctx ends,
+// whichever is first; try again. It returns the last attempt and how many
+// times it slept.
+//
+// try must not be cancelled by ctx (see lockWith). The error wraps
+// ErrNotObtained when the wait ended. A first attempt that fails returns its
+// error at once (a Redis that cannot be reached is reported, not waited on);
+// once waiting, a transient failure is retried with backoff until the wait
+// ends.
+//
+// queue, when not empty, names the channel on which every release of the
+// lock is announced. If goroutines of this process already sleep on it and
+// the holder's lease has not run out, the first attempt is skipped: it could
+// only fail, and the newcomer queues behind them (first come, first served
+// within the process) at no round trip.
+func (c *Client) wait(ctx context.Context, wait time.Duration, queue string, try func() (attempt, error)) (attempt, int, error) {
+	tried := time.Now()
+	var a attempt
+	var err error
+	if leaseEnd, ok := c.subs.queued(queue, tried); ok && wait != 0 {
+		a = attempt{outcome: busy, channel: queue, retryIn: leaseEnd.Sub(tried)}
+	} else {
+		a, err = try()
+		if err != nil || a.outcome != busy {
+			c.observe(err)
+			return a, 0, unavailable(err)
+		}
+		if wait == 0 {
+			return a, 0, a.notObtained()
+		}
+	}
+	var deadline time.Time
+	if wait != WaitForever {
+		deadline = tried.Add(wait)
+	}
+	slept := 0
+	var lastErr error // of the last attempt, when it failed
+	faults := 0       // attempts failed in a row
+	var w *waiter
+	defer func() {
+		if w != nil {
+			w.leave(err == nil && a.outcome == acquired)
+		}
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if w, err = c.subs.follow(ctx, w, a, tried); err != nil {
+			return a, slept, err
+		}
+		sleep := fallbackSleep(a.retryIn, c.opts.watchdogLease)
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return a, slept, afterFault(a.notObtained(), lastErr)
+			}
+			sleep = min(sleep, left)
+		}
+		timer.Reset(sleep)
+		slept++
+		select {
+		case <-ctx.Done():
+			return a, slept, afterFault(notObtained(ctx), lastErr)
+		case <-c.closing:
+			return a, slept, ErrClientClosed
+		case <-w.signal():
+		case <-timer.C:
+		}
+		tried = time.Now()
+		prev := a
+		if a, err = try(); err == nil && a.outcome != busy {
+			return a, slept, nil
+		}
+		if err != nil {
+			c.observe(err)
+			if !transient(err) {
+				return a, slept, err
+			}
+			// A waiter rides out a network fault, a restart or a failover
+			// until its wait ends: the scripts are replay-safe, so an
+			// attempt whose reply was lost is recognised by the next one.
+			if faults == 0 {
+				c.log.Warn("relock: attempt failed while waiting; retrying", "err", err)
+			}
+			lastErr, faults = err, faults+1
+			a, err = prev, nil
+			a.retryIn = faultBackoff(faults)
+			continue
+		}
+		lastErr, faults = nil, 0
+	}
+}
+
+// fallbackSleep is how long a waiter sleeps when no wake-up comes: the
+// holder's remaining lease as Redis reported it. A lease that has run out
+// (or is about to) is retried at once, and an unknown one (no key, no TTL)
+// is bounded by the watchdog lease, so no wait is untimed.
+func fallbackSleep(retryIn, bound time.Duration) time.Duration {
+	switch {
+	case retryIn < 0 || retryIn > bound:
+		return bound
+	case retryIn < time.Millisecond:
+		return time.Millisecond
+	}
+	return retryIn
+}
+
+// leaseLeft turns a PTTL reply into an attempt's retryIn: -1 (no expiry)
+// is unknown; -2 (the key just went) and 0 mean the lease has run out.
+func leaseLeft(pttl int64) time.Duration {
+	switch {
+	case pttl == -1:
+		return -1
+	case pttl < 0:
+		return 0
+	}
+	return time.Duration(pttl) * time.Millisecond
+}
+
+// notObtained is the error of a wait that ended on a busy attempt: it says
+// why the lock was busy when the attempt knows more than "someone holds it".
+func (a attempt) notObtained() error {
+	if a.cause != nil {
+		return fmt.Errorf("%w: %w", ErrNotObtained, a.cause)
+	}
+	return ErrNotObtained
+}
+
+// faultBackoff is the pause after the n-th failed attempt in a row (n >= 1).
+func faultBackoff(n int) time.Duration {
+	return min(25*time.Millisecond<<min(n, 6), time.Second)
+}
+
+// afterFault adds the error of the last failed attempt, if any, to the error
+// that ended a wait.
+func afterFault(err, last error) error {
+	if last == nil {
+		return err
+	}
+	return fmt.Errorf("%w (last attempt failed: %w)", err, last)
+}
