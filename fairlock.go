@@ -59,9 +59,9 @@ func (c *Client) FairLock(name string) *FairLock {
 	}
 	l.ks, l.err = newKeyspace(c.opts.prefix, name)
 	l.keys = fairKeys{
-		hash:     l.ks.key("fair"),
-		queue:    l.ks.key("fair:queue"),
-		timeouts: l.ks.key("fair:timeouts"),
+		hash:        l.ks.key("fair"),
+		queue:       l.ks.key("fair:queue"),
+		timeouts:    l.ks.key("fair:timeouts"),
 		tail:        l.ks.key("fair:tail"),
 		latchPrefix: l.ks.key("fair:latch:"),
 		chPrefix:    l.ks.key("fair:ch:"),

@@ -67,12 +67,12 @@ func (c *Client) RWLock(name string) *RWLock {
 	}
 	l.ks, l.err = newKeyspace(c.opts.prefix, name)
 	l.keys = rwKeys{
-		hash:    l.ks.key("rw"),
-		writers: l.ks.key("rw:writers"),
+		hash:        l.ks.key("rw"),
+		writers:     l.ks.key("rw:writers"),
 		tail:        l.ks.key("rw:tail"),
 		latchPrefix: l.ks.key("rw:latch:"),
-		readCh:  l.ks.key("rw:rch"),
-		writeCh: l.ks.key("rw:wch"),
+		readCh:      l.ks.key("rw:rch"),
+		writeCh:     l.ks.key("rw:wch"),
 	}
 	return l
 }
