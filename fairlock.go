@@ -53,6 +53,10 @@ type fairKeys struct {
 // FairLock then fails with ErrInvalidArgument.
 func (c *Client) FairLock(name string) *FairLock {
 	l := &FairLock{c: c}
+	if c == nil {
+		l.err = c.usable()
+		return l
+	}
 	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
 		l.err = err
 		return l

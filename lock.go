@@ -40,6 +40,10 @@ type lockKeys struct {
 // then fails with ErrInvalidArgument.
 func (c *Client) Lock(name string) *Lock {
 	l := &Lock{c: c}
+	if c == nil {
+		l.err = c.usable()
+		return l
+	}
 	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
 		l.err = err
 		return l

@@ -61,6 +61,10 @@ type rwKeys struct {
 // and write locks then fails with ErrInvalidArgument.
 func (c *Client) RWLock(name string) *RWLock {
 	l := &RWLock{c: c}
+	if c == nil {
+		l.err = c.usable()
+		return l
+	}
 	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
 		l.err = err
 		return l
