@@ -1,0 +1,480 @@
+// Package holdctx defines an Analyzer that checks how the hold context
+// returned by a relock lock's Lock or TryLock is used.
+//
+// In github.com/relock-go/relock the context returned by Lock/TryLock is the
+// hold: Unlock must be given that context (or one derived from it). The
+// analyzer reports three mistakes:
+//
+//  1. a discarded hold context: `_, err := l.Lock(ctx)`, or a Lock/TryLock
+//     call whose results are all ignored. Nothing can Unlock that hold; the
+//     watchdog keeps renewing it for the life of the process.
+//  2. an Unlock given a context that is not the hold: the function calls
+//     Lock/TryLock on the same lock expression, assigns the hold to a
+//     variable, and Unlocks with another variable that is not derived from
+//     it (`hctx, err := l.Lock(ctx); defer l.Unlock(ctx)`).
+//  3. `ctx, err = l.Lock(ctx)` in a loop, with ctx declared outside it: every
+//     iteration after the first re-enters the hold taken by the previous one.
+//
+// The checks are local to one function (a function declaration together with
+// the function literals inside it) and stay quiet when they cannot be sure:
+// an Unlock is only reported when the same function takes the same lock and
+// keeps its hold in a local variable.
+package holdctx
+
+import (
+	"go/ast"
+	"go/token"
+	"go/types"
+	"strconv"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/analysis/passes/inspect"
+	"golang.org/x/tools/go/ast/inspector"
+	"golang.org/x/tools/go/types/typeutil"
+)
+
+const doc = `check the hold contexts of relock locks
+
+The context returned by Lock or TryLock of a github.com/relock-go/relock lock
+is the hold; Unlock must be given that context (or one derived from it).
+holdctx reports a discarded hold context (_, err := l.Lock(ctx)), an Unlock
+given another context than the hold the function took on that lock, and
+ctx, err = l.Lock(ctx) inside a loop (silent re-entry on every iteration).`
+
+// Analyzer reports misuse of relock hold contexts.
+var Analyzer = &analysis.Analyzer{
+	Name:     "holdctx",
+	Doc:      doc,
+	URL:      "https://pkg.go.dev/github.com/relock-go/relock/relockvet/passes/holdctx",
+	Requires: []*analysis.Analyzer{inspect.Analyzer},
+	Run:      run,
+}
+
+// relockPath is the import path of the library.
+const relockPath = "github.com/relock-go/relock"
+
+type kind int
+
+const (
+	notLock kind = iota
+	acquire      // Lock or TryLock: returns (hold context.Context, error)
+	release      // Unlock(hold context.Context) error
+)
+
+// call is one Lock/TryLock/Unlock call on a relock lock.
+type call struct {
+	cur  inspector.Cursor // the *ast.CallExpr
+	call *ast.CallExpr
+	kind kind
+	recv ast.Expr // the lock expression (l in l.Lock(ctx))
+	key  string   // identity of recv, "" if it is not a stable expression
+}
+
+func run(pass *analysis.Pass) (any, error) {
+	in := pass.ResultOf[inspect.Analyzer].(*inspector.Inspector)
+
+	// Group the calls by outermost function: check 2 looks at every lock
+	// call of a function, including those in its function literals.
+	type unit struct {
+		cur   inspector.Cursor
+		calls []call
+	}
+	var units []*unit
+	byUnit := map[inspector.Cursor]*unit{}
+
+	for cur := range in.Root().Preorder((*ast.CallExpr)(nil)) {
+		ce := cur.Node().(*ast.CallExpr)
+		k, recv := classify(pass.TypesInfo, ce)
+		if k == notLock {
+			continue
+		}
+		c := call{cur: cur, call: ce, kind: k, recv: recv, key: exprKey(pass.TypesInfo, recv)}
+		if k == acquire {
+			checkDiscarded(pass, c)
+			checkLoopReassign(pass, c)
+		}
+		fn, ok := outermostFunc(cur)
+		if !ok {
+			continue
+		}
+		u := byUnit[fn]
+		if u == nil {
+			u = &unit{cur: fn}
+			byUnit[fn] = u
+			units = append(units, u)
+		}
+		u.calls = append(u.calls, c)
+	}
+	for _, u := range units {
+		checkUnlocks(pass, u.cur, u.calls)
+	}
+	return nil, nil
+}
+
+// classify says whether ce calls Lock/TryLock (acquire) or Unlock (release)
+// of a relock lock type, and returns the lock expression. A method counts
+// by its package and signature, so every lock type of the library (and any
+// later one) is covered, while (*relock.Client).Lock(name) *Lock is not.
+func classify(info *types.Info, ce *ast.CallExpr) (kind, ast.Expr) {
+	sel, ok := ast.Unparen(ce.Fun).(*ast.SelectorExpr)
+	if !ok {
+		return notLock, nil
+	}
+	fn, ok := typeutil.Callee(info, ce).(*types.Func)
+	if !ok || fn.Pkg() == nil || !isRelock(fn.Pkg().Path()) {
+		return notLock, nil
+	}
+	sig := fn.Signature()
+	if sig.Recv() == nil {
+		return notLock, nil
+	}
+	params, results := sig.Params(), sig.Results()
+	switch fn.Name() {
+	case "Lock", "TryLock":
+		if params.Len() >= 1 && isContext(params.At(0).Type()) &&
+			results.Len() == 2 && isContext(results.At(0).Type()) && isError(results.At(1).Type()) {
+			return acquire, sel.X
+		}
+	case "Unlock":
+		if params.Len() == 1 && isContext(params.At(0).Type()) &&
+			results.Len() == 1 && isError(results.At(0).Type()) {
+			return release, sel.X
+		}
+	}
+	return notLock, nil
+}
+
+func isRelock(path string) bool {
+	if i := strings.LastIndex(path, "/vendor/"); i >= 0 {
+		path = path[i+len("/vendor/"):]
+	}
+	return path == relockPath
+}
+
+func isContext(t types.Type) bool {
+	n, ok := types.Unalias(t).(*types.Named)
+	if !ok {
+		return false
+	}
+	obj := n.Obj()
+	return obj.Pkg() != nil && obj.Pkg().Path() == "context" && obj.Name() == "Context"
+}
+
+func isError(t types.Type) bool {
+	return types.Identical(t, types.Universe.Lookup("error").Type())
+}
+
+// ---- check 1: discarded hold context ----
+
+func checkDiscarded(pass *analysis.Pass, c call) {
+	parent := c.cur.Parent()
+	discarded := false
+	switch p := parent.Node().(type) {
+	case *ast.ExprStmt, *ast.GoStmt, *ast.DeferStmt:
+		discarded = true
+	case *ast.AssignStmt:
+		discarded = len(p.Rhs) == 1 && len(p.Lhs) == 2 && isBlank(p.Lhs[0])
+	case *ast.ValueSpec:
+		discarded = len(p.Values) == 1 && len(p.Names) == 2 && p.Names[0].Name == "_"
+	}
+	if !discarded {
+		return
+	}
+	l, m := types.ExprString(c.recv), methodName(c.call)
+	pass.Report(analysis.Diagnostic{
+		Pos: c.call.Pos(),
+		End: c.call.End(),
+		Message: "the hold context returned by " + l + "." + m + " is discarded: nothing can Unlock this hold " +
+			"and the watchdog keeps it renewed; use " + l + ".Do(ctx, func(ctx context.Context) error {...}), " +
+			"or keep the returned context (hctx, err := " + l + "." + m + "(...)) and pass it to " + l + ".Unlock(hctx)",
+	})
+}
+
+func isBlank(e ast.Expr) bool {
+	id, ok := ast.Unparen(e).(*ast.Ident)
+	return ok && id.Name == "_"
+}
+
+func methodName(ce *ast.CallExpr) string {
+	return ast.Unparen(ce.Fun).(*ast.SelectorExpr).Sel.Name
+}
+
+// ---- check 3: ctx, err = l.Lock(ctx) in a loop ----
+
+func checkLoopReassign(pass *analysis.Pass, c call) {
+	as, ok := c.cur.Parent().Node().(*ast.AssignStmt)
+	if !ok || as.Tok != token.ASSIGN || len(as.Lhs) != 2 || len(as.Rhs) != 1 || len(c.call.Args) == 0 {
+		return
+	}
+	lhs, ok1 := ast.Unparen(as.Lhs[0]).(*ast.Ident)
+	arg, ok2 := ast.Unparen(c.call.Args[0]).(*ast.Ident)
+	if !ok1 || !ok2 {
+		return
+	}
+	v, ok := pass.TypesInfo.Uses[lhs].(*types.Var)
+	if !ok || v != pass.TypesInfo.Uses[arg] {
+		return
+	}
+	// Is there a loop around the assignment that the variable outlives?
+	// A for statement's init variables are carried from one iteration to
+	// the next, so only its body counts as inside; range variables are
+	// fresh each iteration, so the whole range statement does.
+	for loop := range c.cur.Enclosing((*ast.ForStmt)(nil), (*ast.RangeStmt)(nil)) {
+		var inside ast.Node = loop.Node()
+		if f, ok := inside.(*ast.ForStmt); ok {
+			inside = f.Body
+		}
+		if v.Pos() < inside.Pos() || v.Pos() >= inside.End() {
+			l, m := types.ExprString(c.recv), methodName(c.call)
+			pass.Report(analysis.Diagnostic{
+				Pos: as.Pos(),
+				End: as.End(),
+				Message: lhs.Name + ", err = " + l + "." + m + "(" + lhs.Name + ") in a loop re-enters the hold " +
+					"on every iteration after the first (" + lhs.Name + " already holds it); use " + l + ".Do " +
+					"in the loop body, or keep the hold in a new variable (hctx, err := " + l + "." + m +
+					"(...)) and pass it to " + l + ".Unlock(hctx) before the next iteration",
+			})
+			return
+		}
+	}
+}
+
+// ---- check 2: Unlock given another context than the hold ----
+
+func checkUnlocks(pass *analysis.Pass, fn inspector.Cursor, calls []call) {
+	info := pass.TypesInfo
+
+	// held[k]: the variables the holds of lock k are assigned to in this
+	// function. unsure[k]: a hold of k goes somewhere we do not follow
+	// (a field, a return, an argument), so no Unlock of k is reported.
+	held := map[string]map[*types.Var]bool{}
+	unsure := map[string]bool{}
+	for _, c := range calls {
+		if c.kind != acquire || c.key == "" {
+			continue
+		}
+		var dst ast.Expr
+		switch p := c.cur.Parent().Node().(type) {
+		case *ast.ExprStmt, *ast.GoStmt, *ast.DeferStmt:
+			continue // discarded: check 1
+		case *ast.AssignStmt:
+			if len(p.Rhs) == 1 && len(p.Lhs) == 2 {
+				dst = p.Lhs[0]
+			}
+		case *ast.ValueSpec:
+			if len(p.Values) == 1 && len(p.Names) == 2 {
+				dst = p.Names[0]
+			}
+		}
+		if dst != nil && isBlank(dst) {
+			continue // discarded: check 1
+		}
+		v := localVar(info, dst)
+		if v == nil {
+			unsure[c.key] = true
+			continue
+		}
+		if held[c.key] == nil {
+			held[c.key] = map[*types.Var]bool{}
+		}
+		held[c.key][v] = true
+	}
+	if len(held) == 0 {
+		return
+	}
+
+	// Close each held set over derivation: a variable assigned from an
+	// expression that mentions a hold (context.WithTimeout(hctx, d),
+	// c := hctx, ...) is derived from it.
+	assigns := collectAssigns(fn)
+	for k, set := range held {
+		for changed := true; changed; {
+			changed = false
+			for _, a := range assigns {
+				if !mentions(info, a.rhs, set) {
+					continue
+				}
+				for _, l := range a.lhs {
+					if isBlank(l) {
+						continue
+					}
+					v := localVar(info, l)
+					if v == nil {
+						unsure[k] = true // stored in a field, an element, ...
+						continue
+					}
+					if !set[v] {
+						set[v] = true
+						changed = true
+					}
+				}
+			}
+		}
+	}
+
+	for _, c := range calls {
+		if c.kind != release || c.key == "" || unsure[c.key] || held[c.key] == nil || len(c.call.Args) != 1 {
+			continue
+		}
+		id, ok := ast.Unparen(c.call.Args[0]).(*ast.Ident)
+		if !ok {
+			continue
+		}
+		v, ok := info.Uses[id].(*types.Var)
+		if !ok || held[c.key][v] || isFuncLitParam(fn, v) {
+			continue
+		}
+		l := types.ExprString(c.recv)
+		hold := holdName(held[c.key])
+		pass.Report(analysis.Diagnostic{
+			Pos: c.call.Pos(),
+			End: c.call.End(),
+			Message: l + ".Unlock is given " + id.Name + ", not the hold context this function got from " + l +
+				".Lock/TryLock; pass that context (" + l + ".Unlock(" + hold + ")) or one derived from it, " +
+				"or use " + l + ".Do(ctx, func(ctx context.Context) error {...})",
+		})
+	}
+}
+
+// localVar returns the variable e names, if e is a plain identifier.
+func localVar(info *types.Info, e ast.Expr) *types.Var {
+	if e == nil {
+		return nil
+	}
+	id, ok := ast.Unparen(e).(*ast.Ident)
+	if !ok {
+		return nil
+	}
+	v, _ := info.ObjectOf(id).(*types.Var)
+	if v == nil || v.IsField() {
+		return nil
+	}
+	return v
+}
+
+type assign struct {
+	lhs []ast.Expr
+	rhs ast.Expr
+}
+
+// collectAssigns lists the assignments and var declarations in fn, pairing
+// each left-hand side with its value (or every left-hand side with a single
+// multi-valued right-hand side).
+func collectAssigns(fn inspector.Cursor) []assign {
+	var out []assign
+	add := func(lhs []ast.Expr, rhs []ast.Expr) {
+		switch {
+		case len(lhs) == len(rhs):
+			for i := range lhs {
+				out = append(out, assign{lhs: lhs[i : i+1], rhs: rhs[i]})
+			}
+		case len(rhs) == 1:
+			out = append(out, assign{lhs: lhs, rhs: rhs[0]})
+		}
+	}
+	for cur := range fn.Preorder((*ast.AssignStmt)(nil), (*ast.ValueSpec)(nil)) {
+		switch n := cur.Node().(type) {
+		case *ast.AssignStmt:
+			add(n.Lhs, n.Rhs)
+		case *ast.ValueSpec:
+			lhs := make([]ast.Expr, len(n.Names))
+			for i, id := range n.Names {
+				lhs[i] = id
+			}
+			add(lhs, n.Values)
+		}
+	}
+	return out
+}
+
+// mentions reports whether e refers to a variable of set.
+func mentions(info *types.Info, e ast.Expr, set map[*types.Var]bool) bool {
+	found := false
+	ast.Inspect(e, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok {
+			if v, ok := info.Uses[id].(*types.Var); ok && set[v] {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// isFuncLitParam reports whether v is a parameter of a function literal in
+// fn: its value comes from the literal's callers, which are not followed.
+func isFuncLitParam(fn inspector.Cursor, v *types.Var) bool {
+	for cur := range fn.Preorder((*ast.FuncLit)(nil)) {
+		ft := cur.Node().(*ast.FuncLit).Type
+		if v.Pos() >= ft.Pos() && v.Pos() < ft.End() {
+			return true
+		}
+	}
+	return false
+}
+
+// holdName names one hold variable for the message (the first declared).
+func holdName(set map[*types.Var]bool) string {
+	var best *types.Var
+	for v := range set {
+		if best == nil || v.Pos() < best.Pos() {
+			best = v
+		}
+	}
+	if best == nil {
+		return "hctx"
+	}
+	return best.Name()
+}
+
+// outermostFunc returns the outermost function declaration or literal
+// around cur.
+func outermostFunc(cur inspector.Cursor) (inspector.Cursor, bool) {
+	var out inspector.Cursor
+	found := false
+	for c := range cur.Enclosing((*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)) {
+		out, found = c, true
+	}
+	return out, found
+}
+
+// exprKey identifies a lock expression: a variable, or a chain of field
+// selections on one (l, s.mu, s.locks.a). Other expressions (calls, index
+// expressions) are not stable and get "".
+func exprKey(info *types.Info, e ast.Expr) string {
+	switch e := ast.Unparen(e).(type) {
+	case *ast.Ident:
+		if v, ok := info.Uses[e].(*types.Var); ok {
+			return objKey(v)
+		}
+	case *ast.SelectorExpr:
+		if sel, ok := info.Selections[e]; ok {
+			if sel.Kind() != types.FieldVal {
+				return ""
+			}
+			if base := exprKey(info, e.X); base != "" {
+				return base + "." + e.Sel.Name
+			}
+			return ""
+		}
+		// A qualified identifier: pkg.Var.
+		if v, ok := info.Uses[e.Sel].(*types.Var); ok {
+			return objKey(v)
+		}
+	case *ast.StarExpr:
+		if base := exprKey(info, e.X); base != "" {
+			return "*" + base
+		}
+	}
+	return ""
+}
+
+// objKey is unique per object: its name, package and declaration position.
+func objKey(v *types.Var) string {
+	pkg := ""
+	if v.Pkg() != nil {
+		pkg = v.Pkg().Path()
+	}
+	return pkg + "." + v.Name() + "@" + strconv.Itoa(int(v.Pos()))
+}
