@@ -51,6 +51,15 @@ var Analyzer = &analysis.Analyzer{
 	Run:      run,
 }
 
+// testFiles is the -testfiles flag.
+var testFiles bool
+
+func init() {
+	Analyzer.Flags.BoolVar(&testFiles, "testfiles", false,
+		"also report discarded hold contexts in _test.go files (off by default: tests often try "+
+			"a lock they expect not to get, _, err := l.TryLock(ctx, 0, 0))")
+}
+
 // relockPath is the import path of the library.
 const relockPath = "github.com/relock-go/relock"
 
@@ -181,12 +190,15 @@ func checkDiscarded(pass *analysis.Pass, c call) {
 	if !discarded {
 		return
 	}
+	if !testFiles && strings.HasSuffix(pass.Fset.File(c.call.Pos()).Name(), "_test.go") {
+		return
+	}
 	l, m := types.ExprString(c.recv), methodName(c.call)
 	pass.Report(analysis.Diagnostic{
 		Pos: c.call.Pos(),
 		End: c.call.End(),
 		Message: "the hold context returned by " + l + "." + m + " is discarded: nothing can Unlock this hold " +
-			"and the watchdog keeps it renewed; use " + l + ".Do(ctx, func(ctx context.Context) error {...}), " +
+			"(under the watchdog it stays held for the life of the process); use " + l + ".Do(ctx, func(ctx context.Context) error {...}), " +
 			"or keep the returned context (hctx, err := " + l + "." + m + "(...)) and pass it to " + l + ".Unlock(hctx)",
 	})
 }
@@ -216,6 +228,14 @@ func checkLoopReassign(pass *analysis.Pass, c call) {
 	if !ok || v != pass.TypesInfo.Uses[arg] {
 		return
 	}
+	// The lock must be the same one on every iteration: a variable (or a
+	// field of one) that the loop does not redeclare. Chaining a different
+	// lock each time (for _, l := range locks { ctx, err = l.Lock(ctx) })
+	// is not a re-entry.
+	root := rootVar(pass.TypesInfo, c.recv)
+	if root == nil {
+		return
+	}
 	// Is there a loop around the assignment that the variable outlives?
 	// A for statement's init variables are carried from one iteration to
 	// the next, so only its body counts as inside; range variables are
@@ -225,12 +245,12 @@ func checkLoopReassign(pass *analysis.Pass, c call) {
 		if f, ok := inside.(*ast.ForStmt); ok {
 			inside = f.Body
 		}
-		if v.Pos() < inside.Pos() || v.Pos() >= inside.End() {
+		if outside(v, inside) && outside(root, inside) {
 			l, m := types.ExprString(c.recv), methodName(c.call)
 			pass.Report(analysis.Diagnostic{
 				Pos: as.Pos(),
 				End: as.End(),
-				Message: lhs.Name + ", err = " + l + "." + m + "(" + lhs.Name + ") in a loop re-enters the hold " +
+				Message: lhs.Name + ", " + types.ExprString(as.Lhs[1]) + " = " + l + "." + m + "(" + lhs.Name + ") in a loop re-enters the hold " +
 					"on every iteration after the first (" + lhs.Name + " already holds it); use " + l + ".Do " +
 					"in the loop body, or keep the hold in a new variable (hctx, err := " + l + "." + m +
 					"(...)) and pass it to " + l + ".Unlock(hctx) before the next iteration",
@@ -240,15 +260,54 @@ func checkLoopReassign(pass *analysis.Pass, c call) {
 	}
 }
 
+func outside(v *types.Var, n ast.Node) bool {
+	return v.Pos() < n.Pos() || v.Pos() >= n.End()
+}
+
+// rootVar returns the variable a lock expression starts from (l, s in
+// s.mu, p in *p), or nil for other expressions (calls, index expressions).
+func rootVar(info *types.Info, e ast.Expr) *types.Var {
+	switch e := ast.Unparen(e).(type) {
+	case *ast.Ident:
+		v, _ := info.Uses[e].(*types.Var)
+		return v
+	case *ast.SelectorExpr:
+		if sel, ok := info.Selections[e]; ok {
+			if sel.Kind() == types.FieldVal {
+				return rootVar(info, e.X)
+			}
+			return nil
+		}
+		v, _ := info.Uses[e.Sel].(*types.Var) // pkg.Var
+		return v
+	case *ast.StarExpr:
+		return rootVar(info, e.X)
+	}
+	return nil
+}
+
 // ---- check 2: Unlock given another context than the hold ----
 
+// hold is one hold of a lock kept in a local variable, with the variables
+// derived from it in the function.
+type hold struct {
+	v       *types.Var
+	derived map[*types.Var]bool // v and the variables assigned from it
+	done    bool                // released here, or handed somewhere not followed
+}
+
+// checkUnlocks reports an Unlock of lock k given a variable that is not a
+// hold of k (nor derived from one), when the function keeps a hold of k in
+// a local variable and neither releases that hold nor lets it go elsewhere
+// (return, channel send, field, composite literal, &v). The second
+// condition keeps the check quiet for holds handed between goroutines and
+// for re-entries released in turn (inner, outer).
 func checkUnlocks(pass *analysis.Pass, fn inspector.Cursor, calls []call) {
 	info := pass.TypesInfo
 
-	// held[k]: the variables the holds of lock k are assigned to in this
-	// function. unsure[k]: a hold of k goes somewhere we do not follow
-	// (a field, a return, an argument), so no Unlock of k is reported.
-	held := map[string]map[*types.Var]bool{}
+	// The holds of each lock, and the locks whose holds go where we do
+	// not follow (s.hold, err = l.Lock(ctx); return l.Lock(ctx); ...).
+	holds := map[string][]*hold{}
 	unsure := map[string]bool{}
 	for _, c := range calls {
 		if c.kind != acquire || c.key == "" {
@@ -275,46 +334,63 @@ func checkUnlocks(pass *analysis.Pass, fn inspector.Cursor, calls []call) {
 			unsure[c.key] = true
 			continue
 		}
-		if held[c.key] == nil {
-			held[c.key] = map[*types.Var]bool{}
-		}
-		held[c.key][v] = true
+		holds[c.key] = append(holds[c.key], &hold{v: v, derived: map[*types.Var]bool{v: true}})
 	}
-	if len(held) == 0 {
+	if len(holds) == 0 {
 		return
 	}
 
-	// Close each held set over derivation: a variable assigned from an
-	// expression that mentions a hold (context.WithTimeout(hctx, d),
-	// c := hctx, ...) is derived from it.
+	// Close each hold over derivation: a local variable assigned from an
+	// expression that mentions it (context.WithTimeout(hctx, d), c := hctx)
+	// is derived from it. A hold stored anywhere else has gone where we do
+	// not follow it.
 	assigns := collectAssigns(fn)
-	for k, set := range held {
-		for changed := true; changed; {
-			changed = false
-			for _, a := range assigns {
-				if !mentions(info, a.rhs, set) {
-					continue
-				}
-				for _, l := range a.lhs {
-					if isBlank(l) {
+	for _, hs := range holds {
+		for _, h := range hs {
+			for changed := true; changed; {
+				changed = false
+				for _, a := range assigns {
+					if !mentions(info, a.rhs, h.derived) {
 						continue
 					}
-					v := localVar(info, l)
-					if v == nil {
-						unsure[k] = true // stored in a field, an element, ...
-						continue
-					}
-					if !set[v] {
-						set[v] = true
-						changed = true
+					for _, l := range a.lhs {
+						if isBlank(l) {
+							continue
+						}
+						v := localVar(info, l)
+						if v == nil || v.Parent() == v.Pkg().Scope() {
+							if flows(info, a.rhs, h.derived) {
+								h.done = true // s.hold = hctx, holds[i] = hctx, ...
+							}
+							continue
+						}
+						if !h.derived[v] {
+							h.derived[v] = true
+							changed = true
+						}
 					}
 				}
+			}
+			if escapes(info, fn, h.derived) {
+				h.done = true
+			}
+		}
+	}
+
+	// Which holds does this function release?
+	for _, c := range calls {
+		if c.kind != release || len(c.call.Args) != 1 {
+			continue
+		}
+		for _, h := range holds[c.key] {
+			if mentions(info, c.call.Args[0], h.derived) {
+				h.done = true
 			}
 		}
 	}
 
 	for _, c := range calls {
-		if c.kind != release || c.key == "" || unsure[c.key] || held[c.key] == nil || len(c.call.Args) != 1 {
+		if c.kind != release || c.key == "" || unsure[c.key] || len(c.call.Args) != 1 {
 			continue
 		}
 		id, ok := ast.Unparen(c.call.Args[0]).(*ast.Ident)
@@ -322,19 +398,93 @@ func checkUnlocks(pass *analysis.Pass, fn inspector.Cursor, calls []call) {
 			continue
 		}
 		v, ok := info.Uses[id].(*types.Var)
-		if !ok || held[c.key][v] || isFuncLitParam(fn, v) {
+		if !ok || isFuncLitParam(fn, v) {
 			continue
 		}
-		l := types.ExprString(c.recv)
-		hold := holdName(held[c.key])
+		var open *hold // a hold of this lock the function neither releases nor hands on
+		isHold := false
+		for _, h := range holds[c.key] {
+			if h.derived[v] {
+				isHold = true
+			}
+			if !h.done && open == nil {
+				open = h
+			}
+		}
+		if isHold || open == nil {
+			continue
+		}
+		l, h := types.ExprString(c.recv), open.v.Name()
 		pass.Report(analysis.Diagnostic{
 			Pos: c.call.Pos(),
 			End: c.call.End(),
-			Message: l + ".Unlock is given " + id.Name + ", not the hold context this function got from " + l +
-				".Lock/TryLock; pass that context (" + l + ".Unlock(" + hold + ")) or one derived from it, " +
-				"or use " + l + ".Do(ctx, func(ctx context.Context) error {...})",
+			Message: l + ".Unlock is given " + id.Name + ", not the hold context " + h + " that " + l +
+				".Lock/TryLock returned here (" + h + " is never released); pass " + h + " (or a context derived from it) to " +
+				l + ".Unlock, or use " + l + ".Do(ctx, func(ctx context.Context) error {...})",
 		})
 	}
+}
+
+// escapes reports whether a variable of set leaves the function's view:
+// returned, sent on a channel, put in a composite literal or appended, or
+// its address taken.
+func escapes(info *types.Info, fn inspector.Cursor, set map[*types.Var]bool) bool {
+	for cur := range fn.Preorder((*ast.ReturnStmt)(nil), (*ast.SendStmt)(nil), (*ast.CompositeLit)(nil),
+		(*ast.UnaryExpr)(nil), (*ast.CallExpr)(nil)) {
+		var vals []ast.Expr
+		switch n := cur.Node().(type) {
+		case *ast.ReturnStmt:
+			vals = n.Results
+		case *ast.SendStmt:
+			vals = []ast.Expr{n.Value}
+		case *ast.CompositeLit:
+			vals = n.Elts
+		case *ast.UnaryExpr:
+			if n.Op == token.AND {
+				vals = []ast.Expr{n.X}
+			}
+		case *ast.CallExpr:
+			if id, ok := ast.Unparen(n.Fun).(*ast.Ident); ok {
+				if b, ok := info.Uses[id].(*types.Builtin); ok && b.Name() == "append" {
+					vals = n.Args
+				}
+			}
+		}
+		for _, e := range vals {
+			if flows(info, e, set) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// flows reports whether the value of e is (or carries) a variable of set:
+// the variable itself, a context derived from it by a function of package
+// context, or a composite literal or key-value pair holding one.
+func flows(info *types.Info, e ast.Expr, set map[*types.Var]bool) bool {
+	switch e := ast.Unparen(e).(type) {
+	case *ast.Ident:
+		v, ok := info.Uses[e].(*types.Var)
+		return ok && set[v]
+	case *ast.KeyValueExpr:
+		return flows(info, e.Value, set)
+	case *ast.CompositeLit:
+		for _, el := range e.Elts {
+			if flows(info, el, set) {
+				return true
+			}
+		}
+	case *ast.CallExpr:
+		if fn, ok := typeutil.Callee(info, e).(*types.Func); ok && fn.Pkg() != nil && fn.Pkg().Path() == "context" {
+			for _, a := range e.Args {
+				if flows(info, a, set) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // localVar returns the variable e names, if e is a plain identifier.
@@ -412,20 +562,6 @@ func isFuncLitParam(fn inspector.Cursor, v *types.Var) bool {
 		}
 	}
 	return false
-}
-
-// holdName names one hold variable for the message (the first declared).
-func holdName(set map[*types.Var]bool) string {
-	var best *types.Var
-	for v := range set {
-		if best == nil || v.Pos() < best.Pos() {
-			best = v
-		}
-	}
-	if best == nil {
-		return "hctx"
-	}
-	return best.Name()
 }
 
 // outermostFunc returns the outermost function declaration or literal

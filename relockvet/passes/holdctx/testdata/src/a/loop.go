@@ -121,3 +121,17 @@ func once(ctx context.Context, l *relock.Lock) error {
 	}
 	return l.Unlock(ctx)
 }
+
+// Chaining different locks (one per iteration) is not a re-entry.
+func chain(ctx context.Context, locks []*relock.Lock) {
+	hctx := ctx
+	var err error
+	for _, l := range locks {
+		if hctx, err = l.Lock(hctx); err != nil {
+			return
+		}
+	}
+	for i := len(locks) - 1; i >= 0; i-- {
+		locks[i].Unlock(hctx)
+	}
+}

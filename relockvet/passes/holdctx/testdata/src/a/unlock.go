@@ -15,9 +15,20 @@ func unlockParent(ctx context.Context, l *relock.Lock) error {
 		return err
 	}
 	_ = ctx2
-	defer l.Unlock(ctx) // want `l.Unlock is given ctx, not the hold context this function got from l.Lock/TryLock; pass that context \(l.Unlock\(ctx2\)\) or one derived from it, or use l.Do`
+	defer l.Unlock(ctx) // want `l.Unlock is given ctx, not the hold context ctx2 that l.Lock/TryLock returned here \(ctx2 is never released\); pass ctx2 \(or a context derived from it\) to l.Unlock, or use l.Do\(ctx, func\(ctx context.Context\) error \{...\}\)`
 	return nil
 }
+
+func unlockParentAfterWork(ctx context.Context, m *relock.MultiLock) error {
+	hctx, err := m.TryLock(ctx, time.Second, 0)
+	if err != nil {
+		return err
+	}
+	defer m.Unlock(ctx) // want `m.Unlock is given ctx, not the hold context hctx that m.Lock/TryLock returned here \(hctx is never released\)`
+	return work(hctx)
+}
+
+func work(ctx context.Context) error { return ctx.Err() }
 
 type svc struct {
 	mu *relock.FairLock
@@ -28,7 +39,7 @@ func (s *svc) unlockField(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = s.mu.Unlock(ctx) }() // want `s.mu.Unlock is given ctx, not the hold context .*\(s.mu.Unlock\(hctx\)\)`
+	defer func() { _ = s.mu.Unlock(ctx) }() // want `s.mu.Unlock is given ctx, not the hold context hctx that s.mu.Lock/TryLock returned here`
 	_ = hctx
 	return nil
 }
@@ -37,7 +48,7 @@ func unlockOtherHold(ctx context.Context, a, b *relock.Lock) {
 	actx, _ := a.Lock(ctx)
 	bctx, _ := b.Lock(ctx)
 	b.Unlock(bctx)
-	a.Unlock(bctx) // want `a.Unlock is given bctx, not the hold context .*\(a.Unlock\(actx\)\)`
+	a.Unlock(bctx) // want `a.Unlock is given bctx, not the hold context actx that a.Lock/TryLock`
 	_ = actx
 }
 
@@ -122,4 +133,45 @@ func handles(ctx context.Context, c *relock.Client) {
 	hctx, _ := c.Lock("a").Lock(ctx)
 	c.Lock("a").Unlock(ctx)
 	_ = hctx
+}
+
+// Holds handed between goroutines: the goroutine's hold is sent, the
+// receiver releases what it gets.
+func handOff(bg context.Context, l *relock.Lock, holder context.Context) {
+	got := make(chan context.Context, 1)
+	go func() {
+		ctx, err := l.Lock(bg)
+		if err == nil {
+			got <- ctx
+		}
+	}()
+	l.Unlock(holder)
+	next := <-got
+	l.Unlock(next)
+}
+
+// A re-entry of a hold received from elsewhere, released inner first.
+func reenterReceived(l *relock.Lock, got chan context.Context) {
+	ctx := <-got
+	inner, err := l.Lock(ctx)
+	if err != nil {
+		return
+	}
+	l.Unlock(inner)
+	l.Unlock(ctx)
+}
+
+// The hold is returned to the caller, who releases it.
+func lockOrRelease(ctx context.Context, l *relock.Lock, prev context.Context) (context.Context, error) {
+	l.Unlock(prev)
+	hctx, err := l.Lock(ctx)
+	return hctx, err
+}
+
+// Two holds, each released with its own context.
+func twoHolds(ctx context.Context, l *relock.Lock) {
+	a, _ := l.Lock(ctx)
+	l.Unlock(a)
+	b, _ := l.Lock(ctx)
+	defer func() { _ = l.Unlock(context.WithoutCancel(b)) }()
 }
