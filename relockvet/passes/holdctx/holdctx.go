@@ -364,7 +364,7 @@ func checkUnlocks(pass *analysis.Pass, fn inspector.Cursor, calls []call) {
 							continue
 						}
 						v := localVar(info, l)
-						if v == nil || v.Parent() == v.Pkg().Scope() {
+						if v == nil || v.Pkg() == nil || v.Parent() == v.Pkg().Scope() {
 							if flows(info, a.rhs, h.derived) {
 								h.done = true // s.hold = hctx, holds[i] = hctx, ...
 							}
