@@ -1,0 +1,622 @@
+// Package holdctx defines an Analyzer that checks how the hold context
+// returned by a relock lock's Lock or TryLock is used.
+//
+// In github.com/relock-go/relock the context returned by Lock/TryLock is the
+// hold: Unlock must be given that context (or one derived from it). The
+// analyzer reports three mistakes:
+//
+//  1. a discarded hold context: `_, err := l.Lock(ctx)`, or a Lock/TryLock
+//     call whose results are all ignored. Nothing can Unlock that hold; the
+//     watchdog keeps renewing it for the life of the process. Not reported
+//     in _test.go files unless -testfiles is set: tests often try a lock
+//     they expect not to get.
+//  2. an Unlock given a context that is not the hold: the function takes
+//     the same lock expression with Lock/TryLock, keeps the hold in a local
+//     variable, never releases that hold nor hands it on (return, channel
+//     send, field, composite literal, &v), and Unlocks with a variable that
+//     is neither the hold nor derived from it
+//     (`hctx, err := l.Lock(ctx); defer l.Unlock(ctx)`).
+//  3. `ctx, err = l.Lock(ctx)` in a loop, with ctx and the lock declared
+//     outside it: every iteration after the first re-enters the hold taken
+//     by the previous one.
+//
+// The checks are local to one function (a function declaration together with
+// the function literals inside it) and stay quiet when they cannot be sure.
+// Calls through an interface, or on a lock expression that is a call
+// (c.Lock("x").Unlock(ctx)), are not followed by checks 2 and 3.
+package holdctx
+
+import (
+	"go/ast"
+	"go/token"
+	"go/types"
+	"strconv"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/analysis/passes/inspect"
+	"golang.org/x/tools/go/ast/inspector"
+	"golang.org/x/tools/go/types/typeutil"
+)
+
+const doc = `check the hold contexts of relock locks
+
+The context returned by Lock or TryLock of a github.com/relock-go/relock lock
+is the hold; Unlock must be given that context (or one derived from it).
+holdctx reports a discarded hold context (_, err := l.Lock(ctx)), an Unlock
+given another context while the hold the function took on that lock is never
+released, and ctx, err = l.Lock(ctx) inside a loop (silent re-entry on every
+iteration).`
+
+// Analyzer reports misuse of relock hold contexts.
+var Analyzer = &analysis.Analyzer{
+	Name:     "holdctx",
+	Doc:      doc,
+	URL:      "https://pkg.go.dev/github.com/relock-go/relock/relockvet/passes/holdctx",
+	Requires: []*analysis.Analyzer{inspect.Analyzer},
+	Run:      run,
+}
+
+// testFiles is the -testfiles flag.
+var testFiles bool
+
+func init() {
+	Analyzer.Flags.BoolVar(&testFiles, "testfiles", false,
+		"also report discarded hold contexts in _test.go files (off by default: tests often try "+
+			"a lock they expect not to get, _, err := l.TryLock(ctx, 0, 0))")
+}
+
+// relockPath is the import path of the library.
+const relockPath = "github.com/relock-go/relock"
+
+type kind int
+
+const (
+	notLock kind = iota
+	acquire      // Lock or TryLock: returns (hold context.Context, error)
+	release      // Unlock(hold context.Context) error
+)
+
+// call is one Lock/TryLock/Unlock call on a relock lock.
+type call struct {
+	cur  inspector.Cursor // the *ast.CallExpr
+	call *ast.CallExpr
+	kind kind
+	recv ast.Expr // the lock expression (l in l.Lock(ctx))
+	key  string   // identity of recv, "" if it is not a stable expression
+}
+
+func run(pass *analysis.Pass) (any, error) {
+	in := pass.ResultOf[inspect.Analyzer].(*inspector.Inspector)
+
+	// Group the calls by outermost function: check 2 looks at every lock
+	// call of a function, including those in its function literals.
+	type unit struct {
+		cur   inspector.Cursor
+		calls []call
+	}
+	var units []*unit
+	byUnit := map[inspector.Cursor]*unit{}
+
+	for cur := range in.Root().Preorder((*ast.CallExpr)(nil)) {
+		ce := cur.Node().(*ast.CallExpr)
+		k, recv := classify(pass.TypesInfo, ce)
+		if k == notLock {
+			continue
+		}
+		c := call{cur: cur, call: ce, kind: k, recv: recv, key: exprKey(pass.TypesInfo, recv)}
+		if k == acquire {
+			checkDiscarded(pass, c)
+			checkLoopReassign(pass, c)
+		}
+		fn, ok := outermostFunc(cur)
+		if !ok {
+			continue
+		}
+		u := byUnit[fn]
+		if u == nil {
+			u = &unit{cur: fn}
+			byUnit[fn] = u
+			units = append(units, u)
+		}
+		u.calls = append(u.calls, c)
+	}
+	for _, u := range units {
+		checkUnlocks(pass, u.cur, u.calls)
+	}
+	return nil, nil
+}
+
+// classify says whether ce calls Lock/TryLock (acquire) or Unlock (release)
+// of a relock lock type, and returns the lock expression. A method counts
+// by its package and signature, so every lock type of the library (and any
+// later one) is covered, while (*relock.Client).Lock(name) *Lock is not.
+func classify(info *types.Info, ce *ast.CallExpr) (kind, ast.Expr) {
+	sel, ok := ast.Unparen(ce.Fun).(*ast.SelectorExpr)
+	if !ok {
+		return notLock, nil
+	}
+	fn, ok := typeutil.Callee(info, ce).(*types.Func)
+	if !ok || fn.Pkg() == nil || !isRelock(fn.Pkg().Path()) {
+		return notLock, nil
+	}
+	sig := fn.Signature()
+	if sig.Recv() == nil {
+		return notLock, nil
+	}
+	params, results := sig.Params(), sig.Results()
+	switch fn.Name() {
+	case "Lock", "TryLock":
+		if params.Len() >= 1 && isContext(params.At(0).Type()) &&
+			results.Len() == 2 && isContext(results.At(0).Type()) && isError(results.At(1).Type()) {
+			return acquire, sel.X
+		}
+	case "Unlock":
+		if params.Len() == 1 && isContext(params.At(0).Type()) &&
+			results.Len() == 1 && isError(results.At(0).Type()) {
+			return release, sel.X
+		}
+	}
+	return notLock, nil
+}
+
+func isRelock(path string) bool {
+	if i := strings.LastIndex(path, "/vendor/"); i >= 0 {
+		path = path[i+len("/vendor/"):]
+	}
+	return path == relockPath
+}
+
+func isContext(t types.Type) bool {
+	n, ok := types.Unalias(t).(*types.Named)
+	if !ok {
+		return false
+	}
+	obj := n.Obj()
+	return obj.Pkg() != nil && obj.Pkg().Path() == "context" && obj.Name() == "Context"
+}
+
+func isError(t types.Type) bool {
+	return types.Identical(t, types.Universe.Lookup("error").Type())
+}
+
+// ---- check 1: discarded hold context ----
+
+func checkDiscarded(pass *analysis.Pass, c call) {
+	parent := c.cur.Parent()
+	discarded := false
+	switch p := parent.Node().(type) {
+	case *ast.ExprStmt, *ast.GoStmt, *ast.DeferStmt:
+		discarded = true
+	case *ast.AssignStmt:
+		discarded = len(p.Rhs) == 1 && len(p.Lhs) == 2 && isBlank(p.Lhs[0])
+	case *ast.ValueSpec:
+		discarded = len(p.Values) == 1 && len(p.Names) == 2 && p.Names[0].Name == "_"
+	}
+	if !discarded {
+		return
+	}
+	if !testFiles && strings.HasSuffix(pass.Fset.File(c.call.Pos()).Name(), "_test.go") {
+		return
+	}
+	l, m := types.ExprString(c.recv), methodName(c.call)
+	pass.Report(analysis.Diagnostic{
+		Pos: c.call.Pos(),
+		End: c.call.End(),
+		Message: "the hold context returned by " + l + "." + m + " is discarded: nothing can Unlock this hold " +
+			"(under the watchdog it stays held for the life of the process); use " + l + ".Do(ctx, func(ctx context.Context) error {...}), " +
+			"or keep the returned context (hctx, err := " + l + "." + m + "(...)) and pass it to " + l + ".Unlock(hctx)",
+	})
+}
+
+func isBlank(e ast.Expr) bool {
+	id, ok := ast.Unparen(e).(*ast.Ident)
+	return ok && id.Name == "_"
+}
+
+func methodName(ce *ast.CallExpr) string {
+	return ast.Unparen(ce.Fun).(*ast.SelectorExpr).Sel.Name
+}
+
+// ---- check 3: ctx, err = l.Lock(ctx) in a loop ----
+
+func checkLoopReassign(pass *analysis.Pass, c call) {
+	as, ok := c.cur.Parent().Node().(*ast.AssignStmt)
+	if !ok || as.Tok != token.ASSIGN || len(as.Lhs) != 2 || len(as.Rhs) != 1 || len(c.call.Args) == 0 {
+		return
+	}
+	lhs, ok1 := ast.Unparen(as.Lhs[0]).(*ast.Ident)
+	arg, ok2 := ast.Unparen(c.call.Args[0]).(*ast.Ident)
+	if !ok1 || !ok2 {
+		return
+	}
+	v, ok := pass.TypesInfo.Uses[lhs].(*types.Var)
+	if !ok || v != pass.TypesInfo.Uses[arg] {
+		return
+	}
+	// The lock must be the same one on every iteration: a variable (or a
+	// field of one) that the loop does not redeclare. Chaining a different
+	// lock each time (for _, l := range locks { ctx, err = l.Lock(ctx) })
+	// is not a re-entry.
+	root := rootVar(pass.TypesInfo, c.recv)
+	if root == nil {
+		return
+	}
+	// Is there a loop around the assignment that the variable outlives?
+	// A for statement's init variables are carried from one iteration to
+	// the next, so only its body counts as inside; range variables are
+	// fresh each iteration, so the whole range statement does.
+	for loop := range c.cur.Enclosing((*ast.ForStmt)(nil), (*ast.RangeStmt)(nil)) {
+		var inside ast.Node = loop.Node()
+		if f, ok := inside.(*ast.ForStmt); ok {
+			inside = f.Body
+		}
+		if outside(v, inside) && outside(root, inside) {
+			l, m := types.ExprString(c.recv), methodName(c.call)
+			pass.Report(analysis.Diagnostic{
+				Pos: as.Pos(),
+				End: as.End(),
+				Message: lhs.Name + ", " + types.ExprString(as.Lhs[1]) + " = " + l + "." + m + "(" + lhs.Name + ") in a loop re-enters the hold " +
+					"on every iteration after the first (" + lhs.Name + " already holds it); use " + l + ".Do " +
+					"in the loop body, or keep the hold in a new variable (hctx, err := " + l + "." + m +
+					"(...)) and pass it to " + l + ".Unlock(hctx) before the next iteration",
+			})
+			return
+		}
+	}
+}
+
+func outside(v *types.Var, n ast.Node) bool {
+	return v.Pos() < n.Pos() || v.Pos() >= n.End()
+}
+
+// rootVar returns the variable a lock expression starts from (l, s in
+// s.mu, p in *p), or nil for other expressions (calls, index expressions).
+func rootVar(info *types.Info, e ast.Expr) *types.Var {
+	switch e := ast.Unparen(e).(type) {
+	case *ast.Ident:
+		v, _ := info.Uses[e].(*types.Var)
+		return v
+	case *ast.SelectorExpr:
+		if sel, ok := info.Selections[e]; ok {
+			if sel.Kind() == types.FieldVal {
+				return rootVar(info, e.X)
+			}
+			return nil
+		}
+		v, _ := info.Uses[e.Sel].(*types.Var) // pkg.Var
+		return v
+	case *ast.StarExpr:
+		return rootVar(info, e.X)
+	}
+	return nil
+}
+
+// ---- check 2: Unlock given another context than the hold ----
+
+// hold is one hold of a lock kept in a local variable, with the variables
+// derived from it in the function.
+type hold struct {
+	v       *types.Var
+	derived map[*types.Var]bool // v and the variables assigned from it
+	done    bool                // released here, or handed somewhere not followed
+}
+
+// checkUnlocks reports an Unlock of lock k given a variable that is not a
+// hold of k (nor derived from one), when the function keeps a hold of k in
+// a local variable and neither releases that hold nor lets it go elsewhere
+// (return, channel send, field, composite literal, &v). The second
+// condition keeps the check quiet for holds handed between goroutines and
+// for re-entries released in turn (inner, outer).
+func checkUnlocks(pass *analysis.Pass, fn inspector.Cursor, calls []call) {
+	info := pass.TypesInfo
+
+	// The holds of each lock, and the locks whose holds go where we do
+	// not follow (s.hold, err = l.Lock(ctx); return l.Lock(ctx); ...).
+	holds := map[string][]*hold{}
+	unsure := map[string]bool{}
+	for _, c := range calls {
+		if c.kind != acquire || c.key == "" {
+			continue
+		}
+		var dst ast.Expr
+		switch p := c.cur.Parent().Node().(type) {
+		case *ast.ExprStmt, *ast.GoStmt, *ast.DeferStmt:
+			continue // discarded: check 1
+		case *ast.AssignStmt:
+			if len(p.Rhs) == 1 && len(p.Lhs) == 2 {
+				dst = p.Lhs[0]
+			}
+		case *ast.ValueSpec:
+			if len(p.Values) == 1 && len(p.Names) == 2 {
+				dst = p.Names[0]
+			}
+		}
+		if dst != nil && isBlank(dst) {
+			continue // discarded: check 1
+		}
+		v := localVar(info, dst)
+		if v == nil {
+			unsure[c.key] = true
+			continue
+		}
+		holds[c.key] = append(holds[c.key], &hold{v: v, derived: map[*types.Var]bool{v: true}})
+	}
+	if len(holds) == 0 {
+		return
+	}
+
+	// Close each hold over derivation: a local variable assigned from an
+	// expression that mentions it (context.WithTimeout(hctx, d), c := hctx)
+	// is derived from it. A hold stored anywhere else has gone where we do
+	// not follow it.
+	assigns := collectAssigns(fn)
+	for _, hs := range holds {
+		for _, h := range hs {
+			for changed := true; changed; {
+				changed = false
+				for _, a := range assigns {
+					if !mentions(info, a.rhs, h.derived) {
+						continue
+					}
+					for _, l := range a.lhs {
+						if isBlank(l) {
+							continue
+						}
+						v := localVar(info, l)
+						if v == nil || v.Pkg() == nil || v.Parent() == v.Pkg().Scope() {
+							if flows(info, a.rhs, h.derived) {
+								h.done = true // s.hold = hctx, holds[i] = hctx, ...
+							}
+							continue
+						}
+						if !h.derived[v] {
+							h.derived[v] = true
+							changed = true
+						}
+					}
+				}
+			}
+			if escapes(info, fn, h.derived) {
+				h.done = true
+			}
+		}
+	}
+
+	// Which holds does this function release?
+	for _, c := range calls {
+		if c.kind != release || len(c.call.Args) != 1 {
+			continue
+		}
+		for _, h := range holds[c.key] {
+			if mentions(info, c.call.Args[0], h.derived) {
+				h.done = true
+			}
+		}
+	}
+
+	for _, c := range calls {
+		if c.kind != release || c.key == "" || unsure[c.key] || len(c.call.Args) != 1 {
+			continue
+		}
+		id, ok := ast.Unparen(c.call.Args[0]).(*ast.Ident)
+		if !ok {
+			continue
+		}
+		v, ok := info.Uses[id].(*types.Var)
+		if !ok || isFuncLitParam(fn, v) {
+			continue
+		}
+		var open *hold // a hold of this lock the function neither releases nor hands on
+		isHold := false
+		for _, h := range holds[c.key] {
+			if h.derived[v] {
+				isHold = true
+			}
+			if !h.done && open == nil {
+				open = h
+			}
+		}
+		if isHold || open == nil {
+			continue
+		}
+		l, h := types.ExprString(c.recv), open.v.Name()
+		pass.Report(analysis.Diagnostic{
+			Pos: c.call.Pos(),
+			End: c.call.End(),
+			Message: l + ".Unlock is given " + id.Name + ", not the hold context " + h + " that " + l +
+				".Lock/TryLock returned here (" + h + " is never released); pass " + h + " (or a context derived from it) to " +
+				l + ".Unlock, or use " + l + ".Do(ctx, func(ctx context.Context) error {...})",
+		})
+	}
+}
+
+// escapes reports whether a variable of set leaves the function's view:
+// returned, sent on a channel, put in a composite literal or appended, or
+// its address taken.
+func escapes(info *types.Info, fn inspector.Cursor, set map[*types.Var]bool) bool {
+	for cur := range fn.Preorder((*ast.ReturnStmt)(nil), (*ast.SendStmt)(nil), (*ast.CompositeLit)(nil),
+		(*ast.UnaryExpr)(nil), (*ast.CallExpr)(nil)) {
+		var vals []ast.Expr
+		switch n := cur.Node().(type) {
+		case *ast.ReturnStmt:
+			vals = n.Results
+		case *ast.SendStmt:
+			vals = []ast.Expr{n.Value}
+		case *ast.CompositeLit:
+			vals = n.Elts
+		case *ast.UnaryExpr:
+			if n.Op == token.AND {
+				vals = []ast.Expr{n.X}
+			}
+		case *ast.CallExpr:
+			if id, ok := ast.Unparen(n.Fun).(*ast.Ident); ok {
+				if b, ok := info.Uses[id].(*types.Builtin); ok && b.Name() == "append" {
+					vals = n.Args
+				}
+			}
+		}
+		for _, e := range vals {
+			if flows(info, e, set) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// flows reports whether the value of e is (or carries) a variable of set:
+// the variable itself, a context derived from it by a function of package
+// context, or a composite literal or key-value pair holding one.
+func flows(info *types.Info, e ast.Expr, set map[*types.Var]bool) bool {
+	switch e := ast.Unparen(e).(type) {
+	case *ast.Ident:
+		v, ok := info.Uses[e].(*types.Var)
+		return ok && set[v]
+	case *ast.KeyValueExpr:
+		return flows(info, e.Value, set)
+	case *ast.CompositeLit:
+		for _, el := range e.Elts {
+			if flows(info, el, set) {
+				return true
+			}
+		}
+	case *ast.CallExpr:
+		if fn, ok := typeutil.Callee(info, e).(*types.Func); ok && fn.Pkg() != nil && fn.Pkg().Path() == "context" {
+			for _, a := range e.Args {
+				if flows(info, a, set) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// localVar returns the variable e names, if e is a plain identifier.
+func localVar(info *types.Info, e ast.Expr) *types.Var {
+	if e == nil {
+		return nil
+	}
+	id, ok := ast.Unparen(e).(*ast.Ident)
+	if !ok {
+		return nil
+	}
+	v, _ := info.ObjectOf(id).(*types.Var)
+	if v == nil || v.IsField() {
+		return nil
+	}
+	return v
+}
+
+type assign struct {
+	lhs []ast.Expr
+	rhs ast.Expr
+}
+
+// collectAssigns lists the assignments and var declarations in fn, pairing
+// each left-hand side with its value (or every left-hand side with a single
+// multi-valued right-hand side).
+func collectAssigns(fn inspector.Cursor) []assign {
+	var out []assign
+	add := func(lhs []ast.Expr, rhs []ast.Expr) {
+		switch {
+		case len(lhs) == len(rhs):
+			for i := range lhs {
+				out = append(out, assign{lhs: lhs[i : i+1], rhs: rhs[i]})
+			}
+		case len(rhs) == 1:
+			out = append(out, assign{lhs: lhs, rhs: rhs[0]})
+		}
+	}
+	for cur := range fn.Preorder((*ast.AssignStmt)(nil), (*ast.ValueSpec)(nil)) {
+		switch n := cur.Node().(type) {
+		case *ast.AssignStmt:
+			add(n.Lhs, n.Rhs)
+		case *ast.ValueSpec:
+			lhs := make([]ast.Expr, len(n.Names))
+			for i, id := range n.Names {
+				lhs[i] = id
+			}
+			add(lhs, n.Values)
+		}
+	}
+	return out
+}
+
+// mentions reports whether e refers to a variable of set.
+func mentions(info *types.Info, e ast.Expr, set map[*types.Var]bool) bool {
+	found := false
+	ast.Inspect(e, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok {
+			if v, ok := info.Uses[id].(*types.Var); ok && set[v] {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// isFuncLitParam reports whether v is a parameter of a function literal in
+// fn: its value comes from the literal's callers, which are not followed.
+func isFuncLitParam(fn inspector.Cursor, v *types.Var) bool {
+	for cur := range fn.Preorder((*ast.FuncLit)(nil)) {
+		ft := cur.Node().(*ast.FuncLit).Type
+		if v.Pos() >= ft.Pos() && v.Pos() < ft.End() {
+			return true
+		}
+	}
+	return false
+}
+
+// outermostFunc returns the outermost function declaration or literal
+// around cur.
+func outermostFunc(cur inspector.Cursor) (inspector.Cursor, bool) {
+	var out inspector.Cursor
+	found := false
+	for c := range cur.Enclosing((*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)) {
+		out, found = c, true
+	}
+	return out, found
+}
+
+// exprKey identifies a lock expression: a variable, or a chain of field
+// selections on one (l, s.mu, s.locks.a). Other expressions (calls, index
+// expressions) are not stable and get "".
+func exprKey(info *types.Info, e ast.Expr) string {
+	switch e := ast.Unparen(e).(type) {
+	case *ast.Ident:
+		if v, ok := info.Uses[e].(*types.Var); ok {
+			return objKey(v)
+		}
+	case *ast.SelectorExpr:
+		if sel, ok := info.Selections[e]; ok {
+			if sel.Kind() != types.FieldVal {
+				return ""
+			}
+			if base := exprKey(info, e.X); base != "" {
+				return base + "." + e.Sel.Name
+			}
+			return ""
+		}
+		// A qualified identifier: pkg.Var.
+		if v, ok := info.Uses[e.Sel].(*types.Var); ok {
+			return objKey(v)
+		}
+	case *ast.StarExpr:
+		if base := exprKey(info, e.X); base != "" {
+			return "*" + base
+		}
+	}
+	return ""
+}
+
+// objKey is unique per object: its name, package and declaration position.
+func objKey(v *types.Var) string {
+	pkg := ""
+	if v.Pkg() != nil {
+		pkg = v.Pkg().Path()
+	}
+	return pkg + "." + v.Name() + "@" + strconv.Itoa(int(v.Pos()))
+}
