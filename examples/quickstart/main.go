@@ -78,8 +78,10 @@ func main() {
 
 	<-locked
 	lockB := instanceB.Lock("order:1001")
-	if _, err := lockB.TryLock(ctx, 0, 0); err != nil {
+	if held, err := lockB.TryLock(ctx, 0, 0); err != nil {
 		say("B", "TryLock without waiting: %v", err)
+	} else {
+		_ = lockB.Unlock(held) // not expected: A holds it
 	}
 	got := make(chan context.Context)
 	go func() {
