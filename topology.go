@@ -14,19 +14,26 @@ import (
 // acquire, renewal, the subscriber's reconnect — would keep dialling the dead
 // node. Asking for a reload (asynchronous, deduplicated by go-redis) lets them
 // find the promoted master as soon as the cluster has one.
+//
+// Such an error, or a reply saying the server is loading its data or is a
+// replica now, may also mean Redis restarted or failed over and forgot
+// locks: every hold of the Client is checked at once (recheckHolds), so
+// that holders whose locks are gone are told now, not at the next renewal.
 func (c *Client) observe(err error) {
 	if err == nil {
 		return
 	}
-	cc, ok := c.rdb.(*redis.ClusterClient)
-	if !ok {
-		return
-	}
 	var reply redis.Error
 	if errors.As(err, &reply) {
+		if redis.HasErrorPrefix(err, "LOADING") || redis.HasErrorPrefix(err, "READONLY") || redis.HasErrorPrefix(err, "MASTERDOWN") {
+			c.recheckHolds(reply.Error())
+		}
 		return // a server answered: the topology is not the problem
 	}
-	cc.ReloadState(context.Background())
+	c.recheckHolds("network error")
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
+	}
 }
 
 // transient reports whether an attempt that failed with err may succeed if
