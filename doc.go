@@ -23,27 +23,41 @@
 // blocking. A context without an owner is a new owner. The returned context
 // is also the holder's signal: it is cancelled when the hold is released
 // (cause ErrUnlocked) or lost (cause ErrLockLost), so work done under the
-// lock can stop the moment the lock is gone. WithOwner sets an explicit owner
-// id for the rare hand-over of a hold between processes.
+// lock can stop the moment the lock is gone. Each hold context is its own
+// re-entry: Unlock(c) ends exactly c's hold and cancels exactly c; an Unlock
+// of a context whose hold already ended returns ErrNotHeld and changes
+// nothing. A hold context is also cancelled when its parent is — that does
+// not release the lock; Unlock (or Do returning) does. Goroutines that share
+// a hold context share its holds: give forked goroutines their own owner
+// with NewOwner. WithOwner sets an explicit owner id, to resume a hold after
+// a restart. Do is the scoped form that cannot leak a hold.
 //
 // # Failure and cancellation
 //
 // Lock waits until it acquires or its context ends; TryLock also stops after
-// its wait time. Either way the failure wraps ErrNotObtained (and ctx.Err()
-// when the context ended), and nothing is left held. Scripts run detached
+// its wait time. Either way the failure wraps ErrNotObtained (and
+// context.Cause(ctx) when the context ended), Lock returns its parent
+// context, and nothing is left held: an attempt whose reply was lost (the
+// script may have run) is released in the background. An Unlock that cannot
+// be confirmed ends the hold for the caller, stops renewing it and retries
+// the release in the background until the lease runs out. Scripts run detached
 // from the caller's context — a script cancelled in flight may have run, and
 // a hold nobody knows of would leak — bounded by the go-redis client's own
 // timeouts. Unlock works with a cancelled context for the same reason.
 // Invalid input returns ErrInvalidArgument before anything is sent.
 //
-// # Replays
+// # Replays and stale replies
 //
-// go-redis resends a command whose reply was lost. Every acquire and release
-// script receives the hold count the Client believes its owner has (the
-// Client serialises one owner's operations on one lock), so a replayed
-// request is recognised by the count it finds and is not applied twice; a
-// final release leaves a short-lived latch key (WithUnlockLatch) so that its
-// replay reports success.
+// A hold is a generation, named by the op id of the acquire that started it.
+// Every later request for it — re-entry, release, renewal, a RedLock round's
+// undo — carries that generation and every mutating request its own op id;
+// a script refuses to act on another generation and recognises its own
+// replay (go-redis resends a request whose reply was lost) by the op id, so
+// a late release, a stale renewal or a replay can never change a newer hold.
+// A final release leaves a short-lived latch key (WithUnlockLatch) so that
+// its replay reports success. When the Client sees Redis restart or fail
+// over (a dropped connection, a LOADING or READONLY reply) it checks every
+// hold at once and cancels the holders whose locks Redis forgot.
 //
 // # Waiting
 //
@@ -69,5 +83,26 @@
 // A lock cannot protect a resource from a holder that is paused past its
 // lease and then writes. Token returns a number, strictly increasing per lock
 // name across acquisitions, to pass to the resource, which rejects writes
-// carrying a smaller token than it has seen.
+// carrying a smaller token than it has seen. A token is the Redis server's
+// clock in µs or one above the last token Redis still knows, so tokens keep
+// increasing across restarts without persistence and failovers, under the
+// clock assumption stated on Lock.Token.
+//
+// # Where things live
+//
+//	client.go     Client, owners in the context (NewOwner, WithOwner), recheckHolds
+//	engine.go     the engine: scheme interface, Lock/Unlock for every type, re-entry, clean-up
+//	wait.go       the one wait loop and its fallback sleep
+//	registry.go   the Client's hold records: generations, entries, grant, end, expiry
+//	watchdog.go   the one renewer per Client: batched renewals and checks
+//	pubsub.go     the shared subscriber: channels, waiters, wake-ups, health
+//	scripts.go    the embedded Lua scripts (scripts/*.lua, each with its header)
+//	lock.go, fairlock.go, rwlock.go, multilock.go, redlock.go
+//	              each lock type: its keys, its scripts' arguments, its queries
+//	do.go         Do, the scoped form, for every type
+//	observer.go   the Observer hooks; replicas.go WithReplicas; topology.go errors → rechecks
+//	options.go, errors.go, keys.go   options, sentinel errors, key names
+//
+// Lock order for the whole Client: a hold's semaphore, then the registry's
+// mutex, then the watchdog's; the subscriber's mutex is never held with them.
 package relock

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -163,4 +164,65 @@ func ExampleLock_Token() {
 	// Output:
 	// <nil>
 	// stale token 1 < 2
+}
+
+// The scoped form: Do locks, runs the function with the hold context and
+// always unlocks, so a hold can neither leak nor be released with the wrong
+// context.
+func ExampleLock_Do() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	c := relock.New(rdb)
+	defer c.Close()
+
+	orders := c.Lock("orders")
+	err := orders.Do(context.Background(), func(ctx context.Context) error {
+		n, _ := orders.HoldCount(ctx)
+		fmt.Println("inside, holds:", n)
+		return nil
+	})
+	fmt.Println("err:", err)
+	locked, _ := orders.IsLocked(context.Background())
+	fmt.Println("locked after Do:", locked)
+	// Output:
+	// inside, holds: 1
+	// err: <nil>
+	// locked after Do: false
+}
+
+// NewOwner gives goroutines forked from a hold context owners of their own,
+// so that they exclude each other.
+func ExampleNewOwner() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	c := relock.New(rdb)
+	defer c.Close()
+
+	job := c.Lock("job")
+	item := c.Lock("item")
+	hold, _ := job.Lock(context.Background())
+	defer job.Unlock(hold)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	inside, most := 0, 0
+	for range 3 {
+		wg.Go(func() {
+			_ = item.Do(relock.NewOwner(hold), func(context.Context) error {
+				mu.Lock()
+				inside++
+				most = max(most, inside)
+				mu.Unlock()
+				time.Sleep(10 * time.Millisecond)
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	fmt.Println("at most inside at once:", most)
+	// Output:
+	// at most inside at once: 1
 }

@@ -31,8 +31,8 @@ import (
 // Keys: "<prefix>:{name}:fair" (owner → hold count), ":fair:queue" and
 // ":fair:timeouts" exist only while someone waits (they also expire by
 // themselves if every waiter dies). Once the lock is free and nobody waits,
-// only the fencing counter ":fair:fence" (persistent, see WithFencingTokens)
-// and the short-lived marker of the last Unlock (see WithUnlockLatch) remain.
+// only ":fair:tail" (the last token) and the markers of final Unlocks
+// remain, for the unlock latch (see WithUnlockLatch); then nothing.
 // A FairLock and a Lock of the same name are different locks.
 //
 // Every call costs what Lock's does — one round trip for an uncontended Lock

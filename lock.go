@@ -178,6 +178,15 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // the storage reject writes with a smaller token than it has seen: that keeps
 // a holder that lost its lock (a pause longer than the lease) from doing harm.
 // It reports ErrNotHeld when ctx's owner holds no hold of this Client.
+//
+// A token is max(the Redis server's clock in µs, the last token Redis still
+// knows + 1): the last token lives in the held hash and, for the unlock
+// latch after a release, in a tail key. So tokens keep increasing across
+// lease expiry, force-unlock, a restart without persistence, a failover to a
+// replica that missed writes and eviction, as long as no Redis host's clock
+// steps back (or lags its master's) by more than the time since the
+// acquisition Redis forgot. Tokens are large (about 1.8e15): compare them,
+// do not count on their values.
 func (l *Lock) Token(ctx context.Context) (int64, error) {
 	if l.err != nil {
 		return 0, l.err

@@ -92,11 +92,11 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithFencingTokens turns fencing tokens on (the default) or off. With them
-// on, every lock name keeps one small counter key that never expires: that is
-// what makes the tokens strictly increasing across lease expiries and
-// restarts. Turn them off for high-cardinality lock names whose holders do
-// not use tokens; Token then reports 0.
+// WithFencingTokens turns fencing tokens on (the default) or off. A token
+// costs no key of its own: it is stored in the held lock and, for the unlock
+// latch after a release, in a tail key (see Lock.Token for how it stays
+// monotonic). Off, the acquire scripts skip reading the server clock and the
+// tail; Token then reports 0.
 func WithFencingTokens(on bool) Option {
 	return func(o *options) error {
 		o.fencing = on

@@ -44,15 +44,14 @@ import (
 // (Token): the resource rejects a write carrying a smaller token than one it
 // has already seen, which makes a paused or expired holder harmless.
 //
-// Tokens. Each master keeps a counter per lock name (the same one Lock uses)
-// and increments it when it grants a new acquisition; the RedLock token is
-// the largest value among the masters that granted. Before the token is
-// handed out, the granting masters whose counter is below it are raised to it
-// (a second, parallel round, needed only when the counters have drifted
-// apart: after a master missed an acquisition). So a majority knows every
-// token handed out, and since any two majorities share a master, the next
-// acquisition increments a counter at least as large: tokens strictly
-// increase, as long as no master loses its counter (persistence, as above).
+// Tokens. Each master hands out a token as Lock does (its clock in µs, above
+// the last token it still knows); the RedLock token is the largest among the
+// masters that granted. Before it is handed out, the granting masters whose
+// token is below it are raised to it (a second, parallel round, needed only
+// when they disagree), so a majority knows every token handed out, and since
+// any two majorities share a master, the next acquisition starts above it.
+// Across a master that forgot (restart, failover), the masters' clocks carry
+// the order, under the clock assumption of Lock.Token.
 //
 // On each master the RedLock writes the keys of the Lock of the same name, so
 // a RedLock and a Lock of one name on one of its masters exclude each other

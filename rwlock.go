@@ -41,9 +41,9 @@ var ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot ta
 //
 // Keys: "<prefix>:{name}:rw" (every holder's count and deadline), which
 // disappears with its last holder; ":rw:writers" (claims of waiting
-// writers), only while a writer waits; ":rw:fence", the write locks'
-// persistent fencing counter (see WithFencingTokens); and the short-lived
-// markers of final Unlocks (see WithUnlockLatch). An RWLock, a Lock and a
+// writers), only while a writer waits; ":rw:tail" (the last write token)
+// and the markers of final Unlocks, for the unlock latch (see
+// WithUnlockLatch). An RWLock, a Lock and a
 // FairLock of the same name are different locks.
 type RWLock struct {
 	c    *Client
