@@ -89,6 +89,9 @@ func TestAnalyzeOverlapNotAllowed(t *testing.T) {
 			if !strings.Contains(v.Problems[0], "overlap") || !strings.Contains(v.Problems[0], "b enter") {
 				t.Fatalf("the problem does not show the events: %s", v.Problems[0])
 			}
+			if tc.unordered > 0 != strings.Contains(v.Broken(), RuleUnordered) || tc.untold > 0 != strings.Contains(v.Broken(), RuleUntold) {
+				t.Fatalf("Broken() = %q", v.Broken())
+			}
 		})
 	}
 }
@@ -117,6 +120,9 @@ func TestAnalyzeProgressAndOpenHolds(t *testing.T) {
 	v.AddLeftover([]string{"relock:{x}:fence"})
 	if len(v.Leftover) != 1 || !strings.Contains(v.Problems[3], "relock:{x}:fence") {
 		t.Fatal(v.Problems)
+	}
+	if got, want := v.Broken(), "no progress ×2, key without TTL ×1, run ×1"; got != want {
+		t.Fatalf("Broken() = %q, want %q", got, want)
 	}
 }
 

@@ -21,7 +21,7 @@ func Markdown(rows []Row) string {
 		v := r.V
 		verdict := "pass"
 		if v.Failed() {
-			verdict = fmt.Sprintf("**FAIL** (%d)", len(v.Problems))
+			verdict = "**FAIL**: " + v.Broken()
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %d | %s |\n",
 			r.Scenario, r.Kind, v.Acquisitions, len(v.Faults), v.Ordered, v.Unordered, v.Untold,

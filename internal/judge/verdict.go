@@ -71,6 +71,7 @@ type Verdict struct {
 	Leftover     []string // keys left in Redis without a TTL
 
 	Problems []string
+	broken   map[string]int // rule -> problems
 }
 
 // Analyze judges the events and faults of one run of procs.
@@ -97,7 +98,7 @@ func Analyze(events []Event, faults []Fault, procs []string) *Verdict {
 		switch e.Kind {
 		case KindEnter:
 			if i, ok := open[e.Proc]; ok {
-				v.problem("%s entered (token %d) while its hold with token %d was still open", e.Proc, e.Token, v.Intervals[i].Token)
+				v.problem(RuleRun, "%s entered (token %d) while its hold with token %d was still open", e.Proc, e.Token, v.Intervals[i].Token)
 			}
 			v.Intervals = append(v.Intervals, Interval{Proc: e.Proc, Token: e.Token, Enter: e.At, Ended: "open"})
 			open[e.Proc] = len(v.Intervals) - 1
@@ -107,7 +108,7 @@ func Analyze(events []Event, faults []Fault, procs []string) *Verdict {
 		case KindExit, KindLost:
 			i, ok := open[e.Proc]
 			if !ok {
-				v.problem("%s reported %s (token %d) without an open hold", e.Proc, e.Kind, e.Token)
+				v.problem(RuleRun, "%s reported %s (token %d) without an open hold", e.Proc, e.Kind, e.Token)
 				continue
 			}
 			delete(open, e.Proc)
@@ -144,13 +145,13 @@ func Analyze(events []Event, faults []Fault, procs []string) *Verdict {
 	for p, i := range open {
 		iv := &v.Intervals[i]
 		iv.End = lastAt[p]
-		v.problem("%s never ended its hold with token %d (entered at %s)", p, iv.Token, v.rel(iv.Enter))
+		v.problem(RuleRun, "%s never ended its hold with token %d (entered at %s)", p, iv.Token, v.rel(iv.Enter))
 	}
 	slices.SortStableFunc(v.Intervals, func(a, b Interval) int { return a.Enter.Compare(b.Enter) })
 
 	for _, p := range procs {
 		if v.PerProc[p] == 0 {
-			v.problem("%s made no progress: it never entered the critical section", p)
+			v.problem(RuleProgress, "%s made no progress: it never entered the critical section", p)
 		}
 	}
 
@@ -197,7 +198,14 @@ func Analyze(events []Event, faults []Fault, procs []string) *Verdict {
 		if len(bad) > 1 {
 			more = fmt.Sprintf(" (and %d more holds entered before %s ended)", len(bad)-1, a.Proc)
 		}
-		v.problem("overlap of %v: %s (token %d, %s..%s) and %s (token %d, entered %s): %s%s\n%s",
+		var rules []string
+		if !o.Ordered {
+			rules = append(rules, RuleUnordered)
+		}
+		if !o.Told {
+			rules = append(rules, RuleUntold)
+		}
+		v.problem(strings.Join(rules, "+"), "overlap of %v: %s (token %d, %s..%s) and %s (token %d, entered %s): %s%s\n%s",
 			o.Duration.Round(time.Microsecond), a.Proc, a.Token, v.rel(a.Enter), v.rel(a.End), b.Proc, b.Token, v.rel(b.Enter),
 			strings.Join(why, "; "), more, v.context(a.Enter, maxTime(a.End, b.Enter)))
 	}
@@ -207,7 +215,7 @@ func Analyze(events []Event, faults []Fault, procs []string) *Verdict {
 		a, b := v.Intervals[i-1], v.Intervals[i]
 		if b.Token <= a.Token {
 			v.Regressions = append(v.Regressions, [2]Interval{a, b})
-			v.problem("token went from %d (%s, entered %s) to %d (%s, entered %s)\n%s",
+			v.problem(RuleTokenOrder, "token went from %d (%s, entered %s) to %d (%s, entered %s)\n%s",
 				a.Token, a.Proc, v.rel(a.Enter), b.Token, b.Proc, v.rel(b.Enter), v.context(a.Enter, b.Enter))
 		}
 	}
@@ -217,7 +225,7 @@ func Analyze(events []Event, faults []Fault, procs []string) *Verdict {
 		i, found := slices.BinarySearchFunc(v.Intervals, f.Start, func(iv Interval, t time.Time) int { return iv.Enter.Compare(t) })
 		_ = found
 		if i == len(v.Intervals) {
-			v.problem("no hold was entered after the %s fault injected at %s", f.Kind, v.rel(f.Start))
+			v.problem(RuleProgress, "no hold was entered after the %s fault injected at %s", f.Kind, v.rel(f.Start))
 			continue
 		}
 		d := v.Intervals[i].Enter.Sub(f.Start)
@@ -237,12 +245,24 @@ func (v *Verdict) AddLeftover(keys []string) {
 	if len(shown) > 10 {
 		shown = shown[:10]
 	}
-	v.problem("%d key(s) left in Redis without a TTL after the run: %s", len(keys), strings.Join(shown, ", "))
+	v.problem(RuleTTL, "%d key(s) left in Redis without a TTL after the run: %s", len(keys), strings.Join(shown, ", "))
 }
 
 // AddProblem records a rule the run broke that the events do not show (a
 // process that failed, a protocol error).
-func (v *Verdict) AddProblem(format string, args ...any) { v.problem(format, args...) }
+func (v *Verdict) AddProblem(rule, format string, args ...any) { v.problem(rule, format, args...) }
+
+// Broken lists the rules the run broke, with how many times, most
+// important first.
+func (v *Verdict) Broken() string {
+	var parts []string
+	for _, r := range rules {
+		if n := v.broken[r]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s ×%d", r, n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
 
 // Failed reports whether the run broke a rule.
 func (v *Verdict) Failed() bool { return len(v.Problems) > 0 }
@@ -263,7 +283,26 @@ func (v *Verdict) perProc() string {
 	return strings.Join(parts, ", ")
 }
 
-func (v *Verdict) problem(format string, args ...any) {
+// The rules of the run, as Broken names them.
+const (
+	RuleUnordered  = "overlap the tokens do not order"
+	RuleUntold     = "overlap, loser not told"
+	RuleTokenOrder = "token not above the previous one"
+	RuleProgress   = "no progress"
+	RuleTTL        = "key without TTL"
+	RuleRun        = "run"
+)
+
+var rules = []string{RuleUnordered, RuleUntold, RuleTokenOrder, RuleProgress, RuleTTL, RuleRun}
+
+// problem records a broken rule (several joined by "+").
+func (v *Verdict) problem(rule, format string, args ...any) {
+	if v.broken == nil {
+		v.broken = make(map[string]int)
+	}
+	for _, r := range strings.Split(rule, "+") {
+		v.broken[r]++
+	}
 	v.Problems = append(v.Problems, fmt.Sprintf(format, args...))
 }
 
