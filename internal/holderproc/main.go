@@ -1,6 +1,14 @@
-// Command holderproc takes a relock Lock and holds it until it is killed: the
+// Command holderproc is a relock holder in a process of its own, for the
+// tests that need a real process to kill or stop.
+//
+// By default it takes a relock Lock and holds it until it is killed: the
 // process whose SIGKILL the fault tests inflict. It prints one line,
 // "locked <token> <owner field>", once it holds the lock.
+//
+// With -judge it is a worker of the multi-process safety run (see worker.go):
+// it takes and releases the lock in a loop and reports every enter, exit and
+// lost hold, with its fencing token and the time, to the judge listening at
+// that address.
 package main
 
 import (
@@ -19,7 +27,24 @@ func main() {
 	addr := flag.String("addr", "", "Redis address")
 	name := flag.String("name", "", "lock name")
 	lease := flag.Duration("lease", relock.DefaultWatchdogLease, "watchdog lease")
+	var w worker
+	flag.StringVar(&w.judge, "judge", "", "worker mode: the judge's address (host:port) to report to")
+	flag.StringVar(&w.id, "id", "", "worker mode: the name this process reports under (default p<pid>)")
+	flag.StringVar(&w.kind, "kind", "lock", "worker mode: lock type: lock, fair or write")
+	flag.DurationVar(&w.hold, "hold", 100*time.Millisecond, "worker mode: how long each hold lasts")
+	flag.DurationVar(&w.wait, "wait", 30*time.Second, "worker mode: TryLock wait per attempt")
+	flag.IntVar(&w.n, "n", 0, "worker mode: stop after this many holds (0: no limit)")
+	flag.DurationVar(&w.runFor, "for", 0, "worker mode: stop starting holds after this long (0: no limit)")
 	flag.Parse()
+
+	if w.judge != "" {
+		w.addr, w.name, w.lease = *addr, *name, *lease
+		if err := w.run(); err != nil {
+			fmt.Fprintln(os.Stderr, "holderproc:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	rdb := redis.NewClient(&redis.Options{Addr: *addr})
 	c := relock.New(rdb, relock.WithWatchdogLease(*lease))

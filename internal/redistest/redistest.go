@@ -269,3 +269,18 @@ func ClientCommands(before, after map[string]int64) int64 {
 	}
 	return n
 }
+
+// RestartErr is Restart that returns its error instead of failing the test:
+// for a fault injected from a goroutine other than the test's.
+func (s *Server) RestartErr() error {
+	s.Kill()
+	if err := s.start(); err != nil {
+		return fmt.Errorf("redistest: restart: %w", err)
+	}
+	return nil
+}
+
+// DieWithParent makes a process the test starts die with the test binary,
+// even when the binary is killed before its cleanups can run (where the
+// platform allows it; elsewhere it does nothing).
+func DieWithParent(cmd *exec.Cmd) { dieWithParent(cmd) }
