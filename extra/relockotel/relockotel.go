@@ -1,0 +1,378 @@
+// Package relockotel turns relock's Observer hooks into OpenTelemetry
+// metrics and spans.
+//
+//	obs, err := relockotel.NewObserver() // the global MeterProvider and TracerProvider
+//	if err != nil { ... }
+//	locks := relock.New(rdb, relock.WithObserver(obs))
+//
+// Metrics (durations in seconds):
+//
+//	relock.lock.wait            histogram       lock.kind, contended, not_obtained
+//	relock.lock.held            histogram       lock.kind, lost
+//	relock.lock.acquisitions    counter         lock.kind, contended, reentry
+//	relock.lock.losses          counter         lock.kind, cause
+//	relock.locks.held           up-down counter lock.kind
+//	relock.renewals             counter         outcome (ok, failed)
+//	relock.subscriber.reconnects counter
+//
+// A Lock that had to wait also gets a span "relock.wait" covering the wait,
+// with the attributes lock.kind, attempts and not_obtained.
+//
+// Lock names are left out of every attribute unless WithLockNameAttribute
+// turns them on: a name per user or per order would make a time series per
+// name. The hooks run on the lock operation's goroutine; they never block and,
+// without lock names, record with attribute sets computed once in NewObserver.
+package relockotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/relock-go/relock"
+)
+
+// ScopeName is the instrumentation scope of the meter and the tracer.
+const ScopeName = "github.com/relock-go/relock/extra/relockotel"
+
+// Attribute keys.
+const (
+	KindKey        = attribute.Key("lock.kind")
+	NameKey        = attribute.Key("lock.name")
+	ContendedKey   = attribute.Key("contended")
+	ReentryKey     = attribute.Key("reentry")
+	NotObtainedKey = attribute.Key("not_obtained")
+	LostKey        = attribute.Key("lost")
+	CauseKey       = attribute.Key("cause")
+	OutcomeKey     = attribute.Key("outcome")
+	AttemptsKey    = attribute.Key("attempts")
+)
+
+// Values of the cause attribute of relock.lock.losses.
+const (
+	CauseExpired       = "expired"        // a lease ran out
+	CauseGone          = "gone"           // Redis no longer had the hold (deleted, taken over)
+	CauseForceUnlocked = "force_unlocked" // ForceUnlock by this process
+	CauseRenewalFailed = "renewal_failed" // renewals failed until the lease ran out
+	CauseClientClosed  = "client_closed"  // the Client was closed while holding
+	CauseOther         = "other"
+)
+
+// Indexes into causes.
+const (
+	causeExpired = iota
+	causeGone
+	causeForceUnlocked
+	causeRenewalFailed
+	causeClientClosed
+	causeOther
+)
+
+var causes = [...]string{causeExpired: CauseExpired, causeGone: CauseGone, causeForceUnlocked: CauseForceUnlocked,
+	causeRenewalFailed: CauseRenewalFailed, causeClientClosed: CauseClientClosed, causeOther: CauseOther}
+
+var kinds = [...]relock.Kind{relock.KindLock, relock.KindFairLock, relock.KindReadLock,
+	relock.KindWriteLock, relock.KindMultiLock, relock.KindRedLock}
+
+// Bucket boundaries of both histograms, in seconds: from a fast round trip
+// to holds of several minutes.
+var buckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+
+// An Option configures NewObserver.
+type Option func(*config)
+
+type config struct {
+	mp    metric.MeterProvider
+	tp    trace.TracerProvider
+	names bool
+}
+
+// WithMeterProvider sets where the metrics go (default: the global
+// MeterProvider, otel.GetMeterProvider, at the time of NewObserver).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.mp = mp }
+}
+
+// WithTracerProvider sets where the spans go (default: the global
+// TracerProvider, otel.GetTracerProvider, at the time of NewObserver).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tp = tp }
+}
+
+// WithLockNameAttribute adds the lock's name as the attribute lock.name to
+// every metric and span of a lock (default off). Turn it on only for a small,
+// fixed set of names: every name is a time series of its own, and attribute
+// sets are then built per event.
+func WithLockNameAttribute(on bool) Option {
+	return func(c *config) { c.names = on }
+}
+
+// NewObserver returns an Observer that records relock's events as
+// OpenTelemetry metrics and spans. Pass it to relock.New with
+// relock.WithObserver. It fails only when an instrument cannot be created.
+func NewObserver(opts ...Option) (*relock.Observer, error) {
+	cfg := config{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.mp == nil {
+		cfg.mp = otel.GetMeterProvider()
+	}
+	if cfg.tp == nil {
+		cfg.tp = otel.GetTracerProvider()
+	}
+	r, err := newRecorder(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &relock.Observer{
+		Acquired:              r.acquired,
+		Released:              r.released,
+		Renewed:               r.renewed,
+		Lost:                  r.lost,
+		WaitEnded:             r.waitEnded,
+		SubscriberReconnected: r.subscriberReconnected,
+	}, nil
+}
+
+type recorder struct {
+	names  bool
+	tracer trace.Tracer
+
+	wait, held                                metric.Float64Histogram
+	acquisitions, losses, renewals, reconnect metric.Int64Counter
+	holds                                     metric.Int64UpDownCounter
+
+	kinds   map[relock.Kind]*kindAttrs
+	renewOK []metric.AddOption
+	renewKO []metric.AddOption
+}
+
+// kindAttrs holds the measurement options of one lock kind, built once, so
+// that recording allocates no attribute set.
+type kindAttrs struct {
+	base  []attribute.KeyValue        // lock.kind
+	acq   [2][2][]metric.AddOption    // [contended][reentry]
+	wait  [2][2][]metric.RecordOption // [contended][not_obtained]
+	held  [2][]metric.RecordOption    // [lost]
+	holds []metric.AddOption
+	loss  [len(causes)][]metric.AddOption
+}
+
+func newRecorder(cfg config) (*recorder, error) {
+	m := cfg.mp.Meter(ScopeName)
+	r := &recorder{names: cfg.names, tracer: cfg.tp.Tracer(ScopeName)}
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var err error
+	r.wait, err = m.Float64Histogram("relock.lock.wait", metric.WithUnit("s"),
+		metric.WithDescription("Time from a Lock or TryLock call to the grant, or to giving up"),
+		metric.WithExplicitBucketBoundaries(buckets...))
+	check(err)
+	r.held, err = m.Float64Histogram("relock.lock.held", metric.WithUnit("s"),
+		metric.WithDescription("Time from the grant of a hold to its final Unlock or its loss"),
+		metric.WithExplicitBucketBoundaries(buckets...))
+	check(err)
+	r.acquisitions, err = m.Int64Counter("relock.lock.acquisitions", metric.WithUnit("{acquisition}"),
+		metric.WithDescription("Successful Lock and TryLock calls, re-entries included"))
+	check(err)
+	r.losses, err = m.Int64Counter("relock.lock.losses", metric.WithUnit("{loss}"),
+		metric.WithDescription("Holds that ended without Unlock"))
+	check(err)
+	r.holds, err = m.Int64UpDownCounter("relock.locks.held", metric.WithUnit("{hold}"),
+		metric.WithDescription("Holds this process has now (re-entries count once)"))
+	check(err)
+	r.renewals, err = m.Int64Counter("relock.renewals", metric.WithUnit("{renewal}"),
+		metric.WithDescription("Hold renewals by the watchdog"))
+	check(err)
+	r.reconnect, err = m.Int64Counter("relock.subscriber.reconnects", metric.WithUnit("{reconnect}"),
+		metric.WithDescription("Subscriber connections that came back after they were lost"))
+	check(err)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("relockotel: %w", errors.Join(errs...))
+	}
+
+	r.kinds = make(map[relock.Kind]*kindAttrs, len(kinds))
+	for _, k := range kinds {
+		r.kinds[k] = newKindAttrs([]attribute.KeyValue{KindKey.String(string(k))})
+	}
+	r.renewOK = addOpts(OutcomeKey.String("ok"))
+	r.renewKO = addOpts(OutcomeKey.String("failed"))
+	return r, nil
+}
+
+func newKindAttrs(base []attribute.KeyValue) *kindAttrs {
+	ka := &kindAttrs{base: base}
+	with := func(extra ...attribute.KeyValue) []attribute.KeyValue {
+		return append(append(make([]attribute.KeyValue, 0, len(base)+len(extra)), base...), extra...)
+	}
+	for c := range 2 {
+		for x := range 2 {
+			ka.acq[c][x] = addOpts(with(ContendedKey.Bool(c == 1), ReentryKey.Bool(x == 1))...)
+			ka.wait[c][x] = recordOpts(with(ContendedKey.Bool(c == 1), NotObtainedKey.Bool(x == 1))...)
+		}
+	}
+	for l := range 2 {
+		ka.held[l] = recordOpts(with(LostKey.Bool(l == 1))...)
+	}
+	ka.holds = addOpts(base...)
+	for i, c := range causes {
+		ka.loss[i] = addOpts(with(CauseKey.String(c))...)
+	}
+	return ka
+}
+
+func addOpts(kv ...attribute.KeyValue) []metric.AddOption {
+	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+}
+
+func recordOpts(kv ...attribute.KeyValue) []metric.RecordOption {
+	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+}
+
+func (r *recorder) baseOf(info relock.LockInfo) []attribute.KeyValue {
+	if r.names {
+		return []attribute.KeyValue{KindKey.String(string(info.Kind)), NameKey.String(info.Name)}
+	}
+	return []attribute.KeyValue{KindKey.String(string(info.Kind))}
+}
+
+// fast returns the options built once for the event's kind, or nil with lock
+// names on or for a kind this package does not know: then add and record
+// build the one option an event needs.
+func (r *recorder) fast(info relock.LockInfo) *kindAttrs {
+	if r.names {
+		return nil
+	}
+	return r.kinds[info.Kind]
+}
+
+func (r *recorder) add(info relock.LockInfo, pick func(*kindAttrs) []metric.AddOption, extra ...attribute.KeyValue) []metric.AddOption {
+	if ka := r.fast(info); ka != nil {
+		return pick(ka)
+	}
+	return addOpts(append(r.baseOf(info), extra...)...)
+}
+
+func (r *recorder) record(info relock.LockInfo, pick func(*kindAttrs) []metric.RecordOption, extra ...attribute.KeyValue) []metric.RecordOption {
+	if ka := r.fast(info); ka != nil {
+		return pick(ka)
+	}
+	return recordOpts(append(r.baseOf(info), extra...)...)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (r *recorder) acquired(e relock.AcquiredEvent) {
+	ctx := context.Background()
+	c, x := b2i(e.Contended), b2i(e.Reentry)
+	if ka := r.fast(e.LockInfo); ka != nil {
+		r.acquisitions.Add(ctx, 1, ka.acq[c][x]...)
+		if !e.Reentry {
+			r.holds.Add(ctx, 1, ka.holds...)
+			r.wait.Record(ctx, e.Wait.Seconds(), ka.wait[c][0]...)
+		}
+		return
+	}
+	base := r.baseOf(e.LockInfo)
+	r.acquisitions.Add(ctx, 1, addOpts(append(base, ContendedKey.Bool(e.Contended), ReentryKey.Bool(e.Reentry))...)...)
+	if !e.Reentry {
+		r.holds.Add(ctx, 1, addOpts(base...)...)
+		r.wait.Record(ctx, e.Wait.Seconds(), recordOpts(append(base, ContendedKey.Bool(e.Contended), NotObtainedKey.Bool(false))...)...)
+	}
+}
+
+// released counts a final Unlock that succeeded. A failed Unlock changes
+// nothing here: either the hold is still there (its release could not be
+// confirmed) or it was lost, which the Lost event reports.
+func (r *recorder) released(e relock.ReleasedEvent) {
+	if !e.Final || e.Err != nil {
+		return
+	}
+	ctx := context.Background()
+	r.holds.Add(ctx, -1, r.add(e.LockInfo, func(ka *kindAttrs) []metric.AddOption { return ka.holds })...)
+	r.held.Record(ctx, e.Held.Seconds(), r.record(e.LockInfo, func(ka *kindAttrs) []metric.RecordOption { return ka.held[0] }, LostKey.Bool(false))...)
+}
+
+func (r *recorder) lost(e relock.LostEvent) {
+	ctx := context.Background()
+	i := causeIndex(e.Cause)
+	r.losses.Add(ctx, 1, r.add(e.LockInfo, func(ka *kindAttrs) []metric.AddOption { return ka.loss[i] }, CauseKey.String(causes[i]))...)
+	r.holds.Add(ctx, -1, r.add(e.LockInfo, func(ka *kindAttrs) []metric.AddOption { return ka.holds })...)
+	r.held.Record(ctx, e.Held.Seconds(), r.record(e.LockInfo, func(ka *kindAttrs) []metric.RecordOption { return ka.held[1] }, LostKey.Bool(true))...)
+}
+
+func (r *recorder) renewed(e relock.RenewedEvent) {
+	ctx := context.Background()
+	if ok := e.Holds - e.Failed; ok > 0 {
+		r.renewals.Add(ctx, int64(ok), r.renewOK...)
+	}
+	if e.Failed > 0 {
+		r.renewals.Add(ctx, int64(e.Failed), r.renewKO...)
+	}
+}
+
+// waitEnded records the span of a wait, and the wait of a Lock that gave up
+// (the wait of one that got the lock is recorded by acquired).
+func (r *recorder) waitEnded(e relock.WaitEvent) {
+	ctx := context.Background()
+	if e.NotObtained {
+		r.wait.Record(ctx, e.Waited.Seconds(), r.record(e.LockInfo, func(ka *kindAttrs) []metric.RecordOption { return ka.wait[1][1] },
+			ContendedKey.Bool(true), NotObtainedKey.Bool(true))...)
+	}
+	end := time.Now()
+	attrs := append(r.baseOf(e.LockInfo), AttemptsKey.Int(e.Attempts), NotObtainedKey.Bool(e.NotObtained))
+	_, span := r.tracer.Start(ctx, "relock.wait",
+		trace.WithTimestamp(end.Add(-e.Waited)),
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attrs...))
+	if e.NotObtained && e.Err != nil {
+		span.SetStatus(codes.Error, e.Err.Error())
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
+func (r *recorder) subscriberReconnected(relock.SubscriberEvent) {
+	r.reconnect.Add(context.Background(), 1)
+}
+
+// causeIndex classifies the cause of a loss. The error types say
+// client_closed and lock lost; which kind of loss it was the core says only
+// in the message it wraps ErrLockLost with ("lease expired",
+// "force-unlocked"), so that is read last, and a loss it does not describe
+// counts as gone.
+func causeIndex(err error) int {
+	switch {
+	case errors.Is(err, relock.ErrClientClosed):
+		return causeClientClosed
+	case errors.Is(err, relock.ErrLockLost):
+		msg := err.Error()
+		switch {
+		case strings.Contains(msg, "force-unlocked"):
+			return causeForceUnlocked
+		case strings.Contains(msg, "renew"):
+			return causeRenewalFailed
+		case strings.Contains(msg, "expired"):
+			return causeExpired
+		}
+		return causeGone
+	}
+	return causeOther
+}

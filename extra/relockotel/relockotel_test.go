@@ -1,0 +1,373 @@
+package relockotel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/extra/relockotel"
+)
+
+// harness is an Observer wired to an in-memory metric reader and span
+// exporter of the OTel SDK.
+type harness struct {
+	obs    *relock.Observer
+	reader *sdkmetric.ManualReader
+	spans  *tracetest.InMemoryExporter
+}
+
+func newHarness(t *testing.T, opts ...relockotel.Option) *harness {
+	t.Helper()
+	h := &harness{reader: sdkmetric.NewManualReader(), spans: tracetest.NewInMemoryExporter()}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(h.spans))
+	t.Cleanup(func() {
+		_ = mp.Shutdown(context.Background())
+		_ = tp.Shutdown(context.Background())
+	})
+	obs, err := relockotel.NewObserver(append([]relockotel.Option{
+		relockotel.WithMeterProvider(mp), relockotel.WithTracerProvider(tp)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.obs = obs
+	return h
+}
+
+// metrics collects every metric by name.
+func (h *harness) metrics(t *testing.T) map[string]metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := h.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]metricdata.Metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != relockotel.ScopeName {
+			t.Errorf("scope %q", sm.Scope.Name)
+		}
+		for _, m := range sm.Metrics {
+			out[m.Name] = m
+		}
+	}
+	return out
+}
+
+func set(kv ...attribute.KeyValue) attribute.Set { return attribute.NewSet(kv...) }
+
+// sum returns the value of the counter's data point with exactly attrs, and
+// whether there is one.
+func sum(t *testing.T, ms map[string]metricdata.Metrics, name string, attrs attribute.Set) (int64, bool) {
+	t.Helper()
+	m, ok := ms[name]
+	if !ok {
+		return 0, false
+	}
+	s, ok := m.Data.(metricdata.Sum[int64])
+	if !ok {
+		t.Fatalf("%s is a %T, not an int64 sum", name, m.Data)
+	}
+	for _, dp := range s.DataPoints {
+		if dp.Attributes.Equals(&attrs) {
+			return dp.Value, true
+		}
+	}
+	return 0, false
+}
+
+func wantSum(t *testing.T, ms map[string]metricdata.Metrics, name string, attrs attribute.Set, want int64) {
+	t.Helper()
+	got, ok := sum(t, ms, name, attrs)
+	if !ok {
+		t.Errorf("%s{%s}: no data point", name, attrs.Encoded(attribute.DefaultEncoder()))
+		return
+	}
+	if got != want {
+		t.Errorf("%s{%s} = %d, want %d", name, attrs.Encoded(attribute.DefaultEncoder()), got, want)
+	}
+}
+
+func points(t *testing.T, ms map[string]metricdata.Metrics, name string) int {
+	t.Helper()
+	switch d := ms[name].Data.(type) {
+	case metricdata.Sum[int64]:
+		return len(d.DataPoints)
+	case metricdata.Histogram[float64]:
+		return len(d.DataPoints)
+	case nil:
+		return 0
+	default:
+		t.Fatalf("%s: unexpected %T", name, d)
+		return 0
+	}
+}
+
+// wantHist checks the count and sum (seconds) of a histogram's data point.
+func wantHist(t *testing.T, ms map[string]metricdata.Metrics, name string, attrs attribute.Set, count uint64, total float64) {
+	t.Helper()
+	m, ok := ms[name]
+	if !ok {
+		t.Errorf("%s: not recorded", name)
+		return
+	}
+	if m.Unit != "s" {
+		t.Errorf("%s: unit %q, want s", name, m.Unit)
+	}
+	h, ok := m.Data.(metricdata.Histogram[float64])
+	if !ok {
+		t.Fatalf("%s is a %T, not a float64 histogram", name, m.Data)
+	}
+	for _, dp := range h.DataPoints {
+		if dp.Attributes.Equals(&attrs) {
+			if dp.Count != count || fmt.Sprintf("%.6f", dp.Sum) != fmt.Sprintf("%.6f", total) {
+				t.Errorf("%s{%s}: count %d sum %v, want %d and %v", name,
+					attrs.Encoded(attribute.DefaultEncoder()), dp.Count, dp.Sum, count, total)
+			}
+			return
+		}
+	}
+	t.Errorf("%s{%s}: no data point", name, attrs.Encoded(attribute.DefaultEncoder()))
+}
+
+var (
+	kindLock  = relockotel.KindKey.String("lock")
+	kindFair  = relockotel.KindKey.String("fairlock")
+	kindWrite = relockotel.KindKey.String("write")
+	yes       = true
+	no        = false
+)
+
+func contended(b bool) attribute.KeyValue   { return relockotel.ContendedKey.Bool(b) }
+func reentry(b bool) attribute.KeyValue     { return relockotel.ReentryKey.Bool(b) }
+func notObtained(b bool) attribute.KeyValue { return relockotel.NotObtainedKey.Bool(b) }
+func lost(b bool) attribute.KeyValue        { return relockotel.LostKey.Bool(b) }
+func cause(c string) attribute.KeyValue     { return relockotel.CauseKey.String(c) }
+
+func info(name string, k relock.Kind) relock.LockInfo { return relock.LockInfo{Name: name, Kind: k} }
+
+// Every Observer func, driven with events, lands in its instrument.
+func TestObserverRecordsEveryInstrument(t *testing.T) {
+	h := newHarness(t)
+	o := h.obs
+	orders := info("orders", relock.KindLock)
+
+	// Two uncontended acquisitions, one re-entry, one after a wait.
+	o.Acquired(relock.AcquiredEvent{LockInfo: orders, Wait: 2 * time.Millisecond, Attempts: 1, Token: 7})
+	o.Acquired(relock.AcquiredEvent{LockInfo: orders, Wait: 0, Reentry: true})
+	o.Released(relock.ReleasedEvent{LockInfo: orders, Held: time.Millisecond})                    // the re-entry
+	o.Released(relock.ReleasedEvent{LockInfo: orders, Held: 500 * time.Millisecond, Final: true}) // the hold
+	o.Acquired(relock.AcquiredEvent{LockInfo: orders, Wait: 3 * time.Millisecond, Attempts: 1})
+	o.WaitEnded(relock.WaitEvent{LockInfo: orders, Waited: 1500 * time.Millisecond, Attempts: 3})
+	o.Acquired(relock.AcquiredEvent{LockInfo: orders, Wait: 1500 * time.Millisecond, Attempts: 3, Contended: true})
+	// A Lock that gave up.
+	gaveUp := fmt.Errorf("%w: %w", relock.ErrNotObtained, context.DeadlineExceeded)
+	o.WaitEnded(relock.WaitEvent{LockInfo: info("orders", relock.KindFairLock), Waited: 250 * time.Millisecond,
+		Attempts: 2, NotObtained: true, Err: gaveUp})
+	// An Unlock that failed changes no gauge.
+	o.Released(relock.ReleasedEvent{LockInfo: orders, Held: time.Second, Final: true, Err: errors.New("i/o timeout")})
+	// Losses, one per cause, as the core words them.
+	o.Lost(relock.LostEvent{LockInfo: orders, Held: 2 * time.Second, Cause: fmt.Errorf("%w: lease expired", relock.ErrLockLost)})
+	o.Acquired(relock.AcquiredEvent{LockInfo: info("w", relock.KindWriteLock), Wait: time.Millisecond, Attempts: 1})
+	o.Lost(relock.LostEvent{LockInfo: info("w", relock.KindWriteLock), Held: time.Second, Cause: fmt.Errorf("%w: force-unlocked", relock.ErrLockLost)})
+	o.Lost(relock.LostEvent{LockInfo: orders, Cause: relock.ErrLockLost})
+	o.Lost(relock.LostEvent{LockInfo: orders, Cause: fmt.Errorf("%w: renewals failed for 30s", relock.ErrLockLost)})
+	o.Lost(relock.LostEvent{LockInfo: orders, Cause: relock.ErrClientClosed})
+	o.Lost(relock.LostEvent{LockInfo: orders, Cause: errors.New("something else")})
+	// The watchdog and the subscriber.
+	o.Renewed(relock.RenewedEvent{Holds: 5, Failed: 2, Duration: time.Millisecond, Err: errors.New("timeout")})
+	o.Renewed(relock.RenewedEvent{Holds: 3})
+	o.SubscriberReconnected(relock.SubscriberEvent{Shard: "10.0.0.1:6379", Down: time.Second})
+	o.SubscriberReconnected(relock.SubscriberEvent{})
+
+	ms := h.metrics(t)
+	const acq = "relock.lock.acquisitions"
+	wantSum(t, ms, acq, set(kindLock, contended(no), reentry(no)), 2)
+	wantSum(t, ms, acq, set(kindLock, contended(no), reentry(yes)), 1)
+	wantSum(t, ms, acq, set(kindLock, contended(yes), reentry(no)), 1)
+	wantSum(t, ms, acq, set(kindWrite, contended(no), reentry(no)), 1)
+	if n := points(t, ms, acq); n != 4 {
+		t.Errorf("%s: %d data points, want 4", acq, n)
+	}
+
+	const wait = "relock.lock.wait"
+	wantHist(t, ms, wait, set(kindLock, contended(no), notObtained(no)), 2, 0.005)
+	wantHist(t, ms, wait, set(kindLock, contended(yes), notObtained(no)), 1, 1.5)
+	wantHist(t, ms, wait, set(kindFair, contended(yes), notObtained(yes)), 1, 0.25)
+	wantHist(t, ms, wait, set(kindWrite, contended(no), notObtained(no)), 1, 0.001)
+
+	const held = "relock.lock.held"
+	wantHist(t, ms, held, set(kindLock, lost(no)), 1, 0.5)
+	wantHist(t, ms, held, set(kindLock, lost(yes)), 5, 2)
+	wantHist(t, ms, held, set(kindWrite, lost(yes)), 1, 1)
+
+	const losses = "relock.lock.losses"
+	wantSum(t, ms, losses, set(kindLock, cause(relockotel.CauseExpired)), 1)
+	wantSum(t, ms, losses, set(kindWrite, cause(relockotel.CauseForceUnlocked)), 1)
+	wantSum(t, ms, losses, set(kindLock, cause(relockotel.CauseGone)), 1)
+	wantSum(t, ms, losses, set(kindLock, cause(relockotel.CauseRenewalFailed)), 1)
+	wantSum(t, ms, losses, set(kindLock, cause(relockotel.CauseClientClosed)), 1)
+	wantSum(t, ms, losses, set(kindLock, cause(relockotel.CauseOther)), 1)
+
+	// Holds: orders +1 -1 +1 +1 (no change on the failed Unlock) -5 losses;
+	// the write lock +1 -1. An up-down counter may go below zero when events
+	// are made up like this; the sums are what matter.
+	wantSum(t, ms, "relock.locks.held", set(kindLock), 2-5)
+	wantSum(t, ms, "relock.locks.held", set(kindWrite), 0)
+
+	wantSum(t, ms, "relock.renewals", set(relockotel.OutcomeKey.String("ok")), 6)
+	wantSum(t, ms, "relock.renewals", set(relockotel.OutcomeKey.String("failed")), 2)
+	wantSum(t, ms, "relock.subscriber.reconnects", set(), 2)
+
+	// No lock name anywhere by default.
+	for name, m := range ms {
+		for _, attrs := range attrSets(m) {
+			if _, ok := attrs.Value(relockotel.NameKey); ok {
+				t.Errorf("%s has a lock.name attribute without WithLockNameAttribute", name)
+			}
+		}
+	}
+
+	// One span per wait, covering it.
+	spans := h.spans.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	for i, want := range []struct {
+		kind        string
+		attempts    int64
+		notObtained bool
+		waited      time.Duration
+		status      codes.Code
+	}{
+		{"lock", 3, false, 1500 * time.Millisecond, codes.Unset},
+		{"fairlock", 2, true, 250 * time.Millisecond, codes.Error},
+	} {
+		s := spans[i]
+		if s.Name != "relock.wait" {
+			t.Errorf("span %d: name %q", i, s.Name)
+		}
+		if d := s.EndTime.Sub(s.StartTime); d != want.waited {
+			t.Errorf("span %d lasts %v, want %v", i, d, want.waited)
+		}
+		if s.Status.Code != want.status {
+			t.Errorf("span %d: status %v, want %v", i, s.Status.Code, want.status)
+		}
+		attrs := attribute.NewSet(s.Attributes...)
+		wantSet := attribute.NewSet(relockotel.KindKey.String(want.kind),
+			relockotel.AttemptsKey.Int64(want.attempts), notObtained(want.notObtained))
+		if !attrs.Equals(&wantSet) {
+			t.Errorf("span %d: attributes %s, want %s", i, attrs.Encoded(attribute.DefaultEncoder()),
+				wantSet.Encoded(attribute.DefaultEncoder()))
+		}
+	}
+	if got := spans[1].Status.Description; got != gaveUp.Error() {
+		t.Errorf("span status %q, want %q", got, gaveUp.Error())
+	}
+}
+
+func attrSets(m metricdata.Metrics) []attribute.Set {
+	var out []attribute.Set
+	switch d := m.Data.(type) {
+	case metricdata.Sum[int64]:
+		for _, dp := range d.DataPoints {
+			out = append(out, dp.Attributes)
+		}
+	case metricdata.Histogram[float64]:
+		for _, dp := range d.DataPoints {
+			out = append(out, dp.Attributes)
+		}
+	}
+	return out
+}
+
+// With WithLockNameAttribute(true), lock.name joins every lock's attributes,
+// on metrics and spans; kinds the package does not know are recorded too.
+func TestLockNameAttribute(t *testing.T) {
+	h := newHarness(t, relockotel.WithLockNameAttribute(true))
+	o := h.obs
+	for _, name := range []string{"a", "b", "a"} {
+		o.Acquired(relock.AcquiredEvent{LockInfo: info(name, relock.KindLock), Wait: time.Millisecond})
+		o.Released(relock.ReleasedEvent{LockInfo: info(name, relock.KindLock), Held: time.Millisecond, Final: true})
+	}
+	o.Lost(relock.LostEvent{LockInfo: info("a", relock.KindLock), Cause: relock.ErrClientClosed})
+	o.WaitEnded(relock.WaitEvent{LockInfo: info("a", relock.KindLock), Waited: time.Second, Attempts: 2})
+
+	ms := h.metrics(t)
+	nameA, nameB := relockotel.NameKey.String("a"), relockotel.NameKey.String("b")
+	wantSum(t, ms, "relock.lock.acquisitions", set(kindLock, nameA, contended(no), reentry(no)), 2)
+	wantSum(t, ms, "relock.lock.acquisitions", set(kindLock, nameB, contended(no), reentry(no)), 1)
+	wantSum(t, ms, "relock.locks.held", set(kindLock, nameA), -1)
+	wantSum(t, ms, "relock.locks.held", set(kindLock, nameB), 0)
+	wantSum(t, ms, "relock.lock.losses", set(kindLock, nameA, cause(relockotel.CauseClientClosed)), 1)
+	wantHist(t, ms, "relock.lock.held", set(kindLock, nameB, lost(no)), 1, 0.001)
+	spans := h.spans.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	spanAttrs := attribute.NewSet(spans[0].Attributes...)
+	if v, ok := spanAttrs.Value(relockotel.NameKey); !ok || v.AsString() != "a" {
+		t.Errorf("span lock.name = %v, %v", v.AsString(), ok)
+	}
+
+	// A kind added to the core later still gets its own attribute value.
+	h2 := newHarness(t)
+	h2.obs.Acquired(relock.AcquiredEvent{LockInfo: info("x", relock.Kind("semaphore")), Wait: time.Millisecond})
+	wantSum(t, h2.metrics(t), "relock.lock.acquisitions",
+		set(relockotel.KindKey.String("semaphore"), contended(no), reentry(no)), 1)
+}
+
+// The global providers are the default; with the OTel API's no-op globals
+// NewObserver still works and the hooks do nothing.
+func TestDefaultProviders(t *testing.T) {
+	obs, err := relockotel.NewObserver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs.Acquired(relock.AcquiredEvent{LockInfo: info("a", relock.KindLock)})
+	obs.WaitEnded(relock.WaitEvent{LockInfo: info("a", relock.KindLock), Waited: time.Second})
+	for _, f := range []any{obs.Acquired, obs.Released, obs.Renewed, obs.Lost, obs.WaitEnded, obs.SubscriberReconnected} {
+		if f == nil {
+			t.Error("a hook is nil")
+		}
+	}
+}
+
+// The hot path, an uncontended Lock and its Unlock, allocates nothing of its
+// own: attribute sets are built once.
+func TestAcquireReleaseAllocations(t *testing.T) {
+	h := newHarness(t)
+	o := h.obs
+	acq := relock.AcquiredEvent{LockInfo: info("orders", relock.KindLock), Wait: time.Millisecond, Attempts: 1}
+	rel := relock.ReleasedEvent{LockInfo: info("orders", relock.KindLock), Held: time.Millisecond, Final: true}
+	o.Acquired(acq)
+	o.Released(rel)
+	if n := testing.AllocsPerRun(1000, func() { o.Acquired(acq); o.Released(rel) }); n > 0 {
+		t.Errorf("Acquired+Released allocate %v times, want 0", n)
+	}
+}
+
+func BenchmarkAcquiredReleased(b *testing.B) {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer mp.Shutdown(context.Background())
+	o, err := relockotel.NewObserver(relockotel.WithMeterProvider(mp))
+	if err != nil {
+		b.Fatal(err)
+	}
+	acq := relock.AcquiredEvent{LockInfo: info("orders", relock.KindLock), Wait: time.Millisecond, Attempts: 1}
+	rel := relock.ReleasedEvent{LockInfo: info("orders", relock.KindLock), Held: time.Millisecond, Final: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		o.Acquired(acq)
+		o.Released(rel)
+	}
+}
