@@ -572,6 +572,47 @@ func TestCLIUsage(t *testing.T) {
 	assert.Equal(t, result{code: 0, stdout: "no lock -odd\n"}, r)
 }
 
+// TestCLILeastPrivilege runs the command as a user with the README's
+// least-privilege ACL plus what the README says the CLI adds: PSUBSCRIBE is
+// refused, so watch subscribes to each FairLock waiter's channel instead.
+func TestCLILeastPrivilege(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	var rules []string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if f := strings.Fields(line); len(f) > 3 && f[0] == "ACL" && f[1] == "SETUSER" && f[2] == "relock" {
+			rules = f[3:]
+		}
+	}
+	require.NotEmpty(t, rules, "README has no ACL SETUSER relock line")
+	args := []any{"acl", "setuser", "relockcli"}
+	for _, r := range rules {
+		if strings.HasPrefix(r, ">") {
+			r = ">s3cret"
+		}
+		args = append(args, r)
+	}
+	args = append(args, "+type", "+lrange", "+scan")
+	srv := redistest.Start(t)
+	require.NoError(t, srv.Client().Do(context.Background(), args...).Err())
+
+	d := deployment{url: "redis://relockcli:s3cret@" + srv.Addr(), rdb: srv.Client()}
+	t.Run("InspectLock", func(t *testing.T) { testInspectLock(t, d) })
+	t.Run("InspectFairLockWaiters", func(t *testing.T) { testInspectFair(t, d) })
+	t.Run("ForceUnlock", func(t *testing.T) { testForceUnlock(t, d) })
+	t.Run("WatchRelease", func(t *testing.T) { testWatchRelease(t, d) })
+	t.Run("WatchFairHandover", func(t *testing.T) { testWatchFair(t, d) })
+	t.Run("List", func(t *testing.T) {
+		c := d.client(t)
+		hctx, err := c.Lock("acl/list").Lock(context.Background())
+		require.NoError(t, err)
+		r := d.cmd(t, "", "list", "acl/*")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Regexp(t, `(?m)^acl/list\s+Lock\s+1\s`, r.stdout)
+		require.NoError(t, c.Lock("acl/list").Unlock(hctx))
+	})
+}
+
 func TestCLISentinel(t *testing.T) {
 	s := redistest.StartSentinel(t, 0, 1)
 	ctx := context.Background()

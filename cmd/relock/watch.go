@@ -31,11 +31,15 @@ type jsonEvent struct {
 
 // watcher follows the pub/sub channels of one lock name.
 type watcher struct {
-	cl       *cli
-	name     string
-	chans    relock.LockChannels
-	classic  *redis.PubSub // SUBSCRIBE/PSUBSCRIBE: PUBLISH (one server, or a Cluster without sharded pub/sub)
-	sharded  *redis.PubSub // SSUBSCRIBE on a Cluster: SPUBLISH, relock's default there
+	cl      *cli
+	name    string
+	chans   relock.LockChannels
+	classic *redis.PubSub // SUBSCRIBE: PUBLISH (one server, or a Cluster without sharded pub/sub)
+	pattern *redis.PubSub // PSUBSCRIBE on the FairLock waiters' channels, nil where refused
+	sharded *redis.PubSub // SSUBSCRIBE on a Cluster: SPUBLISH, relock's default there
+	// fairSubs are the waiters' channels subscribed one by one: on the
+	// sharded connection (sharded pub/sub has no patterns) and, where the
+	// server refused the pattern (an ACL), on the classic one.
 	fairSubs map[string]bool
 	msgs     chan *redis.Message
 	last     string // fingerprint of the last state printed
@@ -58,13 +62,13 @@ func (cl *cli) watch(ctx context.Context, name string) int {
 		defer c2()
 	}
 	w := &watcher{cl: cl, name: name, chans: chans, fairSubs: map[string]bool{}, msgs: make(chan *redis.Message)}
+	defer w.close()
 	if err := w.subscribe(ctx); err != nil {
 		if ctx.Err() != nil {
 			return exitOK
 		}
 		return cl.fail("subscribe", err)
 	}
-	defer w.close()
 
 	if !cl.json {
 		fmt.Fprintf(cl.stdout, "-- %s watching %s on %s (Ctrl-C stops)\n", stamp(time.Now()), name, cl.target.display)
@@ -99,17 +103,21 @@ func (w *watcher) subscribe(ctx context.Context) error {
 	if err := confirm(ctx, w.classic, len(exact)); err != nil {
 		return err
 	}
-	// A FairLock wakes its next waiter on that waiter's own channel.
-	if err := w.classic.PSubscribe(ctx, globEscaper.Replace(w.chans.FairPrefix)+"*"); err != nil {
-		return err
-	}
-	if err := confirm(ctx, w.classic, 1); err != nil {
-		return err
-	}
 	go w.forward(ctx, w.classic)
+	// A FairLock wakes its next waiter on that waiter's own channel. A
+	// least-privilege ACL refuses the pattern: then each waiter's channel
+	// is subscribed as it shows up (see follow).
+	w.pattern = rdb.PSubscribe(ctx, globEscaper.Replace(w.chans.FairPrefix)+"*")
+	if err := confirm(ctx, w.pattern, 1); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		_ = w.pattern.Close()
+		w.pattern = nil
+	} else {
+		go w.forward(ctx, w.pattern)
+	}
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		// Sharded pub/sub has no patterns: the FairLock waiters' channels
-		// are added as the waiters show up (see follow).
 		w.sharded = cc.SSubscribe(ctx, exact...)
 		if err := confirm(ctx, w.sharded, len(exact)); err != nil {
 			return err
@@ -144,17 +152,18 @@ func (w *watcher) forward(ctx context.Context, ps *redis.PubSub) {
 }
 
 func (w *watcher) close() {
-	_ = w.classic.Close()
-	if w.sharded != nil {
-		_ = w.sharded.Close()
+	for _, ps := range []*redis.PubSub{w.classic, w.pattern, w.sharded} {
+		if ps != nil {
+			_ = ps.Close()
+		}
 	}
 }
 
-// follow keeps the sharded subscriptions on the channels of the FairLock's
-// current waiters.
+// follow keeps the one-by-one subscriptions on the channels of the
+// FairLock's current waiters.
 func (w *watcher) follow(ctx context.Context, st *relock.LockState) {
-	if w.sharded == nil {
-		return
+	if w.sharded == nil && w.pattern != nil {
+		return // the pattern covers them
 	}
 	want := map[string]bool{}
 	if st.FairLock != nil {
@@ -173,14 +182,30 @@ func (w *watcher) follow(ctx context.Context, st *relock.LockState) {
 			drop = append(drop, ch)
 		}
 	}
-	if len(add) > 0 {
-		if err := w.sharded.SSubscribe(ctx, add...); err != nil {
-			fmt.Fprintf(w.cl.stderr, "relock: subscribe: %v\n", err)
-			return
+	if len(add) == 0 && len(drop) == 0 {
+		return
+	}
+	if w.sharded != nil {
+		if len(add) > 0 {
+			if err := w.sharded.SSubscribe(ctx, add...); err != nil {
+				fmt.Fprintf(w.cl.stderr, "relock: subscribe: %v\n", err)
+				return
+			}
+		}
+		if len(drop) > 0 {
+			_ = w.sharded.SUnsubscribe(ctx, drop...)
 		}
 	}
-	if len(drop) > 0 {
-		_ = w.sharded.SUnsubscribe(ctx, drop...)
+	if w.pattern == nil {
+		if len(add) > 0 {
+			if err := w.classic.Subscribe(ctx, add...); err != nil {
+				fmt.Fprintf(w.cl.stderr, "relock: subscribe: %v\n", err)
+				return
+			}
+		}
+		if len(drop) > 0 {
+			_ = w.classic.Unsubscribe(ctx, drop...)
+		}
 	}
 	w.fairSubs = want
 }
