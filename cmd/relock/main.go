@@ -1,0 +1,234 @@
+// Command relock shows and repairs the locks relock keeps in Redis, for
+// operators: who holds a lock, who waits, how long the lease has left, which
+// fencing token the holder has; a live view of one lock; and a forced unlock.
+//
+// Usage:
+//
+//	relock [flags] inspect NAME        holders, waiters, leases and tokens of every kind of lock NAME
+//	relock [flags] list [PATTERN]      the locks that exist now, one line per lock (PATTERN: a Redis glob on names)
+//	relock [flags] watch NAME          live view of NAME, re-printed when it changes
+//	relock [flags] force-unlock NAME   release NAME whoever holds it (asks first unless --yes)
+//
+// Redis comes from --redis or REDIS_URL: redis://host:port[/db],
+// rediss://... (TLS), host:port, a comma-separated list of host:port or
+// redis+cluster://h1,h2 for a Cluster, redis+sentinel://h1,h2/mastername for
+// Sentinel. Flags may come before or after the command.
+//
+// Exit status: 0 when the command did its job — including when the lock does
+// not exist ("no lock NAME"; with --json an object whose "exists" is false) —
+// 1 when a Redis command failed or force-unlock was not confirmed, 2 for a
+// usage error, a bad URL or a Redis that cannot be reached.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+)
+
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func main() {
+	// go-redis logs failed dials itself; run reports them once, clearly.
+	redis.SetLogger(quiet{})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// quiet is a go-redis logger that logs nothing.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+const usage = `usage: relock [flags] COMMAND [ARG]
+
+commands:
+  inspect NAME        holders, waiters, leases and fencing tokens of the locks called NAME
+  list [PATTERN]      the locks that exist now, one line each (PATTERN: Redis glob on names)
+  watch NAME          live view of NAME: re-printed when it changes, until Ctrl-C (or --for)
+  force-unlock NAME   release NAME whoever holds it; asks first unless --yes
+
+Redis: --redis or REDIS_URL, one of
+  redis://[user:pass@]host:port[/db]   rediss://... (TLS)   host:port
+  host:port,host:port,...  or  redis+cluster://host:port,host:port   (Cluster)
+  redis+sentinel://host:port,host:port/mastername[/db]                (Sentinel)
+
+flags:
+`
+
+// cli is one invocation's settings and connections.
+type cli struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	json    bool
+	yes     bool
+	forDur  time.Duration
+	refresh time.Duration
+
+	target *target
+	rdb    redis.UniversalClient
+	c      *relock.Client
+}
+
+// run is the whole command: it parses args, connects and runs one command,
+// and returns the exit status. main only wires it to the process.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cl := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("relock", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	redisURL := fs.String("redis", os.Getenv("REDIS_URL"), "Redis to use (default $REDIS_URL)")
+	prefix := fs.String("prefix", relock.DefaultKeyPrefix, "key prefix of the locks (relock.WithKeyPrefix)")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for Redis to answer the first time")
+	fs.BoolVar(&cl.json, "json", false, "print JSON instead of a table (inspect, list, watch: one object per line; force-unlock)")
+	fs.BoolVar(&cl.yes, "yes", false, "force-unlock without asking")
+	fs.DurationVar(&cl.forDur, "for", 0, "watch: stop after this long (default: until interrupted)")
+	fs.DurationVar(&cl.refresh, "refresh", 5*time.Second, "watch: re-read the lock this often too (lease expiry publishes nothing)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		return exitUsage // the flag package printed why
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	cmd, cargs := pos[0], pos[1:]
+	var nargs [2]int // min, max
+	switch cmd {
+	case "inspect", "watch", "force-unlock":
+		nargs = [2]int{1, 1}
+	case "list":
+		nargs = [2]int{0, 1}
+	case "help":
+		fs.SetOutput(stdout)
+		fmt.Fprint(stdout, usage)
+		fs.PrintDefaults()
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "relock: unknown command %q (inspect, list, watch, force-unlock)\n", cmd)
+		return exitUsage
+	}
+	if len(cargs) < nargs[0] || len(cargs) > nargs[1] {
+		if nargs[0] == 1 {
+			fmt.Fprintf(stderr, "relock: usage: relock %s NAME\n", cmd)
+		} else {
+			fmt.Fprintf(stderr, "relock: usage: relock %s [PATTERN]\n", cmd)
+		}
+		return exitUsage
+	}
+	if cmd != "list" && cargs[0] == "" {
+		fmt.Fprintln(stderr, "relock: empty lock name")
+		return exitUsage
+	}
+	if cl.refresh <= 0 || cl.forDur < 0 {
+		fmt.Fprintln(stderr, "relock: --refresh must be positive and --for not negative")
+		return exitUsage
+	}
+
+	if cl.target, err = parseTarget(*redisURL); err != nil {
+		fmt.Fprintf(stderr, "relock: bad Redis URL: %v\n", err)
+		return exitUsage
+	}
+	cl.rdb = cl.target.client()
+	defer cl.rdb.Close()
+	pctx, cancel := context.WithTimeout(ctx, *timeout)
+	err = cl.rdb.Ping(pctx).Err()
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "relock: cannot reach Redis at %s: %v\n", cl.target.display, err)
+		return exitUsage
+	}
+	cl.c = relock.New(cl.rdb, relock.WithKeyPrefix(*prefix))
+	defer cl.c.Close()
+	if err := cl.c.Err(); err != nil {
+		fmt.Fprintf(stderr, "relock: %v\n", err)
+		return exitUsage
+	}
+
+	switch cmd {
+	case "inspect":
+		return cl.inspect(ctx, cargs[0])
+	case "list":
+		pattern := ""
+		if len(cargs) == 1 {
+			pattern = cargs[0]
+		}
+		return cl.list(ctx, pattern)
+	case "watch":
+		return cl.watch(ctx, cargs[0])
+	default:
+		return cl.forceUnlock(ctx, cargs[0])
+	}
+}
+
+// parseInterleaved parses flags wherever they stand among the positional
+// arguments (relock inspect NAME --json); after "--" everything is
+// positional, so a name may start with '-'.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var tail []string
+	for i, a := range args {
+		if a == "--" {
+			args, tail = args[:i], args[i+1:]
+			break
+		}
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return append(pos, tail...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// fail reports a failed Redis command and returns its exit status.
+func (cl *cli) fail(what string, err error) int {
+	if errors.Is(err, relock.ErrInvalidArgument) {
+		fmt.Fprintf(cl.stderr, "relock: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(cl.stderr, "relock: %s: %v\n", what, err)
+	return exitFail
+}
+
+// kindName is how the human output names a kind.
+func kindName(k relock.Kind) string {
+	switch k {
+	case relock.KindLock:
+		return "Lock"
+	case relock.KindFairLock:
+		return "FairLock"
+	case relock.KindRWLock:
+		return "RWLock"
+	}
+	return strings.ToUpper(string(k[:1])) + string(k[1:])
+}

@@ -1,0 +1,675 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	os.Exit(m.Run())
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once (the
+// output of a running watch).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// result is what one run printed and returned.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// relockCmd runs the command in-process with the given stdin.
+func relockCmd(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// deployment is one Redis the command runs against.
+type deployment struct {
+	url string
+	rdb redis.UniversalClient
+}
+
+func (d deployment) client(t *testing.T, opts ...relock.Option) *relock.Client {
+	c := relock.New(d.rdb, opts...)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// cmd runs relock --redis <this deployment> args...
+func (d deployment) cmd(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	return relockCmd(t, stdin, append([]string{"--redis", d.url}, args...)...)
+}
+
+func owner(t *testing.T, c *relock.Client, ctx context.Context) string {
+	t.Helper()
+	id, ok := relock.OwnerOf(ctx)
+	require.True(t, ok)
+	return c.ID() + ":" + id
+}
+
+func TestCLI(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		suite(t, deployment{url: "redis://" + srv.Addr(), rdb: srv.Client()})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.StartCluster(t, 3, 0)
+		d := deployment{url: strings.Join(cl.Addrs(), ","), rdb: cl.Client()}
+		suite(t, d)
+		t.Run("ClusterURL", func(t *testing.T) {
+			d := d
+			d.url = "redis+cluster://" + strings.Join(cl.Addrs(), ",")
+			testInspectLock(t, d)
+		})
+	})
+}
+
+func suite(t *testing.T, d deployment) {
+	t.Run("InspectLock", func(t *testing.T) { testInspectLock(t, d) })
+	t.Run("InspectFairLockWaiters", func(t *testing.T) { testInspectFair(t, d) })
+	t.Run("InspectRWLockReaders", func(t *testing.T) { testInspectRW(t, d) })
+	t.Run("UnknownName", func(t *testing.T) { testUnknown(t, d) })
+	t.Run("ForceUnlock", func(t *testing.T) { testForceUnlock(t, d) })
+	t.Run("List", func(t *testing.T) { testList(t, d) })
+	t.Run("WatchRelease", func(t *testing.T) { testWatchRelease(t, d) })
+	t.Run("WatchFairHandover", func(t *testing.T) { testWatchFair(t, d) })
+	t.Run("WatchLeaseExpiry", func(t *testing.T) { testWatchExpiry(t, d) })
+}
+
+func testInspectLock(t *testing.T, d deployment) {
+	ctx := context.Background()
+	c := d.client(t)
+	name := "cli/lock-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	l := c.Lock(name)
+	hctx, err := l.Lock(ctx)
+	require.NoError(t, err)
+	hctx, err = l.Lock(hctx)
+	require.NoError(t, err)
+	defer func() {
+		require.NoError(t, l.Unlock(hctx))
+		require.NoError(t, l.Unlock(hctx))
+	}()
+	tok, err := l.Token(hctx)
+	require.NoError(t, err)
+	own := owner(t, c, hctx)
+
+	r := d.cmd(t, "", "inspect", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	t.Logf("\n%s", r.stdout)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 2)
+	assert.Regexp(t, `^KIND\s+ROLE\s+OWNER\s+HOLDS\s+EXPIRES IN\s+TOKEN$`, lines[0])
+	assert.Regexp(t, `^Lock\s+holder\s+`+own+`\s+2\s+[0-9.]+m?s\s+`+strconv.FormatInt(tok, 10)+`$`, lines[1])
+	// The columns line up.
+	assert.Equal(t, strings.Index(lines[0], "OWNER"), strings.Index(lines[1], own))
+
+	r = d.cmd(t, "", "inspect", name, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var js jsonState
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &js))
+	assert.Equal(t, name, js.Name)
+	assert.True(t, js.Exists)
+	assert.Equal(t, []string{"lock"}, js.Kinds)
+	require.NotNil(t, js.Lock)
+	require.Len(t, js.Lock.Holders, 1)
+	assert.Equal(t, own, js.Lock.Holders[0].Owner)
+	assert.Equal(t, 2, js.Lock.Holders[0].Count)
+	assert.Greater(t, js.Lock.Holders[0].LeaseMs, int64(0))
+	assert.LessOrEqual(t, js.Lock.LeaseMs, relock.DefaultWatchdogLease.Milliseconds())
+	assert.Equal(t, tok, js.Lock.Token)
+	assert.Nil(t, js.FairLock)
+	assert.Nil(t, js.RWLock)
+}
+
+func testInspectFair(t *testing.T, d deployment) {
+	ctx := context.Background()
+	c := d.client(t)
+	const name = "cli/fair"
+	l := c.FairLock(name)
+	hctx, err := l.Lock(ctx)
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	var ids []string
+	for i := range 2 {
+		w := d.client(t)
+		ids = append(ids, w.ID())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wctx, err := w.FairLock(name).Lock(ctx)
+			if assert.NoError(t, err) {
+				assert.NoError(t, w.FairLock(name).Unlock(wctx))
+			}
+		}()
+		require.Eventually(t, func() bool {
+			st, err := c.Inspect(ctx, name)
+			return err == nil && st.FairLock != nil && len(st.FairLock.Waiters) == i+1
+		}, 5*time.Second, 10*time.Millisecond)
+	}
+
+	r := d.cmd(t, "", "inspect", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	t.Logf("\n%s", r.stdout)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 4)
+	assert.Regexp(t, `^FairLock\s+holder\s+`+owner(t, c, hctx)+`\s+1\s`, lines[1])
+	assert.Regexp(t, `^FairLock\s+queued #1\s+`+ids[0]+`:\S+\s+-\s+[0-9.]+m?s\s+-$`, lines[2])
+	assert.Regexp(t, `^FairLock\s+queued #2\s+`+ids[1]+`:\S+\s+-\s+[0-9.]+m?s\s+-$`, lines[3])
+
+	r = d.cmd(t, "", "--json", "inspect", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	var js jsonState
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &js))
+	require.NotNil(t, js.FairLock)
+	assert.Equal(t, []string{"fairlock"}, js.Kinds)
+	require.Len(t, js.FairLock.Waiters, 2)
+	for i, w := range js.FairLock.Waiters {
+		assert.True(t, strings.HasPrefix(w.Owner, ids[i]+":"))
+		require.NotNil(t, w.Deadline)
+		assert.True(t, w.Deadline.After(js.ServerTime))
+		assert.Greater(t, w.RemainingMs, int64(0))
+	}
+
+	require.NoError(t, l.Unlock(hctx))
+	wg.Wait()
+}
+
+func testInspectRW(t *testing.T, d deployment) {
+	ctx := context.Background()
+	c := d.client(t)
+	const name = "cli/rw"
+	rl := c.RWLock(name).ReadLock()
+	r1, err := rl.Lock(ctx)
+	require.NoError(t, err)
+	r2, err := rl.Lock(ctx)
+	require.NoError(t, err)
+	w := d.client(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wctx, err := w.RWLock(name).WriteLock().Lock(ctx)
+		if assert.NoError(t, err) {
+			assert.NoError(t, w.RWLock(name).WriteLock().Unlock(wctx))
+		}
+	}()
+	require.Eventually(t, func() bool {
+		st, err := c.Inspect(ctx, name)
+		return err == nil && st.RWLock != nil && len(st.RWLock.WritersWaiting) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+
+	r := d.cmd(t, "", "inspect", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	t.Logf("\n%s", r.stdout)
+	assert.Regexp(t, `(?m)^RWLock\s+reader\s+`+owner(t, c, r1)+`\s+1\s+[0-9.]+m?s\s+-$`, r.stdout)
+	assert.Regexp(t, `(?m)^RWLock\s+reader\s+`+owner(t, c, r2)+`\s+1\s`, r.stdout)
+	assert.Regexp(t, `(?m)^RWLock\s+writer waiting\s+`+w.ID()+`:\S+\s+-\s`, r.stdout)
+	assert.NotRegexp(t, `(?m)^RWLock\s+writer\s+[0-9a-f]{8}-`, r.stdout)
+
+	r = d.cmd(t, "", "inspect", "--json", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	var js jsonState
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &js))
+	require.NotNil(t, js.RWLock)
+	assert.Len(t, js.RWLock.Readers, 2)
+	assert.Nil(t, js.RWLock.Writer)
+	assert.Len(t, js.RWLock.WritersWaiting, 1)
+
+	require.NoError(t, rl.Unlock(r1))
+	require.NoError(t, rl.Unlock(r2))
+	<-done
+}
+
+func testUnknown(t *testing.T, d deployment) {
+	r := d.cmd(t, "", "inspect", "cli/nobody")
+	assert.Equal(t, result{code: 0, stdout: "no lock cli/nobody\n"}, r)
+
+	r = d.cmd(t, "", "inspect", "cli/nobody", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var js map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &js))
+	assert.Equal(t, "cli/nobody", js["name"])
+	assert.Equal(t, false, js["exists"])
+	assert.Equal(t, []any{}, js["kinds"])
+	assert.NotContains(t, js, "lock")
+
+	r = d.cmd(t, "", "force-unlock", "cli/nobody")
+	assert.Equal(t, result{code: 0, stdout: "no lock cli/nobody\n"}, r)
+	r = d.cmd(t, "", "force-unlock", "--json", "cli/nobody")
+	assert.Equal(t, result{code: 0, stdout: `{"name":"cli/nobody","released":[]}` + "\n"}, r)
+}
+
+func testForceUnlock(t *testing.T, d deployment) {
+	ctx := context.Background()
+	const name = "cli/force"
+	// A short watchdog lease: holders learn at their next renewal that they
+	// lost the lock.
+	c := d.client(t, relock.WithWatchdogLease(900*time.Millisecond))
+	hctx, err := c.Lock(name).Lock(ctx)
+	require.NoError(t, err)
+	own := owner(t, c, hctx)
+
+	// Declined: nothing changes.
+	for _, answer := range []string{"n\n", "\n", ""} {
+		r := d.cmd(t, answer, "force-unlock", name)
+		assert.Equal(t, 1, r.code)
+		assert.Equal(t, "release lock "+name+" held by "+own+" (1 hold) [Lock]? [y/N] not confirmed; nothing released\n", r.stderr)
+		assert.Empty(t, r.stdout)
+		held, err := c.Lock(name).HeldBy(hctx)
+		require.NoError(t, err)
+		assert.True(t, held)
+	}
+
+	// Confirmed on stdin.
+	r := d.cmd(t, "y\n", "force-unlock", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "released Lock "+name+" held by "+own+" (1 hold)\n", r.stdout)
+	assert.Contains(t, r.stderr, "[y/N]")
+	<-hctx.Done()
+	assert.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
+
+	// --yes, every kind at once, with a waiter that is woken.
+	other := d.client(t, relock.WithWatchdogLease(900*time.Millisecond))
+	l1, err := other.Lock(name).Lock(ctx)
+	require.NoError(t, err)
+	f1, err := other.FairLock(name).Lock(ctx)
+	require.NoError(t, err)
+	w1, err := other.RWLock(name).WriteLock().Lock(ctx)
+	require.NoError(t, err)
+	rd1, err := other.RWLock(name).ReadLock().Lock(w1) // downgrade-style read under the write hold
+	require.NoError(t, err)
+	waiter := d.client(t)
+	got := make(chan error, 1)
+	go func() {
+		wctx, err := waiter.FairLock(name).Lock(ctx)
+		if err == nil {
+			err = waiter.FairLock(name).Unlock(wctx)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool {
+		st, err := c.Inspect(ctx, name)
+		return err == nil && st.FairLock != nil && len(st.FairLock.Waiters) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+
+	r = d.cmd(t, "", "force-unlock", name, "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+	t.Logf("\n%s", r.stdout)
+	assert.Empty(t, r.stderr)
+	assert.Equal(t, strings.Join([]string{
+		"released Lock " + name + " held by " + owner(t, other, l1) + " (1 hold)",
+		"released FairLock " + name + " held by " + owner(t, other, f1) + " (1 hold); woke the first of 1 queued waiters",
+		"released RWLock write " + name + " held by " + owner(t, other, w1) + " (1 hold)",
+		"released RWLock read " + name + " held by " + owner(t, other, rd1) + " (1 hold)",
+	}, "\n")+"\n", r.stdout)
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the queued waiter was not woken")
+	}
+	for _, h := range []context.Context{l1, f1, w1, rd1} {
+		<-h.Done()
+	}
+	st, err := c.Inspect(ctx, name)
+	require.NoError(t, err)
+	assert.False(t, st.Exists())
+
+	// --json.
+	l2, err := other.Lock(name).Lock(ctx)
+	require.NoError(t, err)
+	r = d.cmd(t, "", "--json", "--yes", "force-unlock", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	var js jsonForce
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &js))
+	require.Len(t, js.Released, 1)
+	assert.Equal(t, "lock", js.Released[0].Kind)
+	assert.Equal(t, owner(t, other, l2), js.Released[0].Holders[0].Owner)
+}
+
+func testList(t *testing.T, d deployment) {
+	ctx := context.Background()
+	c := d.client(t, relock.WithKeyPrefix("clilist"))
+	a, err := c.Lock("jobs/a").Lock(ctx)
+	require.NoError(t, err)
+	b, err := c.FairLock("jobs/b").Lock(ctx)
+	require.NoError(t, err)
+	x, err := c.RWLock("other/x").ReadLock().Lock(ctx)
+	require.NoError(t, err)
+	tokA, err := c.Lock("jobs/a").Token(a)
+	require.NoError(t, err)
+
+	r := d.cmd(t, "", "--prefix", "clilist", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	t.Logf("\n%s", r.stdout)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 4)
+	assert.Regexp(t, `^NAME\s+KIND\s+HOLDERS\s+WAITERS\s+EXPIRES IN\s+TOKEN$`, lines[0])
+	assert.Regexp(t, `^jobs/a\s+Lock\s+1\s+0\s+[0-9.]+m?s\s+`+strconv.FormatInt(tokA, 10)+`$`, lines[1])
+	assert.Regexp(t, `^jobs/b\s+FairLock\s+1\s+0\s`, lines[2])
+	assert.Regexp(t, `^other/x\s+RWLock\s+1\s+0\s+[0-9.]+m?s\s+-$`, lines[3])
+
+	r = d.cmd(t, "", "--prefix", "clilist", "list", "jobs/*")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Len(t, strings.Split(strings.TrimSpace(r.stdout), "\n"), 3)
+	assert.NotContains(t, r.stdout, "other/x")
+
+	r = d.cmd(t, "", "--prefix", "clilist", "--json", "list", "jobs/?")
+	require.Equal(t, 0, r.code, r.stderr)
+	var js []jsonSummary
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &js))
+	require.Len(t, js, 2)
+	assert.Equal(t, "jobs/a", js[0].Name)
+	assert.Equal(t, "lock", js[0].Kind)
+	assert.Equal(t, tokA, js[0].Token)
+	assert.Equal(t, "fairlock", js[1].Kind)
+
+	r = d.cmd(t, "", "--prefix", "clilist", "list", "nothing*")
+	assert.Equal(t, result{code: 0, stdout: "no locks match nothing*\n"}, r)
+	r = d.cmd(t, "", "--prefix", "clilist", "--json", "list", "nothing*")
+	assert.Equal(t, result{code: 0, stdout: "[]\n"}, r)
+
+	require.NoError(t, c.Lock("jobs/a").Unlock(a))
+	require.NoError(t, c.FairLock("jobs/b").Unlock(b))
+	require.NoError(t, c.RWLock("other/x").ReadLock().Unlock(x))
+	r = d.cmd(t, "", "--prefix", "clilist", "list")
+	assert.Equal(t, result{code: 0, stdout: "no locks\n"}, r)
+}
+
+// startWatch runs watch in the background and waits for its first print.
+func startWatch(t *testing.T, d deployment, want string, args ...string) (*syncBuffer, <-chan int) {
+	t.Helper()
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	code := make(chan int, 1)
+	go func() {
+		code <- run(context.Background(), append([]string{"--redis", d.url, "watch"}, args...), strings.NewReader(""), out, errb)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), want) }, 5*time.Second, 5*time.Millisecond,
+		"watch printed %q, stderr %q", out.String(), errb.String())
+	return out, code
+}
+
+func testWatchRelease(t *testing.T, d deployment) {
+	ctx := context.Background()
+	c := d.client(t)
+	const name = "cli/watch"
+	hctx, err := c.Lock(name).Lock(ctx)
+	require.NoError(t, err)
+	own := owner(t, c, hctx)
+
+	// The slow refresh is far away: only the unlock's message can show it.
+	out, code := startWatch(t, d, own, name, "--for", "1500ms", "--refresh", "1h")
+	require.NoError(t, c.Lock(name).Unlock(hctx))
+	select {
+	case got := <-code:
+		assert.Equal(t, 0, got)
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch did not stop after --for")
+	}
+	t.Logf("\n%s", out.String())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 5)
+	assert.Regexp(t, `^-- [0-9:.]+ watching `+name+` on `, lines[0])
+	assert.Regexp(t, `^KIND\s+ROLE`, lines[1])
+	assert.Regexp(t, `^Lock\s+holder\s+`+own, lines[2])
+	assert.Regexp(t, `^-- [0-9:.]+ message "1" on relock:\{`+name+`\}:ch$`, lines[3])
+	assert.Equal(t, "no lock "+name, lines[4])
+
+	// --json: one object per line.
+	hctx, err = c.Lock(name).Lock(ctx)
+	require.NoError(t, err)
+	out, code = startWatch(t, d, `"event":"start"`, name, "--for", "1s", "--json")
+	require.NoError(t, c.Lock(name).Unlock(hctx))
+	assert.Equal(t, 0, <-code)
+	lines = strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 2, out.String())
+	var ev [2]jsonEvent
+	for i := range ev {
+		require.NoError(t, json.Unmarshal([]byte(lines[i]), &ev[i]))
+	}
+	assert.Equal(t, "start", ev[0].Event)
+	assert.True(t, ev[0].State.Exists)
+	assert.Equal(t, "message", ev[1].Event)
+	assert.Equal(t, "relock:{"+name+"}:ch", ev[1].Channel)
+	assert.False(t, ev[1].State.Exists)
+}
+
+// testWatchFair: a FairLock release wakes the next waiter on its own
+// channel (a sharded one on a Cluster), and the waiter's acquire shows up
+// right after.
+func testWatchFair(t *testing.T, d deployment) {
+	ctx := context.Background()
+	c := d.client(t)
+	const name = "cli/watchfair"
+	hctx, err := c.FairLock(name).Lock(ctx)
+	require.NoError(t, err)
+	w := d.client(t)
+	acquired := make(chan context.Context, 1)
+	go func() {
+		wctx, err := w.FairLock(name).Lock(ctx)
+		assert.NoError(t, err)
+		acquired <- wctx
+	}()
+	require.Eventually(t, func() bool {
+		st, err := c.Inspect(ctx, name)
+		return err == nil && st.FairLock != nil && len(st.FairLock.Waiters) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+
+	out, code := startWatch(t, d, "queued #1", name, "--for", "1500ms", "--refresh", "1h")
+	require.NoError(t, c.FairLock(name).Unlock(hctx))
+	wctx := <-acquired
+	assert.Equal(t, 0, <-code)
+	t.Logf("\n%s", out.String())
+	assert.Regexp(t, `(?m)^-- [0-9:.]+ message "1" on relock:\{`+name+`\}:fair:ch:`+w.ID(), out.String())
+	assert.Regexp(t, `(?m)^FairLock\s+holder\s+`+owner(t, w, wctx)+`\s`, out.String())
+	require.NoError(t, w.FairLock(name).Unlock(wctx))
+}
+
+// testWatchLeaseExpiry: a lease that runs out publishes nothing; the slow
+// refresh shows it.
+func testWatchExpiry(t *testing.T, d deployment) {
+	ctx := context.Background()
+	c := d.client(t)
+	const name = "cli/watchexpiry"
+	hctx, err := c.Lock(name).TryLock(ctx, 0, 400*time.Millisecond)
+	require.NoError(t, err)
+	out, code := startWatch(t, d, owner(t, c, hctx), name, "--for", "1500ms", "--refresh", "100ms")
+	assert.Equal(t, 0, <-code)
+	t.Logf("\n%s", out.String())
+	assert.Regexp(t, `(?m)^-- [0-9:.]+ changed\nno lock `+name+`$`, out.String())
+	assert.NotContains(t, out.String(), "message")
+}
+
+func TestCLIBadRedis(t *testing.T) {
+	port, err := redistest.FreePort()
+	require.NoError(t, err)
+	t.Setenv("REDIS_URL", "")
+	for _, tc := range []struct {
+		url, msg string
+	}{
+		{"", "relock: bad Redis URL: no Redis given: use --redis URL or set REDIS_URL\n"},
+		{"bogus://x", `relock: bad Redis URL: unknown scheme "bogus"`},
+		{"localhost", `relock: bad Redis URL: "localhost" is not host:port`},
+		{"redis://h:1/notadb", "relock: bad Redis URL: redis: invalid database number"},
+		{"redis+sentinel://h:1", "relock: bad Redis URL: a Sentinel URL needs the primary's name"},
+		{"redis://127.0.0.1:" + strconv.Itoa(port), "relock: cannot reach Redis at redis://127.0.0.1:" + strconv.Itoa(port) + ": "},
+		{"redis://u:secret@127.0.0.1:" + strconv.Itoa(port), "relock: cannot reach Redis at redis://u:xxxxx@127.0.0.1:" + strconv.Itoa(port) + ": "},
+		{"127.0.0.1:" + strconv.Itoa(port) + ",127.0.0.1:" + strconv.Itoa(port), "relock: cannot reach Redis at cluster 127.0.0.1:"},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			r := relockCmd(t, "", "--redis", tc.url, "--timeout", "2s", "inspect", "x")
+			assert.Equal(t, 2, r.code)
+			assert.Empty(t, r.stdout)
+			assert.True(t, strings.HasPrefix(r.stderr, tc.msg), "stderr %q", r.stderr)
+			assert.NotContains(t, r.stderr, "secret")
+		})
+	}
+	// REDIS_URL is read when --redis is absent.
+	t.Setenv("REDIS_URL", "redis://127.0.0.1:"+strconv.Itoa(port))
+	r := relockCmd(t, "", "list")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "cannot reach Redis at redis://127.0.0.1:"+strconv.Itoa(port))
+}
+
+func TestCLIUsage(t *testing.T) {
+	srv := redistest.Start(t)
+	url := "redis://" + srv.Addr()
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"inspect"},
+		{"inspect", "a", "b"},
+		{"list", "a", "b"},
+		{"--nosuchflag", "list"},
+		{"inspect", ""},
+		{"--prefix", "a{b", "inspect", "x"},
+	} {
+		r := relockCmd(t, "", append([]string{"--redis", url}, args...)...)
+		assert.Equal(t, 2, r.code, "%q: %s", args, r.stderr)
+		assert.NotEmpty(t, r.stderr, "%q", args)
+		assert.Empty(t, r.stdout, "%q", args)
+	}
+	r := relockCmd(t, "", "help")
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "force-unlock NAME")
+	// A name that starts with '-' after "--".
+	r = relockCmd(t, "", "--redis", url, "inspect", "--", "-odd")
+	assert.Equal(t, result{code: 0, stdout: "no lock -odd\n"}, r)
+}
+
+// TestCLILeastPrivilege runs the command as a user with the README's
+// least-privilege ACL plus what the README says the CLI adds: PSUBSCRIBE is
+// refused, so watch subscribes to each FairLock waiter's channel instead.
+func TestCLILeastPrivilege(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	var rules []string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if f := strings.Fields(line); len(f) > 3 && f[0] == "ACL" && f[1] == "SETUSER" && f[2] == "relock" {
+			rules = f[3:]
+		}
+	}
+	require.NotEmpty(t, rules, "README has no ACL SETUSER relock line")
+	args := []any{"acl", "setuser", "relockcli"}
+	for _, r := range rules {
+		if strings.HasPrefix(r, ">") {
+			r = ">s3cret"
+		}
+		args = append(args, r)
+	}
+	args = append(args, "+type", "+lrange", "+scan")
+	srv := redistest.Start(t)
+	require.NoError(t, srv.Client().Do(context.Background(), args...).Err())
+
+	d := deployment{url: "redis://relockcli:s3cret@" + srv.Addr(), rdb: srv.Client()}
+	t.Run("InspectLock", func(t *testing.T) { testInspectLock(t, d) })
+	t.Run("InspectFairLockWaiters", func(t *testing.T) { testInspectFair(t, d) })
+	t.Run("ForceUnlock", func(t *testing.T) { testForceUnlock(t, d) })
+	t.Run("WatchRelease", func(t *testing.T) { testWatchRelease(t, d) })
+	t.Run("WatchFairHandover", func(t *testing.T) { testWatchFair(t, d) })
+	t.Run("List", func(t *testing.T) {
+		c := d.client(t)
+		hctx, err := c.Lock("acl/list").Lock(context.Background())
+		require.NoError(t, err)
+		r := d.cmd(t, "", "list", "acl/*")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Regexp(t, `(?m)^acl/list\s+Lock\s+1\s`, r.stdout)
+		require.NoError(t, c.Lock("acl/list").Unlock(hctx))
+	})
+}
+
+func TestCLISentinel(t *testing.T) {
+	s := redistest.StartSentinel(t, 0, 1)
+	ctx := context.Background()
+	c := relock.New(s.Primary.Client())
+	t.Cleanup(func() { _ = c.Close() })
+	hctx, err := c.Lock("cli/sentinel").Lock(ctx)
+	require.NoError(t, err)
+	r := relockCmd(t, "", "--redis", "redis+sentinel://"+strings.Join(s.SentinelAddrs(), ",")+"/"+redistest.MasterName, "inspect", "cli/sentinel")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^Lock\s+holder\s+`+owner(t, c, hctx)+`\s+1\s`, r.stdout)
+}
+
+func TestParseTarget(t *testing.T) {
+	tg, err := parseTarget("redis://u:p@h1:6379/3")
+	require.NoError(t, err)
+	require.NotNil(t, tg.single)
+	assert.Equal(t, "h1:6379", tg.single.Addr)
+	assert.Equal(t, 3, tg.single.DB)
+	assert.Equal(t, "p", tg.single.Password)
+	assert.Equal(t, "redis://u:xxxxx@h1:6379/3", tg.display)
+
+	tg, err = parseTarget("rediss://h1:6380")
+	require.NoError(t, err)
+	assert.NotNil(t, tg.single.TLSConfig)
+
+	tg, err = parseTarget("h1:1")
+	require.NoError(t, err)
+	assert.Equal(t, "h1:1", tg.single.Addr)
+
+	tg, err = parseTarget("h1:1, h2:2,h3:3")
+	require.NoError(t, err)
+	require.NotNil(t, tg.cluster)
+	assert.Equal(t, []string{"h1:1", "h2:2", "h3:3"}, tg.cluster.Addrs)
+
+	tg, err = parseTarget("rediss+cluster://u:p@h1:1,h2:2?dial_timeout=2s")
+	require.NoError(t, err)
+	require.NotNil(t, tg.cluster)
+	assert.ElementsMatch(t, []string{"h1:1", "h2:2"}, tg.cluster.Addrs)
+	assert.Equal(t, "u", tg.cluster.Username)
+	assert.Equal(t, "p", tg.cluster.Password)
+	assert.Equal(t, 2*time.Second, tg.cluster.DialTimeout)
+	assert.NotNil(t, tg.cluster.TLSConfig)
+
+	tg, err = parseTarget("redis+sentinel://u:p@s1:26379,s2:26379/mymaster/2?sentinel_password=sp")
+	require.NoError(t, err)
+	require.NotNil(t, tg.failover)
+	assert.Equal(t, "mymaster", tg.failover.MasterName)
+	assert.ElementsMatch(t, []string{"s1:26379", "s2:26379"}, tg.failover.SentinelAddrs)
+	assert.Equal(t, 2, tg.failover.DB)
+	assert.Equal(t, "u", tg.failover.Username)
+	assert.Equal(t, "p", tg.failover.Password)
+	assert.Equal(t, "sp", tg.failover.SentinelPassword)
+	assert.NotContains(t, tg.display, "=sp")
+	assert.NotContains(t, tg.display, ":p@")
+
+	for _, bad := range []string{"", "redis+cluster://", "redis+cluster://h1:1/0", "redis+sentinel://s1:1", "h1", "h1:x", "ftp://h"} {
+		_, err := parseTarget(bad)
+		assert.Error(t, err, bad)
+	}
+}

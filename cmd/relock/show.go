@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/relock-go/relock"
+)
+
+// The JSON the command prints. Durations are milliseconds, times RFC 3339
+// on the Redis server's clock.
+
+type jsonState struct {
+	Name       string    `json:"name"`
+	Exists     bool      `json:"exists"`
+	ServerTime time.Time `json:"server_time"`
+	Kinds      []string  `json:"kinds"`
+	Lock       *jsonExcl `json:"lock,omitempty"`
+	FairLock   *jsonFair `json:"fairlock,omitempty"`
+	RWLock     *jsonRW   `json:"rwlock,omitempty"`
+}
+
+type jsonHolder struct {
+	Owner   string `json:"owner"`
+	Count   int    `json:"count"`
+	LeaseMs int64  `json:"lease_ms"`
+}
+
+type jsonWaiter struct {
+	Owner       string     `json:"owner"`
+	Deadline    *time.Time `json:"deadline,omitempty"`
+	RemainingMs int64      `json:"remaining_ms"`
+}
+
+type jsonExcl struct {
+	Key     string       `json:"key"`
+	Holders []jsonHolder `json:"holders"`
+	LeaseMs int64        `json:"lease_ms"`
+	Token   int64        `json:"token"`
+}
+
+type jsonFair struct {
+	jsonExcl
+	QueueKey string       `json:"queue_key"`
+	Waiters  []jsonWaiter `json:"waiters"`
+}
+
+type jsonRW struct {
+	Key            string       `json:"key"`
+	Readers        []jsonHolder `json:"readers"`
+	Writer         *jsonHolder  `json:"writer"`
+	Token          int64        `json:"token"`
+	WritersWaiting []jsonWaiter `json:"writers_waiting"`
+}
+
+type jsonSummary struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Holders int    `json:"holders"`
+	Waiters int    `json:"waiters"`
+	LeaseMs int64  `json:"lease_ms"`
+	Token   int64  `json:"token"`
+}
+
+func holders(hs []relock.Holder) []jsonHolder {
+	out := make([]jsonHolder, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, jsonHolder{Owner: h.Owner, Count: h.Count, LeaseMs: h.Lease.Milliseconds()})
+	}
+	return out
+}
+
+func waiters(ws []relock.Waiter) []jsonWaiter {
+	out := make([]jsonWaiter, 0, len(ws))
+	for _, w := range ws {
+		jw := jsonWaiter{Owner: w.Owner, RemainingMs: w.Remaining.Milliseconds()}
+		if !w.Deadline.IsZero() {
+			d := w.Deadline.UTC()
+			jw.Deadline = &d
+		}
+		out = append(out, jw)
+	}
+	return out
+}
+
+func excl(e relock.ExclusiveState) jsonExcl {
+	return jsonExcl{Key: e.Key, Holders: holders(e.Holders), LeaseMs: e.Lease.Milliseconds(), Token: e.Token}
+}
+
+// toJSON converts a state to the command's JSON shape.
+func toJSON(st *relock.LockState) *jsonState {
+	js := &jsonState{Name: st.Name, Exists: st.Exists(), ServerTime: st.ServerTime.UTC(), Kinds: []string{}}
+	for _, k := range st.Kinds() {
+		js.Kinds = append(js.Kinds, string(k))
+	}
+	if st.Lock != nil {
+		e := excl(*st.Lock)
+		js.Lock = &e
+	}
+	if f := st.FairLock; f != nil {
+		js.FairLock = &jsonFair{jsonExcl: excl(f.ExclusiveState), QueueKey: f.QueueKey, Waiters: waiters(f.Waiters)}
+	}
+	if rw := st.RWLock; rw != nil {
+		j := &jsonRW{Key: rw.Key, Readers: holders(rw.Readers), Token: rw.Token, WritersWaiting: waiters(rw.WritersWaiting)}
+		if rw.Writer != nil {
+			w := holders([]relock.Holder{*rw.Writer})[0]
+			j.Writer = &w
+		}
+		js.RWLock = j
+	}
+	return js
+}
+
+// writeJSON prints v as one line of JSON.
+func writeJSON(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}
+
+// dur renders a remaining time for the tables.
+func dur(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func token(t int64) string {
+	if t == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(t, 10)
+}
+
+// printState prints the table of a state: one row per holder and waiter.
+func printState(w io.Writer, st *relock.LockState) {
+	if !st.Exists() {
+		fmt.Fprintf(w, "no lock %s\n", st.Name)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tROLE\tOWNER\tHOLDS\tEXPIRES IN\tTOKEN")
+	row := func(kind relock.Kind, role, owner, holds, expires, tok string) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", kindName(kind), role, owner, holds, expires, tok)
+	}
+	exclRows := func(kind relock.Kind, e relock.ExclusiveState) {
+		for _, h := range e.Holders {
+			row(kind, "holder", h.Owner, strconv.Itoa(h.Count), dur(h.Lease), token(e.Token))
+		}
+	}
+	if l := st.Lock; l != nil {
+		exclRows(relock.KindLock, *l)
+	}
+	if f := st.FairLock; f != nil {
+		exclRows(relock.KindFairLock, f.ExclusiveState)
+		for i, wt := range f.Waiters {
+			row(relock.KindFairLock, "queued #"+strconv.Itoa(i+1), wt.Owner, "-", dur(wt.Remaining), "-")
+		}
+	}
+	if rw := st.RWLock; rw != nil {
+		if h := rw.Writer; h != nil {
+			row(relock.KindRWLock, "writer", h.Owner, strconv.Itoa(h.Count), dur(h.Lease), token(rw.Token))
+		}
+		for _, h := range rw.Readers {
+			row(relock.KindRWLock, "reader", h.Owner, strconv.Itoa(h.Count), dur(h.Lease), "-")
+		}
+		for _, wt := range rw.WritersWaiting {
+			row(relock.KindRWLock, "writer waiting", wt.Owner, "-", dur(wt.Remaining), "-")
+		}
+	}
+	_ = tw.Flush()
+}
+
+func (cl *cli) inspect(ctx context.Context, name string) int {
+	st, err := cl.c.Inspect(ctx, name)
+	if err != nil {
+		return cl.fail("inspect", err)
+	}
+	if cl.json {
+		if err := writeJSON(cl.stdout, toJSON(st)); err != nil {
+			return cl.fail("write", err)
+		}
+		return exitOK
+	}
+	printState(cl.stdout, st)
+	return exitOK
+}
+
+func (cl *cli) list(ctx context.Context, pattern string) int {
+	locks, err := cl.c.ListLocks(ctx, pattern)
+	if err != nil {
+		return cl.fail("list", err)
+	}
+	if cl.json {
+		out := make([]jsonSummary, 0, len(locks))
+		for _, s := range locks {
+			out = append(out, jsonSummary{Name: s.Name, Kind: string(s.Kind), Holders: s.Holders, Waiters: s.Waiters, LeaseMs: s.Lease.Milliseconds(), Token: s.Token})
+		}
+		if err := writeJSON(cl.stdout, out); err != nil {
+			return cl.fail("write", err)
+		}
+		return exitOK
+	}
+	if len(locks) == 0 {
+		if pattern == "" || pattern == "*" {
+			fmt.Fprintln(cl.stdout, "no locks")
+		} else {
+			fmt.Fprintf(cl.stdout, "no locks match %s\n", pattern)
+		}
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(cl.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDERS\tWAITERS\tEXPIRES IN\tTOKEN")
+	for _, s := range locks {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", printable(s.Name), kindName(s.Kind), s.Holders, s.Waiters, dur(s.Lease), token(s.Token))
+	}
+	_ = tw.Flush()
+	return exitOK
+}
+
+// printable quotes a name that would break a table line.
+func printable(name string) string {
+	if strings.ContainsAny(name, " \t\r\n") || !strconv.CanBackquote(name) {
+		return strconv.Quote(name)
+	}
+	return name
+}

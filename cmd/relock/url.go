@@ -1,0 +1,205 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// target is a parsed --redis / REDIS_URL: the go-redis client to build and
+// how to name the deployment in messages (without its password).
+type target struct {
+	single   *redis.Options
+	cluster  *redis.ClusterOptions
+	failover *redis.FailoverOptions
+	display  string
+}
+
+// client builds the go-redis client of the target.
+func (t *target) client() redis.UniversalClient {
+	switch {
+	case t.cluster != nil:
+		return redis.NewClusterClient(t.cluster)
+	case t.failover != nil:
+		return redis.NewFailoverClient(t.failover)
+	default:
+		return redis.NewClient(t.single)
+	}
+}
+
+// parseTarget reads the forms the relock command accepts:
+//
+//	redis://[user:pass@]host:port[/db][?opts]       one server (go-redis ParseURL)
+//	rediss://...                                     the same over TLS
+//	unix:///path/to/redis.sock                       one server on a socket
+//	host:port                                        one server
+//	host:port,host:port,...                          a Cluster (seed nodes)
+//	redis+cluster://[user:pass@]host:port,...[?opts] a Cluster (rediss+cluster: TLS)
+//	redis+sentinel://[user:pass@]host:port,.../master[/db][?opts]
+//	                                                 Sentinel (rediss+sentinel: TLS)
+//
+// For Sentinel, user:pass are the primary's credentials; the Sentinels' own
+// go in the query as sentinel_username and sentinel_password.
+func parseTarget(raw string) (*target, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return nil, errors.New("no Redis given: use --redis URL or set REDIS_URL")
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		hosts, err := hostList(raw)
+		if err != nil {
+			return nil, err
+		}
+		if len(hosts) == 1 {
+			return &target{single: &redis.Options{Addr: hosts[0]}, display: hosts[0]}, nil
+		}
+		return &target{cluster: &redis.ClusterOptions{Addrs: hosts}, display: "cluster " + raw}, nil
+	}
+	switch scheme {
+	case "redis", "rediss", "unix":
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		return &target{single: o, display: redact(raw)}, nil
+	case "redis+cluster", "rediss+cluster":
+		u, hosts, err := multiHost(strings.TrimSuffix(scheme, "+cluster"), rest)
+		if err != nil {
+			return nil, err
+		}
+		if u.Path != "" && u.Path != "/" {
+			return nil, fmt.Errorf("a Cluster URL has no path (a Cluster has only db 0), got %q", u.Path)
+		}
+		u.Path = ""
+		q := u.Query()
+		for _, h := range hosts[1:] {
+			q.Add("addr", h)
+		}
+		u.RawQuery = q.Encode()
+		o, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, err
+		}
+		return &target{cluster: o, display: "cluster " + redact(raw)}, nil
+	case "redis+sentinel", "rediss+sentinel":
+		u, hosts, err := multiHost(strings.TrimSuffix(scheme, "+sentinel"), rest)
+		if err != nil {
+			return nil, err
+		}
+		parts := strings.FieldsFunc(u.Path, func(r rune) bool { return r == '/' })
+		if len(parts) == 0 || len(parts) > 2 {
+			return nil, errors.New("a Sentinel URL needs the primary's name as its path: redis+sentinel://host:port,host:port/mastername[/db]")
+		}
+		q := u.Query()
+		sentinelUser, sentinelPass := q.Get("sentinel_username"), q.Get("sentinel_password")
+		q.Del("sentinel_username")
+		q.Del("sentinel_password")
+		q.Set("master_name", parts[0])
+		if len(parts) == 2 {
+			q.Set("db", parts[1])
+		}
+		if u.User != nil {
+			q.Set("username", u.User.Username())
+			if p, ok := u.User.Password(); ok {
+				q.Set("password", p)
+			}
+			u.User = nil
+		}
+		for _, h := range hosts[1:] {
+			q.Add("addr", h)
+		}
+		u.Path = ""
+		u.RawQuery = q.Encode()
+		o, err := redis.ParseFailoverURL(u.String())
+		if err != nil {
+			return nil, err
+		}
+		o.SentinelUsername, o.SentinelPassword = sentinelUser, sentinelPass
+		return &target{failover: o, display: "sentinel " + redact(raw)}, nil
+	}
+	return nil, fmt.Errorf("unknown scheme %q: want redis, rediss, unix, redis+cluster or redis+sentinel", scheme)
+}
+
+// multiHost parses "[userinfo@]h1,h2[/path][?query]" into a URL of scheme on
+// the first host, and the list of every host.
+func multiHost(scheme, rest string) (*url.URL, []string, error) {
+	end := strings.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
+	}
+	authority, tail := rest[:end], rest[end:]
+	userinfo := ""
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		userinfo, authority = authority[:at+1], authority[at+1:]
+	}
+	hosts, err := hostList(authority)
+	if err != nil {
+		return nil, nil, err
+	}
+	u, err := url.Parse(scheme + "://" + userinfo + hosts[0] + tail)
+	if err != nil {
+		return nil, nil, err
+	}
+	return u, hosts, nil
+}
+
+// hostList splits a comma-separated list of host:port.
+func hostList(s string) ([]string, error) {
+	var out []string
+	for _, h := range strings.Split(s, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not host:port", h)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 || host == "" {
+			return nil, fmt.Errorf("%q is not host:port", h)
+		}
+		out = append(out, h)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no host:port in %q", s)
+	}
+	return out, nil
+}
+
+// redact hides the passwords of a URL, for messages.
+func redact(raw string) string {
+	out := raw
+	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
+		end := strings.IndexAny(rest, "/?")
+		if end < 0 {
+			end = len(rest)
+		}
+		if at := strings.LastIndexByte(rest[:end], '@'); at >= 0 {
+			if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass {
+				out = scheme + "://" + user + ":xxxxx" + rest[at:]
+			}
+		}
+	}
+	for _, key := range []string{"sentinel_password=", "password="} {
+		for i := 0; ; {
+			j := strings.Index(out[i:], key)
+			if j < 0 {
+				break
+			}
+			start := i + j + len(key)
+			end := strings.IndexByte(out[start:], '&')
+			if end < 0 {
+				end = len(out) - start
+			}
+			out = out[:start] + "xxxxx" + out[start+end:]
+			i = start + len("xxxxx")
+		}
+	}
+	return out
+}

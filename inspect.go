@@ -1,0 +1,563 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Read-only inspection of what Redis holds, for operators and tools (the
+// relock command uses it). It reads the current layout of every lock type and
+// that of earlier versions: hash fields starting with '~' are metadata, the
+// fencing token is the field "~t" or, in data written by older versions, the
+// lock's ":fence" counter key.
+
+// KindRWLock is an RWLock as a whole, as Inspect and ListLocks report it
+// (events name its sides KindReadLock and KindWriteLock). Inspection reports
+// KindLock, KindFairLock and KindRWLock: a Lock, a FairLock and an RWLock of
+// the same name are different locks, so one name can exist as several kinds
+// at once.
+const KindRWLock Kind = "rwlock"
+
+// LockState is a snapshot of everything relock keeps in Redis for one lock
+// name, read atomically. A kind's field is nil when nobody holds that kind
+// and nobody waits for it.
+type LockState struct {
+	// Name is the lock name.
+	Name string
+	// ServerTime is the Redis server's clock when the snapshot was taken;
+	// every deadline is on that clock.
+	ServerTime time.Time
+	// Lock is the state of the Lock of this name.
+	Lock *ExclusiveState
+	// FairLock is the state of the FairLock of this name.
+	FairLock *FairState
+	// RWLock is the state of the RWLock of this name.
+	RWLock *RWState
+}
+
+// Kinds returns the kinds that exist under the name (held or waited for), in
+// the order Lock, FairLock, RWLock; none when the name is unknown.
+func (s *LockState) Kinds() []Kind {
+	var out []Kind
+	if s.Lock != nil {
+		out = append(out, KindLock)
+	}
+	if s.FairLock != nil {
+		out = append(out, KindFairLock)
+	}
+	if s.RWLock != nil {
+		out = append(out, KindRWLock)
+	}
+	return out
+}
+
+// Exists reports whether any kind of lock of this name is held or waited for.
+func (s *LockState) Exists() bool { return len(s.Kinds()) > 0 }
+
+// Holder is one owner's hold of a lock.
+type Holder struct {
+	// Owner is the hash field of the owner: "<client uuid>:<n>", or the id
+	// given to WithOwner.
+	Owner string
+	// Count is the owner's hold count (re-entries included).
+	Count int
+	// Lease is the hold's remaining lease: the hash's PTTL for a Lock or
+	// FairLock, the holder's own deadline for an RWLock hold.
+	Lease time.Duration
+}
+
+// Waiter is an owner waiting for a lock.
+type Waiter struct {
+	// Owner is the waiting owner, as Holder.Owner.
+	Owner string
+	// Deadline is when the waiter is evicted unless it renews its claim
+	// (server clock); zero when Redis has no deadline for it.
+	Deadline time.Time
+	// Remaining is Deadline minus LockState.ServerTime (0 without deadline).
+	Remaining time.Duration
+}
+
+// ExclusiveState is the state of a held Lock (or the hold of a FairLock).
+type ExclusiveState struct {
+	// Key is the Redis key of the lock's hash.
+	Key string
+	// Holders are the owners holding the lock: one, unless the data was
+	// written by something other than relock.
+	Holders []Holder
+	// Lease is the lock's remaining lease (the hash's PTTL), 0 when free.
+	Lease time.Duration
+	// Token is the fencing token of the current hold, 0 with fencing off.
+	Token int64
+}
+
+// FairState is the state of a FairLock: its hold, if any, and its queue.
+type FairState struct {
+	ExclusiveState
+	// QueueKey is the Redis key of the queue of waiting owners.
+	QueueKey string
+	// Waiters are the live queued owners, next in line first. Waiters whose
+	// deadline has passed are left out: the next acquire evicts them.
+	Waiters []Waiter
+}
+
+// RWState is the state of an RWLock.
+type RWState struct {
+	// Key is the Redis key of the lock's hash.
+	Key string
+	// Readers are the owners holding read holds, by owner. Holds whose
+	// deadline has passed are left out, as the lock itself ignores them.
+	Readers []Holder
+	// Writer is the owner of the write hold, or nil.
+	Writer *Holder
+	// Token is the fencing token of the write hold (0 without one, or with
+	// fencing off).
+	Token int64
+	// WritersWaiting are the writers that claimed the next turn, earliest
+	// claim deadline first; new readers queue behind them.
+	WritersWaiting []Waiter
+}
+
+// LockSummary is one line of ListLocks: one kind of lock under one name.
+type LockSummary struct {
+	// Name is the lock name.
+	Name string
+	// Kind is the lock type.
+	Kind Kind
+	// Holders is the number of owners holding it (readers and writer for an
+	// RWLock).
+	Holders int
+	// Waiters is the number of queued FairLock waiters, or of RWLock writers
+	// waiting.
+	Waiters int
+	// Lease is the longest remaining lease of its holds, 0 when not held.
+	Lease time.Duration
+	// Token is the fencing token of its exclusive hold, 0 if none.
+	Token int64
+}
+
+// LockChannels are the pub/sub channels on which relock announces that a
+// lock of one name was released. A tool that watches a lock subscribes to
+// them; relock publishes with SPUBLISH on a Cluster (unless
+// WithShardedPubSub(false)) and PUBLISH otherwise. Lease expiry publishes
+// nothing.
+type LockChannels struct {
+	// Lock is the Lock's unlock channel.
+	Lock string
+	// FairPrefix, followed by a waiting owner, is the channel on which that
+	// FairLock waiter is told it is its turn.
+	FairPrefix string
+	// RWRead is the RWLock's channel for waiting readers.
+	RWRead string
+	// RWWrite is the RWLock's channel for waiting writers.
+	RWWrite string
+}
+
+// inspectKeys are the keys of one name the inspect script reads, in its
+// KEYS order.
+func inspectKeys(ks keyspace) []string {
+	return []string{
+		ks.key(""), ks.key("fence"),
+		ks.key("fair"), ks.key("fair:fence"), ks.key("fair:queue"), ks.key("fair:timeouts"),
+		ks.key("rw"), ks.key("rw:fence"), ks.key("rw:writers"),
+	}
+}
+
+// Inspect reads, in one atomic script and without changing anything, the
+// state of every kind of lock called name: holders with hold counts and
+// remaining leases, fencing tokens, FairLock waiters and RWLock readers,
+// writer and waiting writers. A name nobody holds or waits for gives a state
+// whose Exists is false, not an error.
+func (c *Client) Inspect(ctx context.Context, name string) (*LockState, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	ks, err := newKeyspace(c.opts.prefix, name)
+	if err != nil {
+		return nil, err
+	}
+	res, err := inspectScript.Run(ctx, c.rdb, inspectKeys(ks)).Slice()
+	if err != nil {
+		return nil, wrapRedis("inspect", err)
+	}
+	return parseInspect(ks, res)
+}
+
+// Channels returns the pub/sub channels of the locks called name.
+func (c *Client) Channels(name string) (LockChannels, error) {
+	if err := c.usable(); err != nil {
+		return LockChannels{}, err
+	}
+	ks, err := newKeyspace(c.opts.prefix, name)
+	if err != nil {
+		return LockChannels{}, err
+	}
+	return LockChannels{
+		Lock:       ks.key("ch"),
+		FairPrefix: ks.key("fair:ch:"),
+		RWRead:     ks.key("rw:rch"),
+		RWWrite:    ks.key("rw:wch"),
+	}, nil
+}
+
+// parseInspect reads the inspect script's reply (see scripts/inspect.lua).
+func parseInspect(ks keyspace, res []any) (*LockState, error) {
+	if len(res) != 14 {
+		return nil, fmt.Errorf("relock: inspect script returned %d values, want 14", len(res))
+	}
+	p := replyParser{res: res}
+	sec, usec := p.int(0), p.int(1)
+	now := time.UnixMicro(sec*1_000_000 + usec)
+	nowMs := sec*1000 + usec/1000
+	st := &LockState{Name: ks.name, ServerTime: now}
+
+	if ex := exclusiveState(ks.key(""), p.strs(2), p.int(3), p.str(4)); len(ex.Holders) > 0 {
+		st.Lock = &ex
+	}
+	fair := FairState{
+		ExclusiveState: exclusiveState(ks.key("fair"), p.strs(5), p.int(6), p.str(7)),
+		QueueKey:       ks.key("fair:queue"),
+	}
+	deadlines := zsetScores(p.strs(9))
+	for _, owner := range p.strs(8) {
+		w := Waiter{Owner: owner}
+		if dl, ok := deadlines[owner]; ok {
+			if dl <= nowMs {
+				continue // evicted by the next acquire
+			}
+			w.Deadline = time.UnixMilli(dl)
+			w.Remaining = time.Duration(dl-nowMs) * time.Millisecond
+		}
+		fair.Waiters = append(fair.Waiters, w)
+	}
+	if len(fair.Holders) > 0 || len(fair.Waiters) > 0 {
+		st.FairLock = &fair
+	}
+	if rw := rwState(ks.key("rw"), p.strs(10), p.str(12), p.strs(13), nowMs); rw != nil {
+		st.RWLock = rw
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	return st, nil
+}
+
+// exclusiveState reads a Lock or FairLock hash: owner fields hold counts,
+// fields starting with '~' are metadata ("~t": fencing token). fence is the
+// legacy counter key's value ("" when absent), the token of the current hold
+// in data written by older versions.
+func exclusiveState(key string, fields []string, pttl int64, fence string) ExclusiveState {
+	ex := ExclusiveState{Key: key}
+	if pttl > 0 {
+		ex.Lease = time.Duration(pttl) * time.Millisecond
+	}
+	tokenSeen := false
+	for i := 0; i+1 < len(fields); i += 2 {
+		f, v := fields[i], fields[i+1]
+		if strings.HasPrefix(f, "~") {
+			if f == "~t" {
+				ex.Token, _ = strconv.ParseInt(v, 10, 64)
+				tokenSeen = true
+			}
+			continue
+		}
+		n, _ := strconv.Atoi(v)
+		ex.Holders = append(ex.Holders, Holder{Owner: f, Count: n, Lease: ex.Lease})
+	}
+	sort.Slice(ex.Holders, func(i, j int) bool { return ex.Holders[i].Owner < ex.Holders[j].Owner })
+	if !tokenSeen && len(ex.Holders) > 0 && fence != "" {
+		ex.Token, _ = strconv.ParseInt(fence, 10, 64)
+	}
+	return ex
+}
+
+// rwHold gathers one owner's RWLock fields.
+type rwHold struct {
+	count, deadline int64
+}
+
+// rwState reads an RWLock hash, whose fields are "<kind>:<owner>": r/w hold
+// counts, rd/wd deadlines (server ms); other kinds (generations, last ops)
+// and '~' metadata are not shown. Nil when nobody holds or waits.
+func rwState(key string, fields []string, fence string, writers []string, nowMs int64) *RWState {
+	rw := &RWState{Key: key}
+	reads := map[string]*rwHold{}
+	writes := map[string]*rwHold{}
+	get := func(m map[string]*rwHold, owner string) *rwHold {
+		h := m[owner]
+		if h == nil {
+			h = &rwHold{}
+			m[owner] = h
+		}
+		return h
+	}
+	tokenSeen := false
+	for i := 0; i+1 < len(fields); i += 2 {
+		f, v := fields[i], fields[i+1]
+		if f == "~t" {
+			rw.Token, _ = strconv.ParseInt(v, 10, 64)
+			tokenSeen = true
+			continue
+		}
+		kind, owner, ok := strings.Cut(f, ":")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch kind {
+		case "r":
+			get(reads, owner).count = n
+		case "rd":
+			get(reads, owner).deadline = n
+		case "w":
+			get(writes, owner).count = n
+		case "wd":
+			get(writes, owner).deadline = n
+		}
+	}
+	live := func(m map[string]*rwHold) []Holder {
+		var out []Holder
+		for owner, h := range m {
+			if h.count > 0 && h.deadline > nowMs {
+				out = append(out, Holder{Owner: owner, Count: int(h.count), Lease: time.Duration(h.deadline-nowMs) * time.Millisecond})
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Owner < out[j].Owner })
+		return out
+	}
+	rw.Readers = live(reads)
+	if w := live(writes); len(w) > 0 {
+		rw.Writer = &w[0]
+	}
+	if rw.Writer == nil {
+		rw.Token = 0
+	} else if !tokenSeen && fence != "" {
+		rw.Token, _ = strconv.ParseInt(fence, 10, 64)
+	}
+	for i := 0; i+1 < len(writers); i += 2 {
+		dl, _ := strconv.ParseFloat(writers[i+1], 64)
+		if int64(dl) <= nowMs {
+			continue
+		}
+		rw.WritersWaiting = append(rw.WritersWaiting, Waiter{
+			Owner:     writers[i],
+			Deadline:  time.UnixMilli(int64(dl)),
+			Remaining: time.Duration(int64(dl)-nowMs) * time.Millisecond,
+		})
+	}
+	if len(rw.Readers) == 0 && rw.Writer == nil && len(rw.WritersWaiting) == 0 {
+		return nil
+	}
+	return rw
+}
+
+// zsetScores reads ZRANGE WITHSCORES's flat reply as member → integer score.
+func zsetScores(flat []string) map[string]int64 {
+	out := make(map[string]int64, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		f, _ := strconv.ParseFloat(flat[i+1], 64)
+		out[flat[i]] = int64(f)
+	}
+	return out
+}
+
+// replyParser reads typed values out of a script's array reply, keeping the
+// first error.
+type replyParser struct {
+	res []any
+	err error
+}
+
+func (p *replyParser) fail(i int, want string) {
+	if p.err == nil {
+		p.err = fmt.Errorf("relock: inspect script value %d is %T, want %s", i, p.res[i], want)
+	}
+}
+
+func (p *replyParser) int(i int) int64 {
+	n, ok := p.res[i].(int64)
+	if !ok {
+		p.fail(i, "an integer")
+	}
+	return n
+}
+
+func (p *replyParser) str(i int) string {
+	s, ok := p.res[i].(string)
+	if !ok {
+		p.fail(i, "a string")
+	}
+	return s
+}
+
+func (p *replyParser) strs(i int) []string {
+	a, ok := p.res[i].([]any)
+	if !ok {
+		p.fail(i, "an array")
+		return nil
+	}
+	out := make([]string, len(a))
+	for j, v := range a {
+		s, ok := v.(string)
+		if !ok {
+			p.fail(i, "an array of strings")
+			return nil
+		}
+		out[j] = s
+	}
+	return out
+}
+
+// tagUnescaper undoes tagEscaper.
+var tagUnescaper = strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%")
+
+// globEscaper makes a string match itself in a Redis glob pattern.
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+
+// kindOfSuffix tells which lock type a key suffix (after the name's tag)
+// belongs to; keys that are not a lock's state (fencing counters, tails,
+// latches) give "".
+func kindOfSuffix(suffix string) Kind {
+	switch suffix {
+	case "":
+		return KindLock
+	case ":fair", ":fair:queue", ":fair:timeouts":
+		return KindFairLock
+	case ":rw", ":rw:writers":
+		return KindRWLock
+	}
+	return ""
+}
+
+// ListLocks returns the locks that exist now, one LockSummary per kind of
+// lock per name, sorted by name then kind. pattern is a Redis glob on the
+// name ("" or "*": every lock), matched against the name's escaped form, in
+// which '%', '{' and '}' match themselves (outside a [...] class). It SCANs
+// the whole key space — of every master on a Cluster — so it is meant for
+// operators, not for a hot path; a lock that ends while the scan runs may be
+// left out. Only locks under the Client's key prefix are listed.
+func (c *Client) ListLocks(ctx context.Context, pattern string) ([]LockSummary, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if pattern == "" {
+		pattern = "*"
+	}
+	head := c.opts.prefix + ":{"
+	match := globEscaper.Replace(head) + tagEscaper.Replace(pattern) + "}*"
+
+	var mu sync.Mutex
+	found := map[string]bool{} // escaped names with a lock's state key
+	scan := func(ctx context.Context, rdb redis.Cmdable) error {
+		iter := rdb.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			key := iter.Val()
+			rest, ok := strings.CutPrefix(key, head)
+			if !ok {
+				continue
+			}
+			esc, suffix, ok := strings.Cut(rest, "}")
+			if !ok || kindOfSuffix(suffix) == "" {
+				continue
+			}
+			mu.Lock()
+			found[esc] = true
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+	} else {
+		err = scan(ctx, c.rdb)
+	}
+	if err != nil {
+		return nil, wrapRedis("list locks", err)
+	}
+
+	var kss []keyspace
+	for esc := range found {
+		ks, err := newKeyspace(c.opts.prefix, tagUnescaper.Replace(esc))
+		if err != nil {
+			continue // not a name relock could have written
+		}
+		kss = append(kss, ks)
+	}
+	sort.Slice(kss, func(i, j int) bool { return kss[i].name < kss[j].name })
+
+	var out []LockSummary
+	const batch = 100
+	for start := 0; start < len(kss); start += batch {
+		states, err := c.inspectMany(ctx, kss[start:min(start+batch, len(kss))])
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range states {
+			out = append(out, summarize(st)...)
+		}
+	}
+	return out, nil
+}
+
+// inspectMany inspects several names in one pipeline (split per node on a
+// Cluster), loading the script where a node does not know it yet.
+func (c *Client) inspectMany(ctx context.Context, kss []keyspace) ([]*LockState, error) {
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(kss))
+	for i, ks := range kss {
+		cmds[i] = inspectScript.EvalSha(ctx, pipe, inspectKeys(ks))
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	out := make([]*LockState, 0, len(kss))
+	for i, ks := range kss {
+		res, err := cmds[i].Slice()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			res, err = inspectScript.Run(ctx, c.rdb, inspectKeys(ks)).Slice()
+		}
+		if err != nil {
+			return nil, wrapRedis("inspect", err)
+		}
+		st, err := parseInspect(ks, res)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// summarize turns a state into one summary per kind that exists.
+func summarize(st *LockState) []LockSummary {
+	var out []LockSummary
+	if l := st.Lock; l != nil {
+		out = append(out, LockSummary{Name: st.Name, Kind: KindLock, Holders: len(l.Holders), Lease: l.Lease, Token: l.Token})
+	}
+	if f := st.FairLock; f != nil {
+		out = append(out, LockSummary{Name: st.Name, Kind: KindFairLock, Holders: len(f.Holders), Waiters: len(f.Waiters), Lease: f.Lease, Token: f.Token})
+	}
+	if rw := st.RWLock; rw != nil {
+		s := LockSummary{Name: st.Name, Kind: KindRWLock, Holders: len(rw.Readers), Waiters: len(rw.WritersWaiting), Token: rw.Token}
+		for _, h := range rw.Readers {
+			s.Lease = max(s.Lease, h.Lease)
+		}
+		if rw.Writer != nil {
+			s.Holders++
+			s.Lease = max(s.Lease, rw.Writer.Lease)
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,479 @@
+package relock_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// The inspection tests take locks through the public API and check what
+// Inspect reports, so they hold whatever layout the scripts write. Only
+// TestInspectLayouts writes hashes by hand, to pin both the layout of older
+// versions and the current one.
+
+func TestInspectLock(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		c := b.newClient(t)
+		l := c.Lock("inspect/lock")
+		hctx, err := l.Lock(ctx)
+		require.NoError(t, err)
+		hctx, err = l.Lock(hctx) // re-entry
+		require.NoError(t, err)
+		token, err := l.Token(hctx)
+		require.NoError(t, err)
+
+		st, err := c.Inspect(ctx, "inspect/lock")
+		require.NoError(t, err)
+		assert.Equal(t, "inspect/lock", st.Name)
+		assert.Equal(t, []relock.Kind{relock.KindLock}, st.Kinds())
+		assert.True(t, st.Exists())
+		assert.WithinDuration(t, time.Now(), st.ServerTime, 5*time.Second)
+		require.NotNil(t, st.Lock)
+		assert.Equal(t, l.Key(), st.Lock.Key)
+		require.Len(t, st.Lock.Holders, 1)
+		h := st.Lock.Holders[0]
+		assert.Equal(t, ownerField(t, c, hctx), h.Owner)
+		assert.Equal(t, 2, h.Count)
+		assert.Greater(t, h.Lease, time.Duration(0))
+		assert.LessOrEqual(t, h.Lease, relock.DefaultWatchdogLease)
+		assert.Equal(t, h.Lease, st.Lock.Lease)
+		assert.Equal(t, token, st.Lock.Token)
+		assert.NotZero(t, token)
+
+		require.NoError(t, l.Unlock(hctx))
+		require.NoError(t, l.Unlock(hctx))
+		st, err = c.Inspect(ctx, "inspect/lock")
+		require.NoError(t, err)
+		assert.False(t, st.Exists())
+		assert.Nil(t, st.Lock)
+		assert.Empty(t, st.Kinds())
+	})
+}
+
+func TestInspectFencingOff(t *testing.T) {
+	b := newReal(t)
+	ctx := context.Background()
+	c := b.newClient(t, relock.WithFencingTokens(false))
+	hctx, err := c.Lock("inspect/nofence").Lock(ctx)
+	require.NoError(t, err)
+	st, err := c.Inspect(ctx, "inspect/nofence")
+	require.NoError(t, err)
+	require.NotNil(t, st.Lock)
+	assert.Len(t, st.Lock.Holders, 1)
+	assert.Zero(t, st.Lock.Token)
+	require.NoError(t, c.Lock("inspect/nofence").Unlock(hctx))
+}
+
+func TestInspectUnknownAndInvalid(t *testing.T) {
+	b := newReal(t)
+	ctx := context.Background()
+	c := b.newClient(t)
+	st, err := c.Inspect(ctx, "inspect/nobody")
+	require.NoError(t, err)
+	assert.False(t, st.Exists())
+	assert.Equal(t, "inspect/nobody", st.Name)
+
+	_, err = c.Inspect(ctx, "")
+	assert.ErrorIs(t, err, relock.ErrInvalidArgument)
+	_, err = c.Channels("")
+	assert.ErrorIs(t, err, relock.ErrInvalidArgument)
+
+	// A foreign key of another type where a lock would be reads as absent.
+	require.NoError(t, b.rdb.Set(ctx, "relock:{inspect/foreign}", "x", 0).Err())
+	st, err = c.Inspect(ctx, "inspect/foreign")
+	require.NoError(t, err)
+	assert.False(t, st.Exists())
+}
+
+func TestInspectFairLockWaiters(t *testing.T) {
+	b := newReal(t)
+	ctx := context.Background()
+	c := b.newClient(t)
+	const name = "inspect/fair"
+	l := c.FairLock(name)
+	hctx, err := l.Lock(ctx)
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	waiters := make([]*relock.Client, 2)
+	for i := range waiters {
+		waiters[i] = b.newClient(t)
+		wg.Add(1)
+		go func(w *relock.Client) {
+			defer wg.Done()
+			wctx, err := w.FairLock(name).Lock(ctx)
+			if assert.NoError(t, err) {
+				assert.NoError(t, w.FairLock(name).Unlock(wctx))
+			}
+		}(waiters[i])
+		// Queue them one after the other, so their order is known.
+		require.Eventually(t, func() bool {
+			st, err := c.Inspect(ctx, name)
+			return err == nil && st.FairLock != nil && len(st.FairLock.Waiters) == i+1
+		}, 5*time.Second, 10*time.Millisecond)
+	}
+
+	st, err := c.Inspect(ctx, name)
+	require.NoError(t, err)
+	assert.Equal(t, []relock.Kind{relock.KindFairLock}, st.Kinds())
+	f := st.FairLock
+	require.NotNil(t, f)
+	assert.Equal(t, l.Key(), f.Key)
+	assert.Equal(t, l.QueueKey(), f.QueueKey)
+	require.Len(t, f.Holders, 1)
+	assert.Equal(t, ownerField(t, c, hctx), f.Holders[0].Owner)
+	assert.Equal(t, 1, f.Holders[0].Count)
+	assert.Greater(t, f.Lease, time.Duration(0))
+	token, err := l.Token(hctx)
+	require.NoError(t, err)
+	assert.Equal(t, token, f.Token)
+	require.Len(t, f.Waiters, 2)
+	for i, w := range f.Waiters {
+		assert.True(t, strings.HasPrefix(w.Owner, waiters[i].ID()+":"), "waiter %d is %s", i, w.Owner)
+		assert.True(t, w.Deadline.After(st.ServerTime), "deadline %v, now %v", w.Deadline, st.ServerTime)
+		assert.Greater(t, w.Remaining, time.Duration(0))
+		assert.LessOrEqual(t, w.Remaining, relock.DefaultWaiterTimeout)
+	}
+
+	require.NoError(t, l.Unlock(hctx))
+	wg.Wait()
+	st, err = c.Inspect(ctx, name)
+	require.NoError(t, err)
+	assert.False(t, st.Exists())
+}
+
+func TestInspectRWLock(t *testing.T) {
+	b := newReal(t)
+	ctx := context.Background()
+	c := b.newClient(t)
+	const name = "inspect/rw"
+	rw := c.RWLock(name)
+
+	r1, err := rw.ReadLock().Lock(ctx)
+	require.NoError(t, err)
+	r1, err = rw.ReadLock().Lock(r1)
+	require.NoError(t, err)
+	r2, err := rw.ReadLock().TryLock(ctx, 0, time.Minute)
+	require.NoError(t, err)
+
+	writer := b.newClient(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wctx, err := writer.RWLock(name).WriteLock().Lock(ctx)
+		if assert.NoError(t, err) {
+			assert.NoError(t, writer.RWLock(name).WriteLock().Unlock(wctx))
+		}
+	}()
+	require.Eventually(t, func() bool {
+		st, err := c.Inspect(ctx, name)
+		return err == nil && st.RWLock != nil && len(st.RWLock.WritersWaiting) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+
+	st, err := c.Inspect(ctx, name)
+	require.NoError(t, err)
+	assert.Equal(t, []relock.Kind{relock.KindRWLock}, st.Kinds())
+	s := st.RWLock
+	require.NotNil(t, s)
+	assert.Equal(t, rw.Key(), s.Key)
+	assert.Nil(t, s.Writer)
+	assert.Zero(t, s.Token)
+	want := map[string]int{ownerField(t, c, r1): 2, ownerField(t, c, r2): 1}
+	got := map[string]int{}
+	for _, h := range s.Readers {
+		got[h.Owner] = h.Count
+		assert.Greater(t, h.Lease, time.Duration(0))
+		if h.Owner == ownerField(t, c, r2) {
+			assert.Greater(t, h.Lease, 50*time.Second, "its own explicit lease")
+		} else {
+			assert.LessOrEqual(t, h.Lease, relock.DefaultWatchdogLease)
+		}
+	}
+	assert.Equal(t, want, got)
+	require.Len(t, s.WritersWaiting, 1)
+	assert.True(t, strings.HasPrefix(s.WritersWaiting[0].Owner, writer.ID()+":"))
+	assert.Greater(t, s.WritersWaiting[0].Remaining, time.Duration(0))
+
+	require.NoError(t, rw.ReadLock().Unlock(r1))
+	require.NoError(t, rw.ReadLock().Unlock(r1))
+	require.NoError(t, rw.ReadLock().Unlock(r2))
+	<-done
+
+	// The write side: writer and token.
+	wctx, err := rw.WriteLock().Lock(ctx)
+	require.NoError(t, err)
+	token, err := rw.WriteLock().Token(wctx)
+	require.NoError(t, err)
+	st, err = c.Inspect(ctx, name)
+	require.NoError(t, err)
+	require.NotNil(t, st.RWLock)
+	require.NotNil(t, st.RWLock.Writer)
+	assert.Equal(t, ownerField(t, c, wctx), st.RWLock.Writer.Owner)
+	assert.Equal(t, 1, st.RWLock.Writer.Count)
+	assert.Greater(t, st.RWLock.Writer.Lease, time.Duration(0))
+	assert.Equal(t, token, st.RWLock.Token)
+	assert.Empty(t, st.RWLock.Readers)
+	require.NoError(t, rw.WriteLock().Unlock(wctx))
+}
+
+func TestInspectSeveralKinds(t *testing.T) {
+	b := newReal(t)
+	ctx := context.Background()
+	c := b.newClient(t)
+	const name = "inspect/all"
+	l1, err := c.Lock(name).Lock(ctx)
+	require.NoError(t, err)
+	l2, err := c.FairLock(name).Lock(ctx)
+	require.NoError(t, err)
+	l3, err := c.RWLock(name).ReadLock().Lock(ctx)
+	require.NoError(t, err)
+	st, err := c.Inspect(ctx, name)
+	require.NoError(t, err)
+	assert.Equal(t, []relock.Kind{relock.KindLock, relock.KindFairLock, relock.KindRWLock}, st.Kinds())
+	require.NoError(t, c.Lock(name).Unlock(l1))
+	require.NoError(t, c.FairLock(name).Unlock(l2))
+	require.NoError(t, c.RWLock(name).ReadLock().Unlock(l3))
+}
+
+// TestInspectLayouts pins the two layouts Inspect reads, written by hand:
+// owner → count with a ":fence" counter key (older versions), and owner →
+// count with "~" metadata fields and per-owner RW fields (current).
+func TestInspectLayouts(t *testing.T) {
+	b := newReal(t)
+	ctx := context.Background()
+	c := b.newClient(t)
+	rdb := b.rdb
+	now := time.Now().UnixMilli() // loopback server: same clock
+
+	// Older layout.
+	require.NoError(t, rdb.HSet(ctx, "relock:{old}", "u1:1", "3").Err())
+	require.NoError(t, rdb.PExpire(ctx, "relock:{old}", 20*time.Second).Err())
+	require.NoError(t, rdb.Set(ctx, "relock:{old}:fence", "41", 0).Err())
+	require.NoError(t, rdb.HSet(ctx, "relock:{old}:rw", "w:u2:1", "1", "wd:u2:1", now+20000).Err())
+	require.NoError(t, rdb.Set(ctx, "relock:{old}:rw:fence", "7", 0).Err())
+	st, err := c.Inspect(ctx, "old")
+	require.NoError(t, err)
+	require.NotNil(t, st.Lock)
+	assert.Equal(t, []relock.Holder{{Owner: "u1:1", Count: 3, Lease: st.Lock.Lease}}, st.Lock.Holders)
+	assert.InDelta(t, 20*time.Second, st.Lock.Lease, float64(2*time.Second))
+	assert.Equal(t, int64(41), st.Lock.Token)
+	require.NotNil(t, st.RWLock)
+	require.NotNil(t, st.RWLock.Writer)
+	assert.Equal(t, "u2:1", st.RWLock.Writer.Owner)
+	assert.Equal(t, int64(7), st.RWLock.Token)
+
+	// Current layout: metadata fields are not holders; "~t" wins over a
+	// leftover counter key.
+	require.NoError(t, rdb.HSet(ctx, "relock:{new}", "u1:1", "2", "~g", "op1", "~o", "op2", "~t", "1700000000000001").Err())
+	require.NoError(t, rdb.PExpire(ctx, "relock:{new}", 20*time.Second).Err())
+	require.NoError(t, rdb.Set(ctx, "relock:{new}:fence", "5", 0).Err())
+	require.NoError(t, rdb.HSet(ctx, "relock:{new}:fair", "u3:1", "1", "~g", "op3", "~o", "op3", "~t", "99").Err())
+	require.NoError(t, rdb.PExpire(ctx, "relock:{new}:fair", 20*time.Second).Err())
+	require.NoError(t, rdb.RPush(ctx, "relock:{new}:fair:queue", "u4:1", "gone:1", "u5:1").Err())
+	require.NoError(t, rdb.ZAdd(ctx, "relock:{new}:fair:timeouts",
+		redis.Z{Member: "u4:1", Score: float64(now + 9000)},
+		redis.Z{Member: "gone:1", Score: float64(now - 1000)},
+		redis.Z{Member: "u5:1", Score: float64(now + 9500)}).Err())
+	require.NoError(t, rdb.HSet(ctx, "relock:{new}:rw",
+		"r:u6:1", "2", "rd:u6:1", now+15000, "rg:u6:1", "op6", "ro:u6:1", "op7",
+		"r:dead:1", "1", "rd:dead:1", now-5000,
+		"w:u7:1", "1", "wd:u7:1", now+25000, "wg:u7:1", "op8", "wo:u7:1", "op8", "~t", "1700000000000002").Err())
+	require.NoError(t, rdb.ZAdd(ctx, "relock:{new}:rw:writers", redis.Z{Member: "u8:1", Score: float64(now + 8000)}).Err())
+	st, err = c.Inspect(ctx, "new")
+	require.NoError(t, err)
+	require.NotNil(t, st.Lock)
+	require.Len(t, st.Lock.Holders, 1)
+	assert.Equal(t, "u1:1", st.Lock.Holders[0].Owner)
+	assert.Equal(t, 2, st.Lock.Holders[0].Count)
+	assert.Equal(t, int64(1700000000000001), st.Lock.Token)
+	require.NotNil(t, st.FairLock)
+	assert.Equal(t, int64(99), st.FairLock.Token)
+	require.Len(t, st.FairLock.Waiters, 2, "the waiter past its deadline is left out")
+	assert.Equal(t, "u4:1", st.FairLock.Waiters[0].Owner)
+	assert.Equal(t, "u5:1", st.FairLock.Waiters[1].Owner)
+	assert.Equal(t, now+9000, st.FairLock.Waiters[0].Deadline.UnixMilli())
+	rw := st.RWLock
+	require.NotNil(t, rw)
+	require.Len(t, rw.Readers, 1, "the reader past its deadline is left out")
+	assert.Equal(t, "u6:1", rw.Readers[0].Owner)
+	assert.Equal(t, 2, rw.Readers[0].Count)
+	assert.InDelta(t, 15*time.Second, rw.Readers[0].Lease, float64(2*time.Second))
+	require.NotNil(t, rw.Writer)
+	assert.Equal(t, "u7:1", rw.Writer.Owner)
+	assert.Equal(t, int64(1700000000000002), rw.Token)
+	require.Len(t, rw.WritersWaiting, 1)
+	assert.Equal(t, "u8:1", rw.WritersWaiting[0].Owner)
+
+	// A fencing counter alone (a lock that ended) is no lock.
+	require.NoError(t, rdb.Set(ctx, "relock:{ended}:fence", "3", 0).Err())
+	st, err = c.Inspect(ctx, "ended")
+	require.NoError(t, err)
+	assert.False(t, st.Exists())
+}
+
+func TestInspectChannels(t *testing.T) {
+	b := newReal(t)
+	ctx := context.Background()
+	c := b.newClient(t)
+	const name = "inspect/{ch}"
+	ch, err := c.Channels(name)
+	require.NoError(t, err)
+	ps := b.rdb.Subscribe(ctx, ch.Lock, ch.RWRead, ch.RWWrite)
+	defer ps.Close()
+	for range 3 {
+		_, err := ps.Receive(ctx)
+		require.NoError(t, err)
+	}
+	pps := b.rdb.PSubscribe(ctx, ch.FairPrefix+"*")
+	defer pps.Close()
+	_, err = pps.Receive(ctx)
+	require.NoError(t, err)
+
+	expect := func(ps *redis.PubSub, channel string) {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		msg, err := ps.ReceiveMessage(rctx)
+		require.NoError(t, err)
+		assert.Equal(t, channel, msg.Channel)
+	}
+
+	hctx, err := c.Lock(name).Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.Lock(name).Unlock(hctx))
+	expect(ps, ch.Lock)
+
+	wctx, err := c.RWLock(name).WriteLock().Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.RWLock(name).WriteLock().Unlock(wctx))
+	expect(ps, ch.RWRead)
+	expect(ps, ch.RWWrite)
+
+	fctx, err := c.FairLock(name).Lock(ctx)
+	require.NoError(t, err)
+	other := b.newClient(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		octx, err := other.FairLock(name).Lock(ctx)
+		if assert.NoError(t, err) {
+			assert.NoError(t, other.FairLock(name).Unlock(octx))
+		}
+	}()
+	require.Eventually(t, func() bool {
+		st, err := c.Inspect(ctx, name)
+		return err == nil && st.FairLock != nil && len(st.FairLock.Waiters) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	st, err := c.Inspect(ctx, name)
+	require.NoError(t, err)
+	require.NoError(t, c.FairLock(name).Unlock(fctx))
+	expect(pps, ch.FairPrefix+st.FairLock.Waiters[0].Owner)
+	<-done
+}
+
+func TestListLocks(t *testing.T) {
+	b := newReal(t)
+	testListLocks(t, b.rdb)
+}
+
+func TestListLocksCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	testListLocks(t, cl.Client())
+}
+
+func testListLocks(t *testing.T, rdb redis.UniversalClient) {
+	ctx := context.Background()
+	c := relock.New(rdb, relock.WithKeyPrefix("lst"))
+	t.Cleanup(func() { _ = c.Close() })
+	other := relock.New(rdb) // default prefix: not listed
+	t.Cleanup(func() { _ = other.Close() })
+
+	names := []string{"list/a1", "list/a2", "list/{b}", "list/50%", "list/c*d", "zz"}
+	var held []func()
+	for i, name := range names {
+		switch i % 3 {
+		case 0:
+			hctx, err := c.Lock(name).Lock(ctx)
+			require.NoError(t, err)
+			held = append(held, func() { require.NoError(t, c.Lock(name).Unlock(hctx)) })
+		case 1:
+			hctx, err := c.FairLock(name).Lock(ctx)
+			require.NoError(t, err)
+			held = append(held, func() { require.NoError(t, c.FairLock(name).Unlock(hctx)) })
+		case 2:
+			hctx, err := c.RWLock(name).ReadLock().Lock(ctx)
+			require.NoError(t, err)
+			held = append(held, func() { require.NoError(t, c.RWLock(name).ReadLock().Unlock(hctx)) })
+		}
+	}
+	// Two kinds under one name.
+	wctx, err := c.RWLock("list/a1").WriteLock().Lock(ctx)
+	require.NoError(t, err)
+	held = append(held, func() { require.NoError(t, c.RWLock("list/a1").WriteLock().Unlock(wctx)) })
+	octx, err := other.Lock("list/a1").Lock(ctx)
+	require.NoError(t, err)
+	held = append(held, func() { require.NoError(t, other.Lock("list/a1").Unlock(octx)) })
+	// A lock that ended leaves keys that are no lock.
+	ectx, err := c.Lock("list/ended").Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.Lock("list/ended").Unlock(ectx))
+
+	all, err := c.ListLocks(ctx, "")
+	require.NoError(t, err)
+	type nk struct {
+		name string
+		kind relock.Kind
+	}
+	var got []nk
+	for _, s := range all {
+		got = append(got, nk{s.Name, s.Kind})
+		assert.Equal(t, 1, s.Holders, s.Name)
+		assert.Zero(t, s.Waiters, s.Name)
+		assert.Greater(t, s.Lease, time.Duration(0), s.Name)
+		if s.Kind != relock.KindRWLock || s.Name == "list/a1" {
+			assert.NotZero(t, s.Token, "%s %s", s.Name, s.Kind)
+		}
+	}
+	assert.Equal(t, []nk{
+		{"list/50%", relock.KindLock},
+		{"list/a1", relock.KindLock},
+		{"list/a1", relock.KindRWLock},
+		{"list/a2", relock.KindFairLock},
+		{"list/c*d", relock.KindFairLock},
+		{"list/{b}", relock.KindRWLock},
+		{"zz", relock.KindRWLock},
+	}, got)
+
+	names2 := func(pattern string) []string {
+		t.Helper()
+		ls, err := c.ListLocks(ctx, pattern)
+		require.NoError(t, err)
+		var out []string
+		for _, s := range ls {
+			out = append(out, s.Name+"/"+string(s.Kind))
+		}
+		return out
+	}
+	assert.Equal(t, []string{"list/a1/lock", "list/a1/rwlock", "list/a2/fairlock"}, names2("list/a*"))
+	assert.Equal(t, []string{"list/{b}/rwlock"}, names2("list/{b}"))
+	assert.Equal(t, []string{"list/50%/lock"}, names2("*%"))
+	assert.Equal(t, []string{"list/c*d/fairlock"}, names2(`list/c\*d`))
+	assert.Empty(t, names2("nothing*"))
+
+	for _, f := range held {
+		f()
+	}
+	all, err = c.ListLocks(ctx, "*")
+	require.NoError(t, err)
+	assert.Empty(t, all)
+}
