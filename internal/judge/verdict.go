@@ -26,8 +26,15 @@ type Interval struct {
 
 // Signalled reports whether the hold ended because the process was told it
 // had lost the lock (its context cancelled with ErrLockLost).
+//
+// A holder is told either by its hold context (ended with ErrLockLost) or,
+// at the latest, by its Unlock returning ErrLockLost. The second is the
+// only way for a holder that was frozen (SIGSTOP, a GC or VM pause) past its
+// lease: it cannot learn anything while it does not run, so the resource's
+// fencing check (the tokens must order the overlap) is what protects the
+// data then — which is exactly the library's promise.
 func (iv Interval) Signalled() bool {
-	return iv.Ended == KindLost && strings.Contains(iv.Cause, lockLost)
+	return (iv.Ended == KindLost && strings.Contains(iv.Cause, lockLost)) || strings.Contains(iv.UnlockErr, lockLost)
 }
 
 // Overlap is a pair of holds of different processes that were both live at
