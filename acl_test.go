@@ -2,6 +2,11 @@ package relock_test
 
 import (
 	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,17 +20,32 @@ import (
 )
 
 // leastPrivilege is the ACL the README recommends for a relock user with the
-// default key prefix: the script commands, what the scripts call, the
-// queries (EXISTS, HGET, PTTL), pub/sub on relock's channels, PING for the
-// subscriber's health checks and WAIT for WithReplicas; keys and channels
-// under relock: only.
-var leastPrivilege = []string{
-	"on", ">s3cret", "resetkeys", "resetchannels", "~relock:*", "&relock:*", "-@all",
-	"+evalsha", "+eval", // the scripts
-	"+hget", "+hset", "+hexists", "+hincrby", "+hdel", "+hgetall", "+exists", "+pttl", "+pexpire", "+del", "+get", "+set", "+incr", // called by the scripts
-	"+time", "+zadd", "+zrem", "+zremrangebyscore", "+zscore", "+zrange", "+zrangebyscore", "+zcard", "+rpush", "+lpop", "+lindex", "+lrem", // FairLock and RWLock scripts
-	"+publish", "+spublish", "+subscribe", "+unsubscribe", "+ssubscribe", "+sunsubscribe", "+ping", // waiting
-	"+wait", // WithReplicas
+// default key prefix: the script commands, what the scripts call (which
+// covers the queries: EXISTS, HGET, PTTL), pub/sub on relock's channels, PING
+// for the subscriber's health checks and WAIT for WithReplicas; keys and
+// channels under relock: only.
+var leastPrivilege = slices.Concat(
+	[]string{"on", ">s3cret", "resetkeys", "resetchannels", "~relock:*", "&relock:*", "-@all"},
+	[]string{"+evalsha", "+eval"}, // the scripts
+	allow(scriptCommands),
+	[]string{"+publish", "+spublish", "+subscribe", "+unsubscribe", "+ssubscribe", "+sunsubscribe", "+ping"}, // waiting
+	[]string{"+wait"}, // WithReplicas
+)
+
+// scriptCommands are the commands the scripts under scripts/ call, exactly
+// (checked by TestLeastPrivilegeACL/MatchesTheScripts); the scripts publish
+// with the command they are given (PUBLISH or SPUBLISH).
+var scriptCommands = []string{
+	"hget", "hmget", "hset", "hexists", "hincrby", "hdel", "hgetall", "exists", "pttl", "pexpire", "del", "get", "set", "time",
+	"zadd", "zrem", "zremrangebyscore", "zscore", "zrange", "zrangebyscore", "zcard", "rpush", "lpop", "lindex", "lrem", // FairLock and RWLock
+}
+
+func allow(cmds []string) []string {
+	out := make([]string, len(cmds))
+	for i, c := range cmds {
+		out[i] = "+" + c
+	}
+	return out
 }
 
 func setUser(t *testing.T, admin *redis.Client, name string, rules []string) {
@@ -88,6 +108,46 @@ func TestLeastPrivilegeACL(t *testing.T) {
 		freed, err := l.ForceUnlock(ctx)
 		require.NoError(t, err)
 		assert.True(t, freed)
+	})
+
+	// The ACL grants what the scripts call and nothing more, and the README
+	// recommends exactly this ACL.
+	t.Run("MatchesTheScripts", func(t *testing.T) {
+		files, err := filepath.Glob("scripts/*.lua")
+		require.NoError(t, err)
+		require.NotEmpty(t, files)
+		calls := regexp.MustCompile(`redis\.call\(\s*'([a-zA-Z]+)'`)
+		called := map[string]bool{}
+		inspect := map[string]bool{}
+		for _, f := range files {
+			src, err := os.ReadFile(f)
+			require.NoError(t, err)
+			into := called
+			if filepath.Base(f) == "inspect.lua" {
+				into = inspect // Client.Inspect, for operators: not locking
+			}
+			for _, m := range calls.FindAllStringSubmatch(string(src), -1) {
+				into[strings.ToLower(m[1])] = true
+			}
+		}
+		assert.ElementsMatch(t, slices.Sorted(maps.Keys(called)), scriptCommands)
+		// What the README says Inspect and the CLI add: +type +lrange (+scan).
+		for cmd := range inspect {
+			assert.True(t, slices.Contains(scriptCommands, cmd) || cmd == "type" || cmd == "lrange", "inspect calls %s", cmd)
+		}
+
+		readme, err := os.ReadFile("README.md")
+		require.NoError(t, err)
+		var line string
+		for l := range strings.Lines(string(readme)) {
+			if l = strings.TrimSpace(l); strings.HasPrefix(l, "ACL SETUSER relock ") {
+				line = l
+			}
+		}
+		require.NotEmpty(t, line, "the README shows the ACL")
+		want := slices.Clone(leastPrivilege)
+		want[slices.Index(want, ">s3cret")] = ">PASSWORD"
+		assert.Equal(t, want, strings.Fields(line)[3:])
 	})
 
 	t.Run("NothingElse", func(t *testing.T) {

@@ -25,14 +25,15 @@ func ExampleFairLock() {
 	inner, _ := tickets.Lock(ctx) // same owner: re-enters
 	n, _ := tickets.HoldCount(inner)
 	token, _ := tickets.Token(ctx)
-	fmt.Println("holds:", n, "token:", token)
+	innerToken, _ := tickets.Token(inner)
+	fmt.Println("holds:", n, "same token:", token == innerToken)
 	_ = tickets.Unlock(inner)
 	_ = tickets.Unlock(ctx)
 
 	locked, _ := tickets.IsLocked(context.Background())
 	fmt.Println("locked:", locked)
 	// Output:
-	// holds: 2 token: 1
+	// holds: 2 same token: true
 	// locked: false
 }
 

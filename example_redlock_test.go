@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -35,12 +36,14 @@ func ExampleRedLock() {
 	token, _ := r.Token(ctx)
 	fmt.Println("quorum:", r.Quorum())
 	fmt.Println("valid for more than 29s:", validity > 29*time.Second)
-	fmt.Println("token:", token)
+	fmt.Println("fencing token:", token > 0)
 	// Output:
 	// quorum: 2
 	// valid for more than 29s: true
-	// token: 1
+	// fencing token: true
 }
+
+var errStaleToken = errors.New("stale token: a newer one was already used")
 
 // storage is the resource the lock protects. It remembers the largest
 // fencing token it has seen and refuses writes that carry a smaller one: a
@@ -55,7 +58,7 @@ func (s *storage) Write(token int64, value string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if token < s.token {
-		return fmt.Errorf("stale token %d: %d was already used", token, s.token)
+		return errStaleToken
 	}
 	s.token, s.value = token, value
 	return nil
@@ -95,14 +98,16 @@ func ExampleRedLock_Token() {
 		return
 	}
 	tokenB, _ := r.Token(ctxB)
-	fmt.Println("B writes with token", tokenB, "->", store.Write(tokenB, "from B"))
+	fmt.Println("B writes ->", store.Write(tokenB, "from B"))
 	_ = r.Unlock(ctxB)
 
 	// A wakes up, unaware, and writes.
-	fmt.Println("A writes with token", tokenA, "->", store.Write(tokenA, "from A"))
+	fmt.Println("A's token is older:", tokenA < tokenB)
+	fmt.Println("A writes ->", store.Write(tokenA, "from A"))
 	fmt.Println("stored:", store.value)
 	// Output:
-	// B writes with token 2 -> <nil>
-	// A writes with token 1 -> stale token 1: 2 was already used
+	// B writes -> <nil>
+	// A's token is older: true
+	// A writes -> stale token: a newer one was already used
 	// stored: from B
 }

@@ -25,12 +25,12 @@ func ExampleRWLock() {
 	_ = prices.ReadLock().Unlock(r2)
 
 	w, _ := prices.WriteLock().Lock(bg)
-	token, _ := prices.WriteLock().Token(w)
-	fmt.Println("writing with token", token)
+	token, _ := prices.WriteLock().Token(w) // pass it to the storage with each write
+	fmt.Println("writing with a fencing token:", token > 0)
 	_ = prices.WriteLock().Unlock(w)
 	// Output:
 	// writer while reading: true
-	// writing with token 1
+	// writing with a fencing token: true
 }
 
 // The writer may read and then stop writing (downgrade); a reader asking

@@ -145,7 +145,7 @@ func ExampleLock_Token() {
 	var storageToken int64 // the storage keeps the greatest token it has seen
 	write := func(token int64) error {
 		if token < storageToken {
-			return fmt.Errorf("stale token %d < %d", token, storageToken)
+			return errors.New("stale token: a newer one was already used")
 		}
 		storageToken = token
 		return nil
@@ -163,7 +163,7 @@ func ExampleLock_Token() {
 	_ = l.Unlock(second)
 	// Output:
 	// <nil>
-	// stale token 1 < 2
+	// stale token: a newer one was already used
 }
 
 // The scoped form: Do locks, runs the function with the hold context and

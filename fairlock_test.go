@@ -25,25 +25,6 @@ func llen(t testing.TB, rdb redis.UniversalClient, key string) int {
 	return int(n)
 }
 
-// keysLeft lists the keys that are neither the persistent fencing counter
-// nor a short-lived unlock latch, and checks that every latch expires.
-func keysLeft(t testing.TB, rdb redis.UniversalClient) []string {
-	t.Helper()
-	var out []string
-	for _, k := range allKeys(t, rdb) {
-		switch {
-		case strings.HasSuffix(k, ":fence"):
-		case strings.Contains(k, ":latch:"):
-			ttl := pttl(t, rdb, k)
-			assert.Greater(t, ttl, time.Duration(0), "latch %s must expire", k)
-			assert.LessOrEqual(t, ttl, 30*time.Second, "latch %s", k)
-		default:
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
 func TestFairLockLockUnlockReentry(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		c := b.newClient(t)
@@ -52,13 +33,14 @@ func TestFairLockLockUnlockReentry(t *testing.T) {
 		ctx, err := l.Lock(bg)
 		require.NoError(t, err)
 		owner := ownerField(t, c, ctx)
-		assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, b.rdb, l.Key()))
+		assert.Equal(t, map[string]string{owner: "1"}, owners(t, b.rdb, l.Key()))
 		assert.Equal(t, "relock:{fair:basic}:fair", l.Key())
 		assert.Greater(t, pttl(t, b.rdb, l.Key()), 25*time.Second)
 		assert.Equal(t, 1, c.WatchedHolds())
 		tok, err := l.Token(ctx)
 		require.NoError(t, err)
-		assert.EqualValues(t, 1, tok)
+		assert.Positive(t, tok)
+		assert.Equal(t, tok, storedToken(t, b.rdb, l.Key()))
 
 		inner, err := l.TryLock(ctx, 0, time.Second)
 		require.NoError(t, err, "re-entry while nobody queues")
@@ -76,7 +58,7 @@ func TestFairLockLockUnlockReentry(t *testing.T) {
 		assert.True(t, locked)
 
 		require.NoError(t, l.Unlock(inner))
-		assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, b.rdb, l.Key()))
+		assert.Equal(t, map[string]string{owner: "1"}, owners(t, b.rdb, l.Key()))
 		require.NoError(t, ctx.Err())
 		require.NoError(t, l.Unlock(ctx))
 		assert.ErrorIs(t, context.Cause(ctx), relock.ErrUnlocked)
@@ -85,6 +67,7 @@ func TestFairLockLockUnlockReentry(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, held)
 		assert.Empty(t, keysLeft(t, b.rdb))
+		assert.Equal(t, tok, storedTail(t, b.rdb, l.Key()), "the tail keeps the released hold's token")
 		assert.Equal(t, 0, c.TrackedHolds())
 		assert.Equal(t, 0, c.WatchedHolds())
 	})
@@ -171,7 +154,7 @@ func TestFairLockUnlockWakesOnlyTheNextWaiter(t *testing.T) {
 
 		require.NoError(t, l.Unlock(holder))
 		first := <-got
-		assert.Equal(t, map[string]string{queue[0]: "1"}, hgetall(t, b.rdb, l.Key()))
+		assert.Equal(t, map[string]string{queue[0]: "1"}, owners(t, b.rdb, l.Key()))
 		assert.Equal(t, queue[1:], b.rdb.LRange(bg, l.QueueKey(), 0, -1).Val(), "the others keep their places")
 		require.NoError(t, l.Unlock(first))
 		for range n - 1 {
@@ -236,9 +219,9 @@ func TestFairLockTryLockDoesNotJumpTheQueue(t *testing.T) {
 		// The barger's attempt also woke the waiter, which takes the lock;
 		// the barger left no trace in the queue.
 		ctx := <-got
-		assert.Equal(t, map[string]string{waiter: "1"}, hgetall(t, b.rdb, l.Key()))
+		assert.Equal(t, map[string]string{waiter: "1"}, owners(t, b.rdb, l.Key()))
 		assert.Equal(t, 0, llen(t, b.rdb, l.QueueKey()))
-		assert.Equal(t, []string{l.Key(), l.Key() + ":fence"}, sorted(allKeys(t, b.rdb)))
+		assert.Equal(t, []string{l.Key()}, sorted(keysLeft(t, b.rdb)))
 		require.NoError(t, l.Unlock(ctx))
 		assert.ErrorIs(t, l.Unlock(holder), relock.ErrLockLost)
 		assert.Empty(t, keysLeft(t, b.rdb))
@@ -258,7 +241,7 @@ func TestFairLockWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 		_, err = l.TryLock(bg, 20*time.Millisecond, 0)
 		require.ErrorIs(t, err, relock.ErrNotObtained)
 		assert.Equal(t, 0, llen(t, b.rdb, l.QueueKey()))
-		assert.Equal(t, []string{l.Key(), l.Key() + ":fence"}, sorted(allKeys(t, b.rdb)))
+		assert.Equal(t, []string{l.Key()}, sorted(keysLeft(t, b.rdb)))
 
 		cctx, cancel := context.WithCancel(bg)
 		quit := make(chan error, 1)
@@ -344,7 +327,7 @@ func TestFairLockCrashedWaiterIsEvicted(t *testing.T) {
 		case <-time.After(10 * timeout):
 			t.Fatal("the waiter behind a dead one is stuck")
 		}
-		assert.Equal(t, map[string]string{ownerField(t, c, ctx): "1"}, hgetall(t, b.rdb, l.Key()))
+		assert.Equal(t, map[string]string{ownerField(t, c, ctx): "1"}, owners(t, b.rdb, l.Key()))
 		assert.NotContains(t, b.rdb.LRange(bg, l.QueueKey(), 0, -1).Val(), dead)
 		require.NoError(t, l.Unlock(ctx))
 		assert.Empty(t, keysLeft(t, b.rdb))
@@ -365,6 +348,8 @@ func TestFairLockForceUnlockWakesTheNextWaiter(t *testing.T) {
 			got <- ctx
 		}()
 		require.Eventually(t, func() bool { return llen(t, b.rdb, l.QueueKey()) == 1 }, 5*time.Second, time.Millisecond)
+		first, err := l.Token(holder)
+		require.NoError(t, err)
 		other := relock.New(b.newConn(t))
 		t.Cleanup(func() { _ = other.Close() })
 		freed, err := other.FairLock("fair:force").ForceUnlock(bg)
@@ -373,7 +358,7 @@ func TestFairLockForceUnlockWakesTheNextWaiter(t *testing.T) {
 		ctx := <-got
 		tok, err := l.Token(ctx)
 		require.NoError(t, err)
-		assert.EqualValues(t, 2, tok)
+		assert.Greater(t, tok, first)
 		assert.ErrorIs(t, l.Unlock(holder), relock.ErrLockLost, "the old holder learns it lost the lock")
 		freed, err = l.ForceUnlock(bg)
 		require.NoError(t, err)
@@ -445,17 +430,25 @@ func TestFairLockReplayedScriptsCountOnce(t *testing.T) {
 	require.NoError(t, l.Unlock(holder))
 	ctx := <-got
 	owner := ownerField(t, c, ctx)
-	assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, rdb, l.Key()))
+	first := hgetall(t, rdb, l.Key())
+	assert.Equal(t, map[string]string{owner: "1"}, ownersOf(t, first))
+	tok, err := l.Token(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, tok, storedToken(t, rdb, l.Key()))
 
 	drop.Arm("evalsha", 1)
 	inner, err := l.Lock(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{owner: "2"}, hgetall(t, rdb, l.Key()))
+	second := hgetall(t, rdb, l.Key())
+	assert.Equal(t, map[string]string{owner: "2"}, ownersOf(t, second))
+	assert.Equal(t, first["~g"], second["~g"], "the replayed re-entry is the same hold")
+	assert.Equal(t, first["~t"], second["~t"])
 	require.NoError(t, l.Unlock(inner))
 	drop.Arm("evalsha", 1)
 	require.NoError(t, l.Unlock(ctx), "a replayed final release is success")
 	assert.EqualValues(t, 4, drop.Dropped())
 	assert.Empty(t, keysLeft(t, rdb))
+	assert.Equal(t, tok, storedTail(t, rdb, l.Key()))
 }
 
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }

@@ -2,12 +2,15 @@ package relock_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock"
@@ -104,4 +107,106 @@ func allKeys(t testing.TB, rdb redis.UniversalClient) []string {
 	k, err := rdb.Keys(context.Background(), "*").Result()
 	require.NoError(t, err)
 	return k
+}
+
+// holdMeta are the fields a Lock or FairLock hash keeps beside its owner's
+// count: the hold's generation (op id of the acquire that started it), the
+// last op applied and the fencing token.
+var holdMeta = []string{"~g", "~o", "~t"}
+
+// owners returns the Lock or FairLock hash at key as owner → count, the meta
+// fields left out. A held lock must have exactly one owner and every meta
+// field, which it checks.
+func owners(t testing.TB, rdb redis.UniversalClient, key string) map[string]string {
+	t.Helper()
+	return ownersOf(t, hgetall(t, rdb, key))
+}
+
+// ownersOf is owners for a hash already read.
+func ownersOf(t testing.TB, hash map[string]string) map[string]string {
+	t.Helper()
+	out := make(map[string]string)
+	for f, v := range hash {
+		if !strings.HasPrefix(f, "~") {
+			out[f] = v
+		}
+	}
+	if len(hash) == 0 {
+		return out
+	}
+	assert.Len(t, out, 1, "an exclusive lock has one owner: %v", hash)
+	for _, f := range holdMeta {
+		assert.NotEmpty(t, hash[f], "field %s of a held lock: %v", f, hash)
+	}
+	tok, err := strconv.ParseInt(hash["~t"], 10, 64)
+	assert.NoError(t, err, "~t is a number: %v", hash)
+	assert.GreaterOrEqual(t, tok, int64(0), "~t: %v", hash)
+	return out
+}
+
+// storedToken returns the fencing token the hash at key keeps (~t), 0 when
+// there is none.
+func storedToken(t testing.TB, rdb redis.UniversalClient, key string) int64 {
+	t.Helper()
+	v, err := rdb.HGet(context.Background(), key, "~t").Result()
+	if errors.Is(err, redis.Nil) {
+		return 0
+	}
+	require.NoError(t, err)
+	n, err := strconv.ParseInt(v, 10, 64)
+	require.NoError(t, err)
+	return n
+}
+
+// storedTail returns the token in the tail of the lock whose hash is key, 0
+// when there is none.
+func storedTail(t testing.TB, rdb redis.UniversalClient, key string) int64 {
+	t.Helper()
+	n, err := rdb.Get(context.Background(), key+":tail").Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0
+	}
+	require.NoError(t, err)
+	return n
+}
+
+// defaultUnlockLatch is how long a tail or a latch outlives a free lock
+// unless WithUnlockLatch says otherwise.
+const defaultUnlockLatch = 30 * time.Second
+
+// leftover reports whether k is one of the keys that outlive a free lock by
+// design, for the unlock latch's time only: a tail (the last token, so that
+// the next one is above it) or a latch (a final release request done).
+func leftover(k string) bool {
+	return strings.HasSuffix(k, ":tail") || strings.Contains(k, ":latch:")
+}
+
+// keysLeft lists the keys that are not tails or latches, and checks that
+// every tail and latch expires within the default unlock latch.
+func keysLeft(t testing.TB, rdb redis.UniversalClient) []string {
+	t.Helper()
+	var out []string
+	for _, k := range allKeys(t, rdb) {
+		if !leftover(k) {
+			out = append(out, k)
+			continue
+		}
+		ttl := pttl(t, rdb, k)
+		assert.Greater(t, ttl, time.Duration(0), "%s must expire", k)
+		assert.LessOrEqual(t, ttl, defaultUnlockLatch, "%s outlives the unlock latch", k)
+		if strings.HasSuffix(k, ":tail") {
+			tok, err := rdb.Get(context.Background(), k).Int64()
+			if assert.NoError(t, err, k) {
+				assert.Positive(t, tok, "a tail keeps a token: %s", k)
+			}
+		}
+	}
+	return out
+}
+
+// requireOnlyExpiringLeftovers checks that nothing is left in Redis but
+// tails and latches, each with a TTL no longer than the unlock latch.
+func requireOnlyExpiringLeftovers(t testing.TB, rdb redis.UniversalClient) {
+	t.Helper()
+	require.Empty(t, keysLeft(t, rdb), "only tails and latches may outlive a free lock")
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/relock-go/relock"
 )
@@ -31,8 +32,9 @@ type lockKind struct {
 	// channelOf is the channel a waiter sleeps on, "" where each waiter has
 	// its own (FairLock).
 	channelOf func(c *relock.Client, name string) string
-	// holders turns the lock hash into owner → count (nil: it is that already).
-	holders func(hash map[string]string) map[string]string
+	// holders turns the lock hash into owner → count, checking the fields
+	// that go with each holder (generation, last op, token).
+	holders func(t testing.TB, hash map[string]string) map[string]string
 }
 
 // waiterSubscribed reports whether one waiter of the lock called name is
@@ -50,11 +52,27 @@ func (k lockKind) waiterSubscribed(rdb redis.UniversalClient, c *relock.Client, 
 // state returns the holders of the lock whose hash is key, as owner → count.
 func (k lockKind) state(t testing.TB, rdb redis.UniversalClient, key string) map[string]string {
 	t.Helper()
-	m := hgetall(t, rdb, key)
-	if k.holders == nil {
-		return m
+	return k.holders(t, hgetall(t, rdb, key))
+}
+
+// writers returns the write holders of an RWLock hash, owner → count,
+// checking that each has its deadline, generation and last-op fields and
+// that the hash keeps the write hold's token. The hash keeps "w:<owner>" →
+// count, "wd:", "wg:", "wo:" per write holder, "r:", "rd:", "rg:", "ro:"
+// per reader, and "~t".
+func writers(t testing.TB, hash map[string]string) map[string]string {
+	t.Helper()
+	out := make(map[string]string)
+	for f, v := range hash {
+		if owner, ok := strings.CutPrefix(f, "w:"); ok {
+			out[owner] = v
+			for _, kind := range []string{"wd:", "wg:", "wo:"} {
+				assert.NotEmpty(t, hash[kind+owner], "field %s of a write holder: %v", kind+owner, hash)
+			}
+			assert.NotEmpty(t, hash["~t"], "the token of a write hold: %v", hash)
+		}
 	}
-	return k.holders(m)
+	return out
 }
 
 // exclusiveKinds are the lock types the topology and fault suites cover.
@@ -64,29 +82,21 @@ var exclusiveKinds = []lockKind{
 		open:      func(c *relock.Client, name string) exclusive { return c.Lock(name) },
 		keyOf:     func(c *relock.Client, name string) string { return c.Lock(name).Key() },
 		channelOf: func(c *relock.Client, name string) string { return c.Lock(name).Key() + ":ch" },
+		holders:   ownersOf,
 	},
 	{
 		name:      "FairLock",
 		open:      func(c *relock.Client, name string) exclusive { return c.FairLock(name) },
 		keyOf:     func(c *relock.Client, name string) string { return c.FairLock(name).Key() },
 		channelOf: func(*relock.Client, string) string { return "" },
+		holders:   ownersOf,
 	},
 	{
 		name:      "WriteLock",
 		open:      func(c *relock.Client, name string) exclusive { return c.RWLock(name).WriteLock() },
 		keyOf:     func(c *relock.Client, name string) string { return c.RWLock(name).Key() },
 		channelOf: func(c *relock.Client, name string) string { return c.RWLock(name).Key() + ":wch" },
-		// The RWLock hash keeps "w:<owner>" → count and "wd:<owner>" →
-		// deadline per write holder (and "r:", "rd:" for readers).
-		holders: func(hash map[string]string) map[string]string {
-			out := make(map[string]string)
-			for f, v := range hash {
-				if owner, ok := strings.CutPrefix(f, "w:"); ok {
-					out[owner] = v
-				}
-			}
-			return out
-		},
+		holders:   writers,
 	},
 }
 

@@ -23,7 +23,11 @@ func TestLockWritesOwnerHashWithWatchdogLease(t *testing.T) {
 		require.NoError(t, err)
 
 		owner := ownerField(t, c, ctx)
-		assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, b.rdb, "relock:{orders}"))
+		assert.Equal(t, map[string]string{owner: "1"}, owners(t, b.rdb, "relock:{orders}"))
+		tok, err := l.Token(ctx)
+		require.NoError(t, err)
+		assert.Positive(t, tok)
+		assert.Equal(t, tok, storedToken(t, b.rdb, "relock:{orders}"), "the hash keeps the hold's token")
 		ttl := pttl(t, b.rdb, "relock:{orders}")
 		assert.Greater(t, ttl, 25*time.Second)
 		assert.LessOrEqual(t, ttl, relock.DefaultWatchdogLease)
@@ -40,6 +44,8 @@ func TestLockWritesOwnerHashWithWatchdogLease(t *testing.T) {
 
 		require.NoError(t, l.Unlock(ctx))
 		assert.Empty(t, hgetall(t, b.rdb, "relock:{orders}"))
+		requireOnlyExpiringLeftovers(t, b.rdb)
+		assert.Equal(t, tok, storedTail(t, b.rdb, "relock:{orders}"), "the tail keeps the released hold's token")
 		assert.ErrorIs(t, context.Cause(ctx), relock.ErrUnlocked)
 		locked, err = l.IsLocked(context.Background())
 		require.NoError(t, err)
@@ -86,13 +92,18 @@ func TestReentrancyFollowsTheContext(t *testing.T) {
 
 		require.Len(t, counts, 3)
 		var owner string
-		for f := range counts[0] {
+		for f := range ownersOf(t, counts[0]) {
 			owner = f
 		}
-		assert.Equal(t, map[string]string{owner: "1"}, counts[0])
-		assert.Equal(t, map[string]string{owner: "2"}, counts[1])
-		assert.Equal(t, map[string]string{owner: "1"}, counts[2])
+		assert.Equal(t, map[string]string{owner: "1"}, ownersOf(t, counts[0]))
+		assert.Equal(t, map[string]string{owner: "2"}, ownersOf(t, counts[1]))
+		assert.Equal(t, map[string]string{owner: "1"}, ownersOf(t, counts[2]))
+		for _, f := range []string{"~g", "~t"} {
+			assert.Equal(t, counts[0][f], counts[1][f], "a re-entry is the same hold: %s", f)
+			assert.Equal(t, counts[0][f], counts[2][f], "a re-entry's Unlock keeps the hold: %s", f)
+		}
 		assert.Empty(t, hgetall(t, b.rdb, key))
+		requireOnlyExpiringLeftovers(t, b.rdb)
 	})
 }
 
@@ -122,7 +133,7 @@ func TestSecondOwnerWaitsAndGetsInAfterUnlock(t *testing.T) {
 		}
 		require.NoError(t, c1.Lock("stock").Unlock(ctx1))
 		ctx2 := <-got
-		assert.Equal(t, map[string]string{ownerField(t, c2, ctx2): "1"}, hgetall(t, b.rdb, "relock:{stock}"))
+		assert.Equal(t, map[string]string{ownerField(t, c2, ctx2): "1"}, owners(t, b.rdb, "relock:{stock}"))
 		require.NoError(t, c2.Lock("stock").Unlock(ctx2))
 	})
 }
@@ -161,6 +172,7 @@ func TestUnlockWorksWithCancelledContext(t *testing.T) {
 		require.Error(t, ctx.Err(), "the hold's context derives from the caller's")
 		require.NoError(t, l.Unlock(ctx))
 		assert.Empty(t, hgetall(t, b.rdb, l.Key()))
+		requireOnlyExpiringLeftovers(t, b.rdb)
 	})
 }
 
@@ -175,10 +187,14 @@ func TestForceUnlockFreesTheLockAndTellsTheHolder(t *testing.T) {
 
 		other := relock.New(b.newConn(t))
 		t.Cleanup(func() { _ = other.Close() })
+		tok, err := l.Token(ctx)
+		require.NoError(t, err)
 		freed, err := other.Lock("force").ForceUnlock(context.Background())
 		require.NoError(t, err)
 		assert.True(t, freed)
 		assert.Empty(t, hgetall(t, b.rdb, l.Key()))
+		requireOnlyExpiringLeftovers(t, b.rdb)
+		assert.Equal(t, tok, storedTail(t, b.rdb, l.Key()), "a forced release keeps the token in the tail too")
 
 		freed, err = l.ForceUnlock(context.Background())
 		require.NoError(t, err)
@@ -197,6 +213,8 @@ func TestLeaseExpiresByItself(t *testing.T) {
 		const lease = 150 * time.Millisecond
 		ctx, err := l.TryLock(context.Background(), 0, lease)
 		require.NoError(t, err)
+		tok, err := l.Token(ctx)
+		require.NoError(t, err)
 		ttl := pttl(t, b.rdb, l.Key())
 		assert.Greater(t, ttl, time.Duration(0))
 		assert.LessOrEqual(t, ttl, lease)
@@ -207,24 +225,19 @@ func TestLeaseExpiresByItself(t *testing.T) {
 		assert.ErrorIs(t, context.Cause(ctx), relock.ErrLockLost)
 		// ...and Redis lets the key go.
 		b.expire(lease)
-		require.Eventually(t, func() bool { return len(allKeysExceptFence(t, b)) == 0 }, 5*time.Second, 5*time.Millisecond)
+		// An expired hold leaves nothing behind, not even a tail: it was
+		// never released.
+		require.Eventually(t, func() bool { return len(allKeys(t, b.rdb)) == 0 }, 5*time.Second, 5*time.Millisecond)
 		assert.ErrorIs(t, l.Unlock(ctx), relock.ErrLockLost)
 
 		// A new owner gets it, with a greater fencing token.
 		ctx2, err := l.TryLock(context.Background(), 0, time.Second)
 		require.NoError(t, err)
+		tok2, err := l.Token(ctx2)
+		require.NoError(t, err)
+		assert.Greater(t, tok2, tok)
 		require.NoError(t, l.Unlock(ctx2))
 	})
-}
-
-func allKeysExceptFence(t testing.TB, b *backend) []string {
-	var out []string
-	for _, k := range allKeys(t, b.rdb) {
-		if k != "relock:{leased}:fence" {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 func TestHoldCountAndTTL(t *testing.T) {
@@ -340,9 +353,10 @@ func TestClosedClient(t *testing.T) {
 		assert.ErrorIs(t, context.Cause(ctx), relock.ErrClientClosed)
 		_, err = l.Lock(context.Background())
 		assert.ErrorIs(t, err, relock.ErrClientClosed)
-		assert.Equal(t, 1, len(hgetall(t, b.rdb, l.Key())), "Close does not release")
+		assert.Len(t, owners(t, b.rdb, l.Key()), 1, "Close does not release")
 		require.NoError(t, l.Unlock(ctx), "a deferred Unlock still releases after Close")
 		assert.Empty(t, hgetall(t, b.rdb, l.Key()))
+		requireOnlyExpiringLeftovers(t, b.rdb)
 	})
 }
 
@@ -363,32 +377,44 @@ func TestReplayedScriptsCountOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(warm))
 
+	warmTok := storedTail(t, rdb, l.Key())
+
 	drop.Arm("evalsha", 1)
 	ctx, err := l.Lock(bg)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, drop.Dropped(), "the acquire reply was dropped")
 	owner := ownerField(t, c, ctx)
-	assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, rdb, l.Key()))
+	first := hgetall(t, rdb, l.Key())
+	assert.Equal(t, map[string]string{owner: "1"}, ownersOf(t, first))
+	tok, err := l.Token(ctx)
+	require.NoError(t, err)
+	assert.Greater(t, tok, warmTok)
+	assert.Equal(t, tok, storedToken(t, rdb, l.Key()), "the replay answered with the token it granted, not a new one")
 
 	drop.Arm("evalsha", 1)
 	inner, err := l.Lock(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, drop.Dropped())
-	assert.Equal(t, map[string]string{owner: "2"}, hgetall(t, rdb, l.Key()))
+	second := hgetall(t, rdb, l.Key())
+	assert.Equal(t, map[string]string{owner: "2"}, ownersOf(t, second))
+	assert.Equal(t, first["~g"], second["~g"], "the replayed re-entry is the same hold")
+	assert.Equal(t, first["~t"], second["~t"])
 
 	drop.Arm("evalsha", 1)
 	require.NoError(t, l.Unlock(inner))
 	require.EqualValues(t, 3, drop.Dropped())
-	assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, rdb, l.Key()))
+	assert.Equal(t, map[string]string{owner: "1"}, owners(t, rdb, l.Key()))
 
 	drop.Arm("evalsha", 1)
 	require.NoError(t, l.Unlock(ctx), "a replayed final release is success, not ErrLockLost")
 	require.EqualValues(t, 4, drop.Dropped())
 	assert.Empty(t, hgetall(t, rdb, l.Key()))
+	requireOnlyExpiringLeftovers(t, rdb)
+	assert.Equal(t, tok, storedTail(t, rdb, l.Key()))
 
 	token, err := tokenAfterLock(l)
 	require.NoError(t, err)
-	assert.EqualValues(t, 3, token, "one token per new acquisition, none for the replays")
+	assert.Greater(t, token, tok, "the next acquisition's token is above the replayed hold's")
 }
 
 func tokenAfterLock(l *relock.Lock) (int64, error) {
@@ -412,7 +438,8 @@ func TestFencingTokensIncreaseAndSurviveReentry(t *testing.T) {
 			require.NoError(t, err)
 			tok, err := l.Token(ctx)
 			require.NoError(t, err)
-			assert.Greater(t, tok, last)
+			assert.Positive(t, tok)
+			assert.Greater(t, tok, last, "tokens strictly increase")
 			inner, err := l.Lock(ctx)
 			require.NoError(t, err)
 			innerTok, err := l.Token(inner)

@@ -134,7 +134,7 @@ func TestReplicasOptionErrors(t *testing.T) {
 		_, err = l.TryLock(context.Background(), 0, 0)
 		require.ErrorIs(t, err, relock.ErrNotObtained)
 		require.NotErrorIs(t, err, relock.ErrNotReplicated)
-		assert.Equal(t, map[string]string{ownerField(t, plain, hctx): "1"}, hgetall(t, b.rdb, l.Key()))
+		assert.Equal(t, map[string]string{ownerField(t, plain, hctx): "1"}, owners(t, b.rdb, l.Key()))
 		require.NoError(t, plain.Lock("lonely").Unlock(hctx))
 	})
 	bad := []relock.Option{

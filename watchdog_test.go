@@ -46,7 +46,7 @@ func TestWatchdogKeepsALockAcrossSeveralLeases(t *testing.T) {
 		for range 6 {
 			b.expire(lease / 2)
 			waitTicks(t, c, 1)
-			require.Equal(t, map[string]string{owner: "1"}, hgetall(t, b.rdb, l.Key()))
+			require.Equal(t, map[string]string{owner: "1"}, owners(t, b.rdb, l.Key()))
 			ttl := pttl(t, b.rdb, l.Key())
 			assert.Greater(t, ttl, lease/3, "the lease was refreshed")
 		}
@@ -93,7 +93,7 @@ func TestWatchdogTellsTheHolderWhenSomeoneElseTookTheLock(t *testing.T) {
 		assert.ErrorIs(t, context.Cause(ctx), relock.ErrLockLost)
 		// The renewal did not extend the new owner's lease on our behalf,
 		// nor disturb their hold.
-		assert.Equal(t, map[string]string{ownerField(t, other, theirs): "1"}, hgetall(t, b.rdb, l.Key()))
+		assert.Equal(t, map[string]string{ownerField(t, other, theirs): "1"}, owners(t, b.rdb, l.Key()))
 		require.NoError(t, other.Lock("stolen").Unlock(theirs))
 	})
 }
