@@ -188,7 +188,12 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 		err = fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
 	}
 	if err == nil && a.replication != nil {
-		unknown, err = a.gen, a.replication
+		// Take the unreplicated grant back now, as documented; only if that
+		// fails does the background release take over.
+		if _, rerr := s.release(dctx, releaseReq{req.owner, c.newOp(), a.gen, true}); rerr != nil {
+			unknown = a.gen
+		}
+		err = a.replication
 	}
 	if slept > 0 {
 		c.emitWait(s, start, attempts, err)

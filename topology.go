@@ -30,6 +30,9 @@ func (c *Client) observe(err error) {
 		}
 		return // a server answered: the topology is not the problem
 	}
+	if !outcomeUnknown(err) {
+		return // not a network fault (e.g. ErrUpgrade, found locally)
+	}
 	c.recheckHolds("network error")
 	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
 		cc.ReloadState(context.Background())
@@ -41,7 +44,7 @@ func (c *Client) observe(err error) {
 // (loading, failing over, a replica not yet promoted).
 func transient(err error) bool {
 	switch {
-	case errors.Is(err, redis.ErrClosed), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrClientClosed),
+	case errors.Is(err, redis.ErrClosed), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrClientClosed), errors.Is(err, ErrUpgrade),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	}
