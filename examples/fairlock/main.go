@@ -56,10 +56,10 @@ func main() {
 		time.Sleep(50 * time.Millisecond) // B asks first, then C, then D
 	}
 
+	story.Say("A", "unlocks: only the first in the queue is woken")
 	if err := holder.Unlock(held); err != nil {
 		log.Fatal(err)
 	}
-	story.Say("A", "unlocked: only the first in the queue is woken")
 	wg.Wait()
 	story.Say("", "grant order: %s, the order they asked in", strings.Join(order, " "))
 }

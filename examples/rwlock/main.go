@@ -41,8 +41,8 @@ func main() {
 		token, _ := prices.WriteLock().Token(w)
 		story.Say("W", "writing new prices (fencing token %d)", token)
 		time.Sleep(20 * time.Millisecond)
-		check(prices.WriteLock().Unlock(w))
 		story.Say("W", "done writing")
+		check(prices.WriteLock().Unlock(w))
 	}()
 	story.Say("W", "wants to write: waits for the readers")
 	time.Sleep(100 * time.Millisecond) // let it start waiting
@@ -61,11 +61,11 @@ func main() {
 	story.Say("R3", "wants to read: a writer waits, so it queues behind the writer")
 	time.Sleep(100 * time.Millisecond) // let it start waiting
 
-	check(prices.ReadLock().Unlock(r1))
 	story.Say("R1", "done reading")
+	check(prices.ReadLock().Unlock(r1))
 	time.Sleep(20 * time.Millisecond)
-	check(prices.ReadLock().Unlock(r2))
 	story.Say("R2", "done reading: the last reader out wakes the writer")
+	check(prices.ReadLock().Unlock(r2))
 	wg.Wait()
 }
 
