@@ -299,11 +299,11 @@ func (r *recorder) acquired(e relock.AcquiredEvent) {
 	}
 }
 
-// released counts a final Unlock that succeeded. A failed Unlock changes
-// nothing here: either the hold is still there (its release could not be
-// confirmed) or it was lost, which the Lost event reports.
+// released ends a hold at its final Unlock. One whose release Redis did not
+// confirm ends too: the core gives it up and retries the release in the
+// background. One that found the hold lost is left to the Lost event.
 func (r *recorder) released(e relock.ReleasedEvent) {
-	if !e.Final || e.Err != nil {
+	if !e.Final || errors.Is(e.Err, relock.ErrLockLost) {
 		return
 	}
 	ctx := context.Background()
