@@ -93,8 +93,8 @@ func testClusterAnyName(t *testing.T, cl *redistest.Cluster, k lockKind) {
 		inner, err := l.Lock(hold)
 		require.NoError(t, err)
 
-		// The hash and the fencing counter sit on the master of the key's
-		// slot, and nowhere else.
+		// The hash (with its token) and, once released, the tail sit on
+		// the master of the key's slot.
 		master, err := cl.MasterOf(ctx, key)
 		require.NoError(t, err)
 		used[master.Addr()] = true
@@ -103,14 +103,15 @@ func testClusterAnyName(t *testing.T, cl *redistest.Cluster, k lockKind) {
 		assert.Greater(t, pttl(t, node, key), time.Duration(0))
 		tok, err := l.Token(inner)
 		require.NoError(t, err)
-		fence, err := node.Get(ctx, key+":fence").Int64()
-		require.NoError(t, err, "the fencing counter is on the lock's node")
-		assert.Equal(t, fence, tok)
+		stored, err := node.HGet(ctx, key, "~t").Int64()
+		require.NoError(t, err, "the token is kept in the lock's hash on its node")
+		assert.Equal(t, stored, tok)
 
 		require.NoError(t, l.Unlock(inner))
 		require.NoError(t, l.Unlock(hold))
 		assert.Empty(t, k.state(t, rdb, key))
 		assert.ErrorIs(t, context.Cause(hold), relock.ErrUnlocked)
+		assert.Equal(t, tok, tailOf(t, node, key+":tail", defaultLatch), "the tail is on the lock's node")
 	}
 	assert.Len(t, used, 3, "the names must exercise every master")
 }
@@ -415,7 +416,8 @@ func testClusterFailover(t *testing.T, cl *redistest.Cluster) {
 		return pttl(t, promoted.Client(), l.Key()) > lease-lease/3+100*time.Millisecond || hctx.Err() != nil
 	}, 2*lease, 10*time.Millisecond)
 	if hctx.Err() == nil {
-		assert.Equal(t, map[string]string{ownerField(t, holder, hctx): "1"}, hgetall(t, promoted.Client(), l.Key()))
+		h := assertHeldBy(t, promoted.Client(), l.Key(), ownerField(t, holder, hctx), 1)
+		assert.Equal(t, tok, h.token, "the hold's token came over with it")
 		require.NoError(t, l.Unlock(hctx))
 	} else {
 		require.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
@@ -425,7 +427,7 @@ func testClusterFailover(t *testing.T, cl *redistest.Cluster) {
 		require.NoError(t, r.err)
 		wtok, err := waiter.Lock("failover").Token(r.ctx)
 		require.NoError(t, err)
-		assert.Greater(t, wtok, tok, "the fencing counter survived the failover")
+		assert.Greater(t, wtok, tok, "tokens keep increasing across the failover")
 		require.NoError(t, waiter.Lock("failover").Unlock(r.ctx))
 	case <-time.After(2 * lease):
 		t.Fatal("the waiter was stranded by the failover")
@@ -483,7 +485,7 @@ func testClusterMultiLock(t *testing.T, cl *redistest.Cluster) {
 	require.NoError(t, err, "no CROSSSLOT")
 	rdb := cl.Client()
 	for _, n := range names {
-		assert.Equal(t, map[string]string{ownerField(t, c, hctx): "1"}, hgetall(t, rdb, c.Lock(n).Key()), n)
+		assertHeldBy(t, rdb, c.Lock(n).Key(), ownerField(t, c, hctx), 1, n)
 	}
 
 	done := make(chan error, 1)
@@ -509,5 +511,12 @@ func testClusterMultiLock(t *testing.T, cl *redistest.Cluster) {
 	}
 	for _, n := range names {
 		assert.Empty(t, hgetall(t, rdb, c.Lock(n).Key()), n)
+	}
+	for _, node := range nodeClients(t, cl) {
+		if role, err := node.Do(ctx, "role").Slice(); err == nil && role[0] == "master" {
+			for _, k := range heldKeys(t, node, defaultLatch) {
+				assert.False(t, strings.HasPrefix(k, "relock:{multi"), "%s is left: only tails and latches may be", k)
+			}
+		}
 	}
 }

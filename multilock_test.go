@@ -3,7 +3,6 @@ package relock_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,27 +41,43 @@ func TestMultiLockTakesPartsOfOneRedisInOneScriptCall(t *testing.T) {
 		if b.real() {
 			before = scriptCalls(t, b.srv)
 		}
+		from := time.Now()
 		ctx, err := m.Lock(context.Background())
 		require.NoError(t, err)
+		to := time.Now()
 		if b.real() {
 			assert.Equal(t, int64(1), scriptCalls(t, b.srv)-before, "one script call for three parts")
 		}
 		owner := ownerField(t, c, ctx)
+		var gen string
+		tokens := map[int64]bool{}
 		for _, name := range []string{"a", "b", "c"} {
 			key := "relock:{" + name + "}"
-			assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, b.rdb, key), name)
+			h := assertHeldBy(t, b.rdb, key, owner, 1, name)
 			assert.Greater(t, pttl(t, b.rdb, key), 25*time.Second, name)
+			if gen == "" {
+				gen = h.gen
+			}
+			assert.Equal(t, gen, h.gen, "one script call, one op id: the generation of every part")
+			assert.Equal(t, h.gen, h.op, "a new hold's last op is its acquire")
 			tok, err := c.Lock(name).Token(ctx)
 			require.NoError(t, err, "each part is an ordinary hold of its Client")
-			assert.Positive(t, tok)
+			assert.Equal(t, h.token, tok, name)
+			assertClockToken(t, tok, from, to, name)
+			tokens[tok] = true
 		}
+		assert.Len(t, tokens, 3, "each part has a token of its own")
 		assert.Equal(t, 3, c.WatchedHolds(), "the Client's watchdog renews every part")
 
 		require.NoError(t, m.Unlock(ctx))
 		assert.ErrorIs(t, context.Cause(ctx), relock.ErrUnlocked)
 		for _, name := range []string{"a", "b", "c"} {
 			assert.Empty(t, hgetall(t, b.rdb, "relock:{"+name+"}"), name)
+			tok, err := c.Lock(name).Token(ctx)
+			assert.ErrorIs(t, err, relock.ErrNotHeld)
+			assert.Zero(t, tok)
 		}
+		assert.Empty(t, heldKeys(t, b.rdb, defaultLatch), "only tails and latches are left")
 		assert.Zero(t, c.TrackedHolds())
 		assert.Zero(t, c.WatchedHolds())
 		assert.ErrorIs(t, m.Unlock(ctx), relock.ErrNotHeld)
@@ -83,19 +98,62 @@ func TestMultiLockIsReentrantAndSharesHoldsWithItsParts(t *testing.T) {
 		ctx3, err := a.Lock(ctx2)
 		require.NoError(t, err, "a part re-enters with the MultiLock's context")
 		owner := ownerField(t, c, ctx)
-		assert.Equal(t, map[string]string{owner: "3"}, hgetall(t, b.rdb, a.Key()))
-		assert.Equal(t, map[string]string{owner: "2"}, hgetall(t, b.rdb, bb.Key()))
+		ha := assertHeldBy(t, b.rdb, a.Key(), owner, 3)
+		hb := assertHeldBy(t, b.rdb, bb.Key(), owner, 2)
+		assert.Equal(t, tokA, ha.token)
 		tok, err := a.Token(ctx3)
 		require.NoError(t, err)
 		assert.Equal(t, tokA, tok, "re-entry keeps the token")
 
 		require.NoError(t, a.Unlock(ctx3))
+		assert.Equal(t, ha.gen, assertHeldBy(t, b.rdb, a.Key(), owner, 2).gen, "same generation")
 		require.NoError(t, m.Unlock(ctx2))
 		assert.NoError(t, ctx.Err(), "the outer hold is still open")
-		assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, b.rdb, a.Key()))
+		assert.Equal(t, ha.gen, assertHeldBy(t, b.rdb, a.Key(), owner, 1).gen)
+		assert.Equal(t, hb.gen, assertHeldBy(t, b.rdb, bb.Key(), owner, 1).gen)
 		require.NoError(t, m.Unlock(ctx))
 		assert.Empty(t, hgetall(t, b.rdb, a.Key()))
 		assert.Empty(t, hgetall(t, b.rdb, bb.Key()))
+
+		// Unlock ends the entries of the MultiLock's context and nothing
+		// else: a part the owner holds on its own stays held.
+		pctx, err := a.Lock(context.Background())
+		require.NoError(t, err)
+		powner := ownerField(t, c, pctx)
+		mctx, err := m.Lock(pctx)
+		require.NoError(t, err)
+		assertHeldBy(t, b.rdb, a.Key(), powner, 2)
+		assertHeldBy(t, b.rdb, bb.Key(), powner, 1)
+		require.NoError(t, m.Unlock(mctx))
+		assert.ErrorIs(t, context.Cause(mctx), relock.ErrUnlocked)
+		assert.NoError(t, pctx.Err(), "the part's own hold goes on")
+		assertHeldBy(t, b.rdb, a.Key(), powner, 1)
+		assert.Empty(t, hgetall(t, b.rdb, bb.Key()))
+		assert.ErrorIs(t, m.Unlock(mctx), relock.ErrNotHeld, "already unlocked")
+		require.NoError(t, a.Unlock(pctx))
+		assert.Empty(t, hgetall(t, b.rdb, a.Key()))
+		assert.Zero(t, c.TrackedHolds())
+	})
+}
+
+// Unlock with a context that is not a MultiLock hold context — a hold
+// context of one part, or none — returns ErrNotHeld and changes nothing,
+// in Redis or in the Client.
+func TestMultiLockUnlockOfAnotherContextChangesNothing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		c := b.newClient(t)
+		a, bb := c.Lock("a"), c.Lock("b")
+		m := relock.NewMultiLock(a, bb)
+		assert.ErrorIs(t, m.Unlock(context.Background()), relock.ErrNotHeld)
+		pctx, err := a.Lock(context.Background())
+		require.NoError(t, err)
+		before := hgetall(t, b.rdb, a.Key())
+		assert.ErrorIs(t, m.Unlock(pctx), relock.ErrNotHeld)
+		assert.NoError(t, pctx.Err())
+		assert.Equal(t, before, hgetall(t, b.rdb, a.Key()))
+		require.NoError(t, a.Unlock(pctx))
+		assert.Empty(t, hgetall(t, b.rdb, a.Key()))
+		assert.Zero(t, c.TrackedHolds(), "a refused Unlock keeps no hold record alive")
 	})
 }
 
@@ -170,7 +228,7 @@ func TestMultiLockFailureInTheMiddleLeavesNothingHeld(t *testing.T) {
 		for _, key := range []string{"relock:{x}", "relock:{y}", "relock:{z}"} {
 			assert.Empty(t, hgetall(t, srvs[free].Client(), key), key)
 		}
-		assert.Equal(t, map[string]string{ownerField(t, other, octx): "1"}, hgetall(t, srvs[busy].Client(), "relock:{x}"))
+		assertHeldBy(t, srvs[busy].Client(), "relock:{x}", ownerField(t, other, octx), 1)
 		assert.Empty(t, hgetall(t, srvs[busy].Client(), "relock:{y}"))
 		assert.Empty(t, hgetall(t, srvs[busy].Client(), "relock:{z}"))
 		for _, c := range clients {
@@ -195,11 +253,12 @@ func TestMultiLockFailureInTheMiddleLeavesNothingHeld(t *testing.T) {
 		require.NoError(t, other.Lock("x").Unlock(octx))
 		ctx := <-got
 		require.NotNil(t, ctx)
-		assert.Len(t, hgetall(t, srvs[0].Client(), "relock:{x}"), 1)
-		assert.Len(t, hgetall(t, srvs[1].Client(), "relock:{x}"), 1)
+		for i, srv := range srvs {
+			assertHeldBy(t, srv.Client(), "relock:{x}", ownerField(t, clients[i], ctx), 1)
+		}
 		require.NoError(t, m.Unlock(ctx))
 		for _, srv := range srvs {
-			assert.Empty(t, hgetall(t, srv.Client(), "relock:{x}"))
+			assert.Empty(t, lockKeys(t, srv))
 		}
 		assert.Zero(t, clients[busy].SubscribedChannels())
 	}
@@ -221,16 +280,12 @@ func TestMultiLockWithADeadDeploymentHoldsNothing(t *testing.T) {
 	}
 }
 
-// lockKeys lists the keys that mean "held": all but fencing counters and
-// unlock latches, which outlive holds by design.
+// lockKeys lists the keys that mean "held": all but tails and unlock
+// latches, which outlive holds by design, for no longer than the unlock
+// latch (asserted).
 func lockKeys(t testing.TB, srv *redistest.Server) []string {
-	var out []string
-	for _, k := range allKeys(t, srv.Client()) {
-		if !strings.HasSuffix(k, ":fence") && !strings.Contains(k, ":latch:") {
-			out = append(out, k)
-		}
-	}
-	return out
+	t.Helper()
+	return heldKeys(t, srv.Client(), defaultLatch)
 }
 
 // Unlock releases every part it can and names the ones it could not.
@@ -258,6 +313,7 @@ func TestMultiLockUnlockReleasesEveryPartAndReportsTheLost(t *testing.T) {
 		assert.NotContains(t, err.Error(), `"a"`)
 		assert.Empty(t, hgetall(t, b.rdb, "relock:{a}"), "the other parts are released")
 		assert.Empty(t, hgetall(t, b.rdb, "relock:{c}"))
+		assert.Empty(t, heldKeys(t, b.rdb, defaultLatch))
 		assert.Zero(t, c.TrackedHolds())
 	})
 }
@@ -282,16 +338,24 @@ func TestMultiLockSurvivesLostReplies(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), d.Dropped())
 	owner := ownerField(t, c, ctx)
-	assert.Equal(t, map[string]string{owner: "2"}, hgetall(t, rdb, "relock:{a}"), "the replayed re-entry counted once")
-	assert.Equal(t, map[string]string{owner: "2"}, hgetall(t, rdb, "relock:{b}"))
+	ha := assertHeldBy(t, rdb, "relock:{a}", owner, 2, "the replayed re-entry counted once")
+	hb := assertHeldBy(t, rdb, "relock:{b}", owner, 2)
+	assert.NotEqual(t, ha.gen, ha.op, "the re-entry is the last op")
+	assert.Equal(t, ha.op, hb.op, "one request for both parts")
 	d.Arm("EVALSHA", 1)
 	require.NoError(t, m.Unlock(ctx2))
-	assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, rdb, "relock:{a}"), "the replayed release counted once")
+	ha2 := assertHeldBy(t, rdb, "relock:{a}", owner, 1, "the replayed release counted once")
+	assert.Equal(t, ha.gen, ha2.gen, "the same hold")
+	assert.Equal(t, ha.token, ha2.token)
+	assertHeldBy(t, rdb, "relock:{b}", owner, 1)
 	d.Arm("EVALSHA", 1)
 	require.NoError(t, m.Unlock(ctx), "a replayed final release is recognised by its latch")
 	require.Equal(t, int64(3), d.Dropped())
 	assert.Empty(t, hgetall(t, rdb, "relock:{a}"))
 	assert.Empty(t, hgetall(t, rdb, "relock:{b}"))
+	assert.Equal(t, ha.token, tailOf(t, rdb, "relock:{a}:tail", defaultLatch), "the tail keeps the last token")
+	assert.Empty(t, heldKeys(t, rdb, defaultLatch))
+	assert.Zero(t, c.TrackedHolds())
 }
 
 // Two MultiLocks over overlapping sets on two deployments, given their locks
@@ -337,6 +401,7 @@ func TestOverlappingMultiLocksNeitherDeadlockNorOverlap(t *testing.T) {
 		for _, k := range []string{"relock:{a}", "relock:{b}", "relock:{c}", "relock:{d}"} {
 			assert.Empty(t, hgetall(t, srv.Client(), k))
 		}
+		assert.Empty(t, lockKeys(t, srv))
 	}
 }
 
@@ -354,7 +419,7 @@ func TestOwnersAreDistinctAcrossClients(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c2.Lock("x").TryLock(context.Background(), 0, 0) // c2's first own owner
 	require.ErrorIs(t, err, relock.ErrNotObtained, "a new owner must not re-enter another's hold")
-	assert.Len(t, hgetall(t, b.rdb, "relock:{x}"), 1)
+	assertHeldBy(t, b.rdb, "relock:{x}", ownerField(t, c2, ctx1), 1)
 	require.NoError(t, c2.Lock("x").Unlock(ctx2))
 	require.NoError(t, c1.Lock("a").Unlock(ctx1))
 }

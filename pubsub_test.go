@@ -59,6 +59,7 @@ func TestContentionWithoutPolling(t *testing.T) {
 		wg.Wait()
 		acquisitions := 2 * perClient * rounds
 		assert.Equal(t, acquisitions, counter)
+		assert.Empty(t, heldKeys(t, b.rdb, defaultLatch), "only tails and latches are left")
 		if !b.real() {
 			return // miniredis counts the commands inside scripts too
 		}

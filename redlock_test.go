@@ -52,26 +52,37 @@ func TestRedLockHoldsAMajorityAndReleasesEverywhere(t *testing.T) {
 	clients := process(t, srvs)
 	r := relock.NewRedLock("orders", clients, testNodeTimeout)
 	require.Equal(t, 2, r.Quorum())
+	from := time.Now()
 	ctx, err := r.Lock(context.Background())
 	require.NoError(t, err)
+	to := time.Now()
 	owner := redField(t, clients[0], ctx)
+	tok, err := r.Token(ctx)
+	require.NoError(t, err)
+	assertClockToken(t, tok, from, to, "a token is the masters' clock in µs")
+	var gen string
 	for _, srv := range srvs {
-		assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, srv.Client(), "relock:{orders}"))
+		h := assertHeldBy(t, srv.Client(), "relock:{orders}", owner, 1)
 		assert.Greater(t, pttl(t, srv.Client(), "relock:{orders}"), 25*time.Second)
+		assert.LessOrEqual(t, h.token, tok, "the RedLock's token is the largest granted")
+		assert.Equal(t, h.gen, h.op)
+		if gen == "" {
+			gen = h.gen
+		}
+		assert.Equal(t, gen, h.gen, "one generation on every master")
 	}
 	v, err := r.Validity(ctx)
 	require.NoError(t, err)
 	assert.Greater(t, v, 25*time.Second)
 	assert.Less(t, v, relock.DefaultWatchdogLease-300*time.Millisecond, "less the drift allowance (1% + 2ms)")
-	tok, err := r.Token(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, int64(1), tok)
 
-	// Re-entry: every master counts 2; same token.
+	// Re-entry: every master counts 2, in the same generation; same token.
 	ctx2, err := r.Lock(ctx)
 	require.NoError(t, err)
 	for _, srv := range srvs {
-		assert.Equal(t, map[string]string{owner: "2"}, hgetall(t, srv.Client(), "relock:{orders}"))
+		h := assertHeldBy(t, srv.Client(), "relock:{orders}", owner, 2)
+		assert.Equal(t, gen, h.gen)
+		assert.NotEqual(t, gen, h.op, "the re-entry is the last op")
 	}
 	tok2, err := r.Token(ctx2)
 	require.NoError(t, err)
@@ -83,20 +94,70 @@ func TestRedLockHoldsAMajorityAndReleasesEverywhere(t *testing.T) {
 	require.ErrorIs(t, err, relock.ErrNotObtained)
 	assert.Contains(t, err.Error(), "0 of 3 masters granted")
 	for _, srv := range srvs {
-		assert.Equal(t, map[string]string{owner: "2"}, hgetall(t, srv.Client(), "relock:{orders}"))
+		assert.Equal(t, gen, assertHeldBy(t, srv.Client(), "relock:{orders}", owner, 2).gen)
 	}
 
 	require.NoError(t, r.Unlock(ctx2))
+	for _, srv := range srvs {
+		assert.Equal(t, gen, assertHeldBy(t, srv.Client(), "relock:{orders}", owner, 1).gen)
+	}
 	require.NoError(t, r.Unlock(ctx))
 	assert.ErrorIs(t, context.Cause(ctx), relock.ErrUnlocked)
 	for _, srv := range srvs {
 		assert.Empty(t, hgetall(t, srv.Client(), "relock:{orders}"))
+		assert.Empty(t, lockKeys(t, srv), "only tails and latches are left")
+		assert.LessOrEqual(t, tailOf(t, srv.Client(), "relock:{orders}:tail", defaultLatch), tok)
 	}
 	assert.ErrorIs(t, r.Unlock(ctx), relock.ErrNotHeld)
 	_, err = r.Validity(ctx)
 	assert.ErrorIs(t, err, relock.ErrNotHeld)
 	assert.Zero(t, clients[0].TrackedHolds())
 	assert.Zero(t, clients[0].WatchedHolds())
+}
+
+// Unlock reports ErrLockLost when fewer than a majority still had the hold,
+// and a release that comes after the hold was lost never touches a later
+// hold: it names the generation it ends.
+func TestRedLockLateUnlockNeverReleasesALaterHold(t *testing.T) {
+	srvs := masters(t, 3)
+	clients := process(t, srvs)
+	r := relock.NewRedLock("late", clients, testNodeTimeout)
+	ctx := context.Background()
+
+	// Two of three masters lose the hold: Unlock says so, and still
+	// releases the master that had it.
+	hctx, err := r.Lock(ctx)
+	require.NoError(t, err)
+	for _, i := range []int{0, 1} {
+		require.NoError(t, srvs[i].Client().Del(ctx, "relock:{late}").Err())
+	}
+	require.ErrorIs(t, r.Unlock(hctx), relock.ErrLockLost)
+	require.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
+	for _, srv := range srvs {
+		assert.Empty(t, hgetall(t, srv.Client(), "relock:{late}"))
+	}
+
+	// Force-unlocked everywhere by another process, which takes it: the
+	// first holder's late Unlock changes nothing on any master.
+	hctx, err = r.Lock(ctx)
+	require.NoError(t, err)
+	other := relock.NewRedLock("late", process(t, srvs), testNodeTimeout)
+	n, err := other.ForceUnlock(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	octx, err := other.TryLock(ctx, 0, 0)
+	require.NoError(t, err)
+	before := make([]map[string]string, len(srvs))
+	for i, srv := range srvs {
+		before[i] = hgetall(t, srv.Client(), "relock:{late}")
+		require.NotEmpty(t, before[i])
+	}
+	assert.ErrorIs(t, r.Unlock(hctx), relock.ErrLockLost)
+	for i, srv := range srvs {
+		assert.Equal(t, before[i], hgetall(t, srv.Client(), "relock:{late}"), "the later hold is untouched")
+	}
+	require.NoError(t, other.Unlock(octx))
+	assert.Zero(t, clients[0].TrackedHolds())
 }
 
 func TestRedLockWorksWithTwoOfFiveMastersKilled(t *testing.T) {
@@ -109,11 +170,12 @@ func TestRedLockWorksWithTwoOfFiveMastersKilled(t *testing.T) {
 	require.NoError(t, err)
 	owner := redField(t, clients[0], ctx)
 	for _, i := range []int{0, 2, 3} {
-		assert.Equal(t, map[string]string{owner: "1"}, hgetall(t, srvs[i].Client(), "relock:{k}"))
+		assertHeldBy(t, srvs[i].Client(), "relock:{k}", owner, 1)
 	}
 	require.NoError(t, r.Unlock(ctx))
 	for _, i := range []int{0, 2, 3} {
 		assert.Empty(t, hgetall(t, srvs[i].Client(), "relock:{k}"))
+		assert.Empty(t, lockKeys(t, srvs[i]))
 	}
 }
 
@@ -168,6 +230,7 @@ func TestRedLockPausedMasterDoesNotHoldTheCaller(t *testing.T) {
 	}
 	for _, i := range []int{0, 1} {
 		assert.Empty(t, hgetall(t, srvs[i].Client(), "relock:{p}"))
+		assert.Empty(t, lockKeys(t, srvs[i]))
 	}
 }
 
@@ -246,28 +309,33 @@ func TestRedLockTokensStrictlyIncrease(t *testing.T) {
 	require.Greater(t, last, int64(20))
 }
 
-// The counters of the masters drift apart when one of them misses
-// acquisitions (or serves a plain Lock of the same name). The token is the
-// largest granted value, and it is raised on the granting masters before it
-// is handed out: so a later majority that leaves out the master with the
-// largest counter still hands out a larger token.
+// The masters' last tokens drift apart when one of them saw acquisitions the
+// others missed (or serves a plain Lock of the same name, or its clock runs
+// ahead). The token is the largest granted value, and it is raised on the
+// granting masters before it is handed out: so a later majority that leaves
+// out the master with the largest token still hands out a larger one.
 func TestRedLockTokenStaysMonotonicWhenCountersDrift(t *testing.T) {
 	srvs := masters(t, 3)
 	clients := process(t, srvs)
 	r := relock.NewRedLock("d", clients, testNodeTimeout)
-	// Master 0 has seen many acquisitions the others have not.
-	require.NoError(t, srvs[0].Client().Set(context.Background(), "relock:{d}:fence", 100, 0).Err())
+	// Master 0 released a hold whose token is far above the clocks (an hour
+	// ahead): its tail says so, for the unlock latch's time.
+	ahead := time.Now().Add(time.Hour).UnixMicro()
+	require.NoError(t, srvs[0].Client().Set(context.Background(), "relock:{d}:tail", ahead, defaultLatch).Err())
 	ctx, err := r.Lock(context.Background())
 	require.NoError(t, err)
 	first, err := r.Token(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, int64(101), first)
+	assert.Equal(t, ahead+1, first, "above master 0's tail")
+	owner := redField(t, clients[0], ctx)
 	for _, srv := range srvs {
-		n, err := srv.Client().Get(context.Background(), "relock:{d}:fence").Int64()
-		require.NoError(t, err)
-		assert.Equal(t, int64(101), n, "every granting master knows the token")
+		h := assertHeldBy(t, srv.Client(), "relock:{d}", owner, 1)
+		assert.Equal(t, first, h.token, "every granting master knows the token")
 	}
 	require.NoError(t, r.Unlock(ctx))
+	for _, srv := range srvs {
+		assert.Equal(t, first, tailOf(t, srv.Client(), "relock:{d}:tail", defaultLatch), "every master's tail keeps it")
+	}
 
 	// Now master 0 is held by a plain Lock of another process: the RedLock
 	// gets masters 1 and 2 only.
@@ -275,11 +343,14 @@ func TestRedLockTokenStaysMonotonicWhenCountersDrift(t *testing.T) {
 	t.Cleanup(func() { _ = plain.Close() })
 	pctx, err := plain.Lock("d").Lock(context.Background())
 	require.NoError(t, err)
+	ptok, err := plain.Lock("d").Token(pctx)
+	require.NoError(t, err)
+	assert.Greater(t, ptok, first, "the plain Lock shares master 0's tail")
 	ctx, err = r.TryLock(context.Background(), 0, 0)
 	require.NoError(t, err)
 	second, err := r.Token(ctx)
 	require.NoError(t, err)
-	assert.Greater(t, second, first)
+	assert.Equal(t, first+1, second, "masters 1 and 2 know the first token: the next is above it, not the clock")
 	require.NoError(t, r.Unlock(ctx))
 	require.NoError(t, plain.Lock("d").Unlock(pctx))
 }
