@@ -292,7 +292,9 @@ func unlockWith(ctx context.Context, s scheme) error {
 		c.emitReleased(s, since, req.final, err)
 		return fmt.Errorf("relock: unlock not confirmed, retrying in the background until the lease ends: %w", err)
 	}
-	c.emitReleased(s, since, out != stillHeld, nil)
+	if out != notHeld {
+		c.emitReleased(s, since, out == released, nil)
+	}
 	switch out {
 	case released:
 		c.end(h, req.gen, ErrUnlocked)
