@@ -102,7 +102,7 @@ func (l *FairLock) Lock(ctx context.Context) (context.Context, error) {
 // ErrInvalidArgument and send nothing.
 func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	if l.err != nil {
-		return nil, l.err
+		return ctx, l.err
 	}
 	return lockWith(ctx, fairScheme{l}, wait, lease)
 }

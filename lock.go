@@ -83,7 +83,7 @@ func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
 // durations return ErrInvalidArgument and send nothing.
 func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	if l.err != nil {
-		return nil, l.err
+		return ctx, l.err
 	}
 	return lockWith(ctx, lockScheme{l}, wait, lease)
 }

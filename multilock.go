@@ -418,7 +418,11 @@ func (m *MultiLock) Unlock(ctx context.Context) error {
 			return fmt.Errorf("%w: the context is not a hold context of this MultiLock", ErrNotHeld)
 		}
 		entries[i], holds[i] = e, e.h
-		p.c.holds.use(e.h)
+	}
+	// Counted as a user only once every part is found: an early return
+	// above must leave no record pinned.
+	for i, p := range m.parts {
+		p.c.holds.use(holds[i])
 	}
 	release, _ := m.takeSems(ctx, holds, false)
 	defer release()

@@ -204,7 +204,7 @@ func (r *RedLock) Lock(ctx context.Context) (context.Context, error) {
 // lease 0 the watchdog renews it. Otherwise as Lock.
 func (r *RedLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	if r.err != nil {
-		return nil, r.err
+		return ctx, r.err
 	}
 	return lockWith(ctx, redScheme{r}, wait, lease)
 }

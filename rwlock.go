@@ -204,7 +204,7 @@ type rwMode struct {
 
 func (m rwMode) tryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	if m.l.err != nil {
-		return nil, m.l.err
+		return ctx, m.l.err
 	}
 	return lockWith(ctx, m, wait, lease)
 }
