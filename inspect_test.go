@@ -25,9 +25,9 @@ func TestInspectLock(t *testing.T) {
 		ctx := context.Background()
 		c := b.newClient(t)
 		l := c.Lock("inspect/lock")
-		hctx, err := l.Lock(ctx)
+		outer, err := l.Lock(ctx)
 		require.NoError(t, err)
-		hctx, err = l.Lock(hctx) // re-entry
+		hctx, err := l.Lock(outer) // re-entry
 		require.NoError(t, err)
 		token, err := l.Token(hctx)
 		require.NoError(t, err)
@@ -51,7 +51,7 @@ func TestInspectLock(t *testing.T) {
 		assert.NotZero(t, token)
 
 		require.NoError(t, l.Unlock(hctx))
-		require.NoError(t, l.Unlock(hctx))
+		require.NoError(t, l.Unlock(outer))
 		st, err = c.Inspect(ctx, "inspect/lock")
 		require.NoError(t, err)
 		assert.False(t, st.Exists())
@@ -159,9 +159,9 @@ func TestInspectRWLock(t *testing.T) {
 	const name = "inspect/rw"
 	rw := c.RWLock(name)
 
-	r1, err := rw.ReadLock().Lock(ctx)
+	r1outer, err := rw.ReadLock().Lock(ctx)
 	require.NoError(t, err)
-	r1, err = rw.ReadLock().Lock(r1)
+	r1, err := rw.ReadLock().Lock(r1outer)
 	require.NoError(t, err)
 	r2, err := rw.ReadLock().TryLock(ctx, 0, time.Minute)
 	require.NoError(t, err)
@@ -205,7 +205,7 @@ func TestInspectRWLock(t *testing.T) {
 	assert.Greater(t, s.WritersWaiting[0].Remaining, time.Duration(0))
 
 	require.NoError(t, rw.ReadLock().Unlock(r1))
-	require.NoError(t, rw.ReadLock().Unlock(r1))
+	require.NoError(t, rw.ReadLock().Unlock(r1outer))
 	require.NoError(t, rw.ReadLock().Unlock(r2))
 	<-done
 
