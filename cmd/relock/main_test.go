@@ -116,13 +116,13 @@ func testInspectLock(t *testing.T, d deployment) {
 	c := d.client(t)
 	name := "cli/lock-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	l := c.Lock(name)
-	hctx, err := l.Lock(ctx)
+	outer, err := l.Lock(ctx)
 	require.NoError(t, err)
-	hctx, err = l.Lock(hctx)
+	hctx, err := l.Lock(outer) // a re-entry: count 2
 	require.NoError(t, err)
 	defer func() {
 		require.NoError(t, l.Unlock(hctx))
-		require.NoError(t, l.Unlock(hctx))
+		require.NoError(t, l.Unlock(outer))
 	}()
 	tok, err := l.Token(hctx)
 	require.NoError(t, err)
