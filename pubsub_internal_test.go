@@ -33,12 +33,19 @@ func TestSubscriberWakeUps(t *testing.T) {
 	ctx := context.Background()
 	const ch = "relock:{unit}:ch"
 
-	a, err := s.join(ctx, ch, time.Now(), time.Now())
+	// Both waiters tried before joining: the confirmation, whether it comes
+	// before b joins or after, is news to both.
+	tried0 := time.Now()
+	a, err := s.join(ctx, ch, tried0, time.Now())
 	require.NoError(t, err)
-	b, err := s.join(ctx, ch, time.Now(), time.Now())
+	b, err := s.join(ctx, ch, tried0, time.Now())
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return signalled(a) && signalled(b) }, 5*time.Second, time.Millisecond,
-		"the subscription's confirmation makes every waiter re-check")
+	var gotA, gotB bool // signalled consumes the signal: remember it
+	require.Eventually(t, func() bool {
+		gotA = gotA || signalled(a)
+		gotB = gotB || signalled(b)
+		return gotA && gotB
+	}, 5*time.Second, time.Millisecond, "the subscription's confirmation makes every waiter re-check")
 	tried := time.Now()
 	a.rearm(tried, time.Now())
 	b.rearm(tried, time.Now())
