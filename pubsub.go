@@ -4,8 +4,11 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,36 +20,123 @@ const (
 	wakeAll = "all" // several may enter (read locks) or all must re-check
 )
 
-// healthInterval is how long the subscriber connection may stay silent before
-// it is pinged, so that a dead connection is noticed and re-established.
-const healthInterval = 3 * time.Second
+// Health of a subscriber connection. After healthInterval without any
+// message the reader sends PING, and something — the PONG or anything else —
+// must arrive within pongTimeout, or the connection is taken for dead: closed,
+// replaced, its channels subscribed again and their waiters woken to re-check.
+// A connection that fails silently (a half-open TCP connection: a dead NAT
+// entry, a host gone without a reset) is therefore replaced at most
+// healthInterval+pongTimeout (1.5 s) after the last message it carried, and a
+// wake-up lost with it delays a waiter by that plus one reconnect, never by
+// the holder's lease. The price is one PING per second per idle connection.
+const (
+	healthInterval = time.Second
+	pongTimeout    = 500 * time.Millisecond
+)
 
-// subscriber is the one pub/sub connection of a Client (one per node on a
-// Cluster), shared by every goroutine that waits for a lock. Channels are
-// reference-counted: the first waiter on a channel subscribes, the last one to
-// leave unsubscribes.
+// Reconnection. A connection that was working is replaced at once; attempts
+// that fail (nothing answered) are spaced reconnectMin, doubling up to
+// reconnectMax, and the spacing is reset once a connection works again.
+const (
+	reconnectMin = 100 * time.Millisecond
+	reconnectMax = 5 * time.Second
+	// slotMapWait bounds how long a Cluster shard, after Redis ended or
+	// redirected one of its subscriptions (failover, slot migration, MOVED),
+	// waits for go-redis's reloaded slot map to show the slot's new master
+	// before it subscribes again.
+	slotMapWait = time.Second
+	// idleTimeout is how long a connection that carries no channel is kept
+	// (pinged) for the next waiter before it is closed.
+	idleTimeout = 30 * time.Second
+)
+
+// recheckReason is what the subscriber tells the engine when a connection was
+// lost or re-established: holds must be checked at once.
+const recheckReason = "subscriber reconnect"
+
+// errNoPong is why a connection whose PING went unanswered was replaced.
+var errNoPong = fmt.Errorf("relock: subscriber connection silent: no reply to PING within %v", pongTimeout)
+
+// subscriber is the pub/sub side of a Client, shared by every goroutine that
+// waits for a lock. Channels are reference-counted: the first waiter on a
+// channel subscribes, the last one to leave unsubscribes.
 //
 // An unlock message wakes one queued waiter (all for wakeAll). A waiter that
 // leaves without using its wake-up passes it on, and a wake-up that finds no
 // queued waiter is kept (pending) for the next one, so no unlock is lost
 // between a failed attempt and the next sleep. When a subscription is
-// confirmed — first subscribe or re-subscribe after a reconnect — every
-// waiter on the channel re-checks the lock, since messages may have been
-// missed before.
+// confirmed — first subscribe or re-subscribe after any fault — every waiter
+// on the channel re-checks the lock, since messages may have been missed.
+//
+// # Connections
+//
+// One connection per shard: the only one on a single Redis (and for classic
+// pub/sub on a Cluster, where any node hears every PUBLISH), one per master
+// with sharded pub/sub on a Cluster, carrying the channels of all the slots
+// that master serves. One connection per slot would make the number of
+// connections grow with the number of locks waited on; one per master is the
+// fewest that can work, as a shard channel is only heard on its own shard.
+//
+// What the subscriber believes is always what Redis has. go-redis's PubSub
+// re-subscribes by itself after a reconnect, in one command for all channels,
+// which a Cluster refuses (CROSSSLOT) when they span slots; so the subscriber
+// never lets a PubSub live through a fault. Any error on a connection — lost,
+// silent past the health check, an error reply such as MOVED — or a
+// subscription that Redis ended by itself (the sunsubscribe a master sends
+// when it loses a slot: failover, migration) closes that PubSub. Its shard's
+// goroutine then opens a fresh one, routing every channel by the current
+// slot map (reloaded first after a redirection) and subscribing them with one
+// command per slot, never one across slots. Each confirmation wakes the
+// channel's waiters, so nothing missed meanwhile strands them. Every
+// connection loss and every re-establishment also calls the Client's
+// recheckHolds: a fault that may have cost wake-ups may have cost holds too.
+//
+// Only the shard's goroutine opens or drops its connection. Subscribe and
+// unsubscribe commands are queued under s.mu and written by the shard's
+// writer goroutine, in order, so that no go-redis call — which may dial —
+// ever runs with s.mu held.
 type subscriber struct {
 	c *Client
 
 	mu       sync.Mutex
-	shards   map[string]*shard
+	shards   map[string]*shard // by node address ("" when there is one)
 	chans    map[string]*chanState
-	inflight map[string]int // subscribe commands sent and not yet confirmed
+	presence *chanState // keepAlive's channel, once asked for
 	closed   bool
 	wg       sync.WaitGroup
+
+	rechecked atomic.Int64 // calls of recheckHolds, for tests
 }
 
+// shard is one subscriber connection and the channels it must carry.
 type shard struct {
-	addr string
-	ps   *redis.PubSub
+	addr  string
+	node  redis.UniversalClient // what its connections are opened through
+	chans map[string]*chanState // the channels it must carry
+
+	running bool          // its goroutines are alive
+	quit    chan struct{} // closed when it retires
+	kick    chan struct{} // the writer has commands to send
+
+	// The current connection, nil while (re)connecting. The rest is about
+	// that one connection and reset with it.
+	ps       *redis.PubSub
+	inflight map[string]int // subscribes sent, not yet confirmed, per channel
+	leaving  map[string]int // unsubscribes sent, not yet confirmed
+	outbox   []outCmd       // commands for ps, not yet written
+	cause    error          // why ps was closed, by whoever closed it
+
+	emptySince time.Time // when its last channel left
+
+	replaced  bool      // ps replaces a connection that failed or was dropped
+	reroute   bool      // Redis moved a channel: reload the slot map first
+	downSince time.Time // an outage is in progress since then (zero: none)
+	downErr   error     // what started it
+}
+
+type outCmd struct {
+	unsub bool
+	chans []string // all of one slot when sharded
 }
 
 type chanState struct {
@@ -58,6 +148,7 @@ type chanState struct {
 	confirmed   bool
 	confirmedAt time.Time
 	leaseEnd    time.Time // when the holder's lease ends, as the last busy attempt saw it
+	keep        bool      // the presence channel: subscribed until Close
 }
 
 type waiter struct {
@@ -70,10 +161,9 @@ type waiter struct {
 
 func newSubscriber(c *Client) *subscriber {
 	return &subscriber{
-		c:        c,
-		shards:   make(map[string]*shard),
-		chans:    make(map[string]*chanState),
-		inflight: make(map[string]int),
+		c:      c,
+		shards: make(map[string]*shard),
+		chans:  make(map[string]*chanState),
 	}
 }
 
@@ -93,13 +183,9 @@ func (s *subscriber) join(ctx context.Context, channel string, since, leaseEnd t
 		if err != nil {
 			return nil, err
 		}
-		st = &chanState{name: channel, shard: sh, queue: list.New()}
+		st = &chanState{name: channel, queue: list.New()}
 		s.chans[channel] = st
-		if sh.ps == nil {
-			s.startShard(ctx, sh, channel)
-		} else {
-			s.subscribe(ctx, sh, channel)
-		}
+		s.attach(st, sh)
 	}
 	st.refs++
 	st.leaseEnd = leaseEnd
@@ -110,6 +196,32 @@ func (s *subscriber) join(ctx context.Context, channel string, since, leaseEnd t
 		s.wake(w)
 	}
 	return w, nil
+}
+
+// keepAlive subscribes the Client's own channel, <prefix>:client:<id>, and
+// keeps it subscribed until Close, so that the Client keeps a connection
+// that notices at once when Redis goes away or restarts (the connection
+// breaks, or its PING goes unanswered): recheckHolds follows, as for any
+// connection loss. It is idempotent, and a no-op on a Cluster, where no one
+// connection stands for the whole deployment.
+func (s *subscriber) keepAlive() {
+	if s.c.rdb == nil || s.c.isCluster() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.presence != nil {
+		return
+	}
+	name := s.c.opts.prefix + ":client:" + s.c.id
+	sh, err := s.shardFor(context.Background(), name)
+	if err != nil {
+		return // not on a Cluster: cannot happen
+	}
+	st := &chanState{name: name, queue: list.New(), refs: 1, keep: true}
+	s.presence = st
+	s.chans[name] = st
+	s.attach(st, sh)
 }
 
 // queued reports whether waiters of this process sleep on channel, confirmed
@@ -165,8 +277,13 @@ func (w *waiter) leave(acquired bool) {
 	}
 	if st.refs == 0 && s.chans[st.name] == st {
 		delete(s.chans, st.name)
-		if !s.closed {
-			s.unsubscribe(st.shard, st.name)
+		sh := st.shard
+		delete(sh.chans, st.name)
+		if len(sh.chans) == 0 {
+			sh.emptySince = time.Now()
+		}
+		if !s.closed && sh.ps != nil {
+			s.queue(sh, outCmd{unsub: true, chans: []string{st.name}})
 		}
 	}
 }
@@ -200,120 +317,458 @@ func (s *subscriber) wakeEveryone(st *chanState) {
 	st.pendingAt = time.Now()
 }
 
-// shardFor returns the connection that must carry channel: the only one, or
-// on a Cluster with sharded pub/sub the one of the node serving its slot.
-// s.mu is held.
+// clusterSharded returns the Cluster client when channels are shard channels
+// of a Cluster, routed by slot.
+func (s *subscriber) clusterSharded() (*redis.ClusterClient, bool) {
+	cc, ok := s.c.rdb.(*redis.ClusterClient)
+	return cc, ok && s.c.sharded
+}
+
+// shardFor returns the shard that must carry channel: the only one, or on a
+// Cluster with sharded pub/sub the one of the master serving its slot, as
+// go-redis's slot map has it. s.mu is held.
 func (s *subscriber) shardFor(ctx context.Context, channel string) (*shard, error) {
-	addr := ""
-	if cc, ok := s.c.rdb.(*redis.ClusterClient); ok && s.c.sharded {
+	if cc, ok := s.clusterSharded(); ok {
 		node, err := cc.MasterForKey(ctx, channel)
 		if err != nil {
 			return nil, wrapRedis("find node for channel", err)
 		}
-		addr = node.Options().Addr
+		return s.shardAt(node.Options().Addr, node), nil
 	}
+	return s.shardAt("", s.c.rdb), nil
+}
+
+// shardAt returns the shard of addr, created if need be. s.mu is held.
+func (s *subscriber) shardAt(addr string, node redis.UniversalClient) *shard {
 	sh := s.shards[addr]
 	if sh == nil {
-		sh = &shard{addr: addr}
+		sh = &shard{addr: addr, node: node, chans: make(map[string]*chanState)}
 		s.shards[addr] = sh
 	}
-	return sh, nil
+	return sh
 }
 
-// startShard opens the shard's connection with its first channel (which, on
-// a Cluster, is what routes it to the right node) and starts its reader.
-// s.mu is held.
-func (s *subscriber) startShard(ctx context.Context, sh *shard, channel string) {
-	s.inflight[channel]++
-	if s.c.sharded {
-		sh.ps = s.c.rdb.SSubscribe(ctx, channel)
-	} else {
-		sh.ps = s.c.rdb.Subscribe(ctx, channel)
+// attach makes sh carry st's channel: subscribed at once on its connection,
+// or when it has one. s.mu is held.
+func (s *subscriber) attach(st *chanState, sh *shard) {
+	st.shard = sh
+	st.confirmed = false
+	sh.chans[st.name] = st
+	switch {
+	case sh.ps != nil:
+		s.queue(sh, outCmd{chans: []string{st.name}})
+	case !sh.running:
+		s.start(sh)
 	}
-	s.wg.Add(1)
-	go s.read(sh)
+	// Otherwise its goroutine is (re)connecting and takes the channel along.
 }
 
-// subscribe and unsubscribe only write the command; the confirmation comes
-// back through read. A write error is not fatal: go-redis remembers the
-// channel and subscribes it again when it reconnects. s.mu is held.
-func (s *subscriber) subscribe(ctx context.Context, sh *shard, channel string) {
-	s.inflight[channel]++
-	var err error
-	if s.c.sharded {
-		err = sh.ps.SSubscribe(ctx, channel)
-	} else {
-		err = sh.ps.Subscribe(ctx, channel)
+// start runs the shard's goroutines. s.mu is held.
+func (s *subscriber) start(sh *shard) {
+	sh.running = true
+	sh.quit = make(chan struct{})
+	sh.kick = make(chan struct{}, 1)
+	s.wg.Add(2)
+	go s.run(sh)
+	go s.write(sh)
+}
+
+// queue hands a command for the shard's current connection to its writer,
+// counting the confirmations it will bring. s.mu is held and sh.ps is set.
+func (s *subscriber) queue(sh *shard, cmd outCmd) {
+	for _, ch := range cmd.chans {
+		if cmd.unsub {
+			sh.leaving[ch]++
+		} else {
+			sh.inflight[ch]++
+		}
 	}
-	if err != nil {
-		s.c.log.Warn("relock: subscribe failed; waiting on lease expiry until reconnect", "channel", channel, "err", err)
+	sh.outbox = append(sh.outbox, cmd)
+	select {
+	case sh.kick <- struct{}{}:
+	default:
 	}
 }
 
-func (s *subscriber) unsubscribe(sh *shard, channel string) {
-	ctx := context.Background()
-	var err error
-	if s.c.sharded {
-		err = sh.ps.SUnsubscribe(ctx, channel)
-	} else {
-		err = sh.ps.Unsubscribe(ctx, channel)
+// bySlot splits channels into one subscribe command per slot when they are
+// shard channels (a Cluster refuses one SSUBSCRIBE across slots), else one.
+func (s *subscriber) bySlot(chans []string) []outCmd {
+	if len(chans) == 0 {
+		return nil
 	}
-	if err != nil {
-		s.c.log.Warn("relock: unsubscribe failed", "channel", channel, "err", err)
+	if !s.c.sharded {
+		return []outCmd{{chans: chans}}
+	}
+	slots := make(map[int][]string)
+	for _, ch := range chans {
+		slots[slotOf(ch)] = append(slots[slotOf(ch)], ch)
+	}
+	order := make([]int, 0, len(slots))
+	for slot := range slots {
+		order = append(order, slot)
+	}
+	sort.Ints(order)
+	cmds := make([]outCmd, len(order))
+	for i, slot := range order {
+		cmds[i] = outCmd{chans: slots[slot]}
+	}
+	return cmds
+}
+
+// send writes one command on ps.
+func (s *subscriber) send(ctx context.Context, ps *redis.PubSub, cmd outCmd) error {
+	switch {
+	case cmd.unsub && s.c.sharded:
+		return ps.SUnsubscribe(ctx, cmd.chans...)
+	case cmd.unsub:
+		return ps.Unsubscribe(ctx, cmd.chans...)
+	case s.c.sharded:
+		return ps.SSubscribe(ctx, cmd.chans...)
+	default:
+		return ps.Subscribe(ctx, cmd.chans...)
 	}
 }
 
-// read is the one goroutine per shard that receives confirmations and
-// messages and turns them into wake-ups.
-func (s *subscriber) read(sh *shard) {
+// write is the shard's writer: it sends the queued commands on the
+// connection they were queued for, in order, and breaks that connection if a
+// write fails.
+func (s *subscriber) write(sh *shard) {
 	defer s.wg.Done()
 	ctx := context.Background()
 	for {
-		msg, err := sh.ps.ReceiveTimeout(ctx, healthInterval)
-		if err != nil {
-			if s.isClosed() {
-				return
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Silence: ping so that a dead connection shows up as an error.
-				_ = sh.ps.Ping(ctx)
-				continue
-			}
-			// The connection is gone, and the subscriptions with it; go-redis
-			// re-subscribes on the next receive, and the confirmations make
-			// every waiter re-check.
-			s.c.log.Warn("relock: subscriber connection lost", "shard", sh.addr, "err", err)
-			s.c.observe(err)
-			s.disconnected(sh)
-			if s.pause(100 * time.Millisecond) {
-				return
-			}
+		select {
+		case <-sh.kick:
+		case <-sh.quit:
+			return
+		case <-s.c.closing:
+			return
+		}
+		s.mu.Lock()
+		ps, cmds := sh.ps, sh.outbox
+		sh.outbox = nil
+		s.mu.Unlock()
+		if ps == nil {
 			continue
 		}
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
-				s.confirmed(m.Channel)
+		for _, cmd := range cmds {
+			if err := s.send(ctx, ps, cmd); err != nil {
+				s.breakConn(sh, ps, err)
+				break
 			}
-		case *redis.Message:
-			s.deliver(m.Channel, m.Payload)
 		}
 	}
 }
 
-func (s *subscriber) confirmed(channel string) {
+// breakConn closes ps, the connection of sh, after a failure seen outside its
+// reader; the reader then replaces it, reporting err.
+func (s *subscriber) breakConn(sh *shard, ps *redis.PubSub, err error) {
+	s.mu.Lock()
+	if sh.ps == ps && sh.cause == nil {
+		sh.cause = err
+	}
+	s.mu.Unlock()
+	_ = ps.Close()
+}
+
+// run is the shard's connection loop: connect, subscribe every channel of
+// the shard, read until the connection fails, and again, until the Client
+// closes or the shard has no channel left.
+func (s *subscriber) run(sh *shard) {
+	defer s.wg.Done()
+	var delay time.Duration // before the next attempt
+	for {
+		if delay > 0 && s.backoff(sh, delay) {
+			return
+		}
+		s.awaitSlotMap(sh)
+		chans, ok := s.plan(sh)
+		if !ok {
+			return
+		}
+		ps, err := s.open(sh, chans)
+		if err == nil {
+			err = s.install(sh, ps, chans)
+		}
+		if err != nil {
+			if ps != nil {
+				_ = ps.Close()
+			}
+			if s.isClosed() {
+				return
+			}
+			delay = nextDelay(delay)
+			s.failed(sh, err, delay)
+			continue
+		}
+		opened := time.Now()
+		if s.receive(sh, ps) && time.Since(opened) >= healthInterval {
+			delay = 0 // it worked: replace it at once
+		} else {
+			delay = nextDelay(delay) // it never worked, or failed at once: back off
+		}
+		if s.isClosed() {
+			return
+		}
+	}
+}
+
+func nextDelay(d time.Duration) time.Duration {
+	if d == 0 {
+		return reconnectMin
+	}
+	return min(2*d, reconnectMax)
+}
+
+// awaitSlotMap, after Redis moved one of the shard's channels (an
+// sunsubscribe or a MOVED), asks go-redis to reload its slot map and waits
+// until it routes one of the shard's channels elsewhere, or slotMapWait.
+func (s *subscriber) awaitSlotMap(sh *shard) {
+	cc, ok := s.clusterSharded()
+	s.mu.Lock()
+	wait := sh.reroute
+	sh.reroute = false
+	s.mu.Unlock()
+	if !ok || !wait {
+		return
+	}
+	deadline := time.Now().Add(slotMapWait)
+	for n := 0; time.Now().Before(deadline); n++ {
+		if n%8 == 0 {
+			cc.ReloadState(context.Background()) // asynchronous; repeated in case the node asked lagged
+		}
+		if s.pause(25*time.Millisecond) || s.routedElsewhere(cc, sh) {
+			return
+		}
+	}
+}
+
+// backoff waits d before the next connection attempt and reports whether the
+// Client closed meanwhile. On a Cluster it watches the slot map while it
+// waits, asking go-redis to reload it every 200 ms (one CLUSTER SLOTS, only
+// while the node cannot be reached): once the map routes one of the shard's
+// channels to another master — the node died and a replica took over — the
+// wait ends, so that the channels move to the new master at once, not after
+// the backoff that dialling the dead node has built up.
+func (s *subscriber) backoff(sh *shard, d time.Duration) bool {
+	cc, ok := s.clusterSharded()
+	if !ok {
+		return s.pause(d)
+	}
+	end := time.Now().Add(d)
+	for n := 1; ; n++ {
+		step := min(100*time.Millisecond, time.Until(end))
+		if step <= 0 {
+			return false
+		}
+		if s.pause(step) {
+			return true
+		}
+		if n%2 == 0 {
+			cc.ReloadState(context.Background())
+		}
+		if s.routedElsewhere(cc, sh) {
+			return false
+		}
+	}
+}
+
+// routedElsewhere reports whether go-redis's slot map routes a channel of
+// the shard (or all of them: none left) to another node.
+func (s *subscriber) routedElsewhere(cc *redis.ClusterClient, sh *shard) bool {
+	s.mu.Lock()
+	names := make([]string, 0, len(sh.chans))
+	for name := range sh.chans {
+		names = append(names, name)
+	}
+	s.mu.Unlock()
+	if len(names) == 0 {
+		return true
+	}
+	ctx := context.Background()
+	for _, name := range names {
+		if node, err := cc.MasterForKey(ctx, name); err == nil && node.Options().Addr != sh.addr {
+			return true
+		}
+	}
+	return false
+}
+
+// plan decides what the shard's next connection carries. On a Cluster it
+// first routes every channel by the current slot map, handing those of other
+// masters to their shards. It reports false, retiring the shard, when the
+// Client is closed or nothing is left to carry.
+func (s *subscriber) plan(sh *shard) ([]string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n := s.inflight[channel]; n > 0 {
-		if n--; n > 0 {
-			s.inflight[channel] = n
-			return // a later subscribe of the same channel is still in flight
+	if !s.closed {
+		if cc, ok := s.clusterSharded(); ok {
+			for name, st := range sh.chans {
+				node, err := cc.MasterForKey(context.Background(), name)
+				if err != nil {
+					continue // try here; a wrong node answers MOVED
+				}
+				addr := node.Options().Addr
+				if addr == sh.addr {
+					sh.node = node
+					continue
+				}
+				delete(sh.chans, name)
+				s.attach(st, s.shardAt(addr, node))
+			}
 		}
-		delete(s.inflight, channel)
+		if len(sh.chans) > 0 {
+			chans := make([]string, 0, len(sh.chans))
+			for name := range sh.chans {
+				chans = append(chans, name)
+			}
+			return chans, true
+		}
 	}
-	st := s.chans[channel]
+	// Retire. A later channel for this node starts a new shard.
+	if s.shards[sh.addr] == sh {
+		delete(s.shards, sh.addr)
+	}
+	sh.running = false
+	close(sh.quit)
+	return nil, false
+}
+
+// open opens a connection to the shard's node and subscribes chans, one
+// command per slot. s.mu is not held: this dials.
+func (s *subscriber) open(sh *shard, chans []string) (*redis.PubSub, error) {
+	ctx := context.Background()
+	s.mu.Lock()
+	node := sh.node
+	s.mu.Unlock()
+	var ps *redis.PubSub
+	if s.c.sharded {
+		ps = node.SSubscribe(ctx) // no channel: nothing sent yet
+	} else {
+		ps = node.Subscribe(ctx)
+	}
+	for _, cmd := range s.bySlot(chans) {
+		if err := s.send(ctx, ps, cmd); err != nil {
+			return ps, err
+		}
+	}
+	return ps, nil
+}
+
+// install makes ps the shard's connection, with the subscribes open sent,
+// and queues those of channels that joined meanwhile.
+func (s *subscriber) install(sh *shard, ps *redis.PubSub, sent []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClientClosed
+	}
+	sh.ps, sh.cause, sh.outbox = ps, nil, nil
+	sh.inflight = make(map[string]int, len(sent))
+	sh.leaving = make(map[string]int)
+	for _, ch := range sent {
+		sh.inflight[ch] = 1
+	}
+	var late []string
+	for name := range sh.chans {
+		if sh.inflight[name] == 0 {
+			late = append(late, name)
+		}
+	}
+	for _, cmd := range s.bySlot(late) {
+		s.queue(sh, cmd)
+	}
+	return nil
+}
+
+// receive reads ps until it fails or is replaced, running the health check,
+// and reports whether anything at all came back on it.
+func (s *subscriber) receive(sh *shard, ps *redis.PubSub) (heard bool) {
+	ctx := context.Background()
+	pinged := false
+	for {
+		timeout := healthInterval
+		if pinged {
+			timeout = pongTimeout
+		}
+		msg, err := ps.ReceiveTimeout(ctx, timeout)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				if !pinged {
+					if s.retireIdle(sh, ps) {
+						return heard
+					}
+					if err := ps.Ping(ctx); err != nil {
+						s.drop(sh, ps, err, false, heard)
+						return heard
+					}
+					pinged = true
+					continue
+				}
+				err = errNoPong
+			}
+			var reply redis.Error
+			s.drop(sh, ps, err, errors.As(err, &reply), heard)
+			return heard
+		}
+		pinged = false
+		after, moved, ok := s.handle(sh, ps, msg, !heard)
+		heard = true
+		if after != nil {
+			after()
+		}
+		if moved != nil {
+			s.drop(sh, ps, moved, true, true)
+			return heard
+		}
+		if !ok {
+			return heard
+		}
+	}
+}
+
+// handle applies one message of ps. It returns what to run once s.mu is
+// released, an error when Redis moved a subscription (the connection must be
+// rebuilt from the slot map), and false when ps is no longer the shard's.
+func (s *subscriber) handle(sh *shard, ps *redis.PubSub, msg any, first bool) (after func(), moved error, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || sh.ps != ps {
+		return nil, nil, false
+	}
+	if first && sh.replaced {
+		after = s.reestablished(sh)
+	}
+	switch m := msg.(type) {
+	case *redis.Subscription:
+		switch m.Kind {
+		case "subscribe", "ssubscribe":
+			s.confirmed(sh, m.Channel)
+		case "unsubscribe", "sunsubscribe":
+			if s.unsubscribed(sh, m.Channel) {
+				moved = fmt.Errorf("relock: redis ended the subscription to %q (failover or slot migration)", m.Channel)
+			}
+		}
+	case *redis.Message:
+		s.delivered(m.Channel, m.Payload)
+	}
+	return after, moved, true
+}
+
+// confirmed handles the confirmation of a subscribe. s.mu is held.
+func (s *subscriber) confirmed(sh *shard, channel string) {
+	if n := sh.inflight[channel]; n > 1 {
+		sh.inflight[channel] = n - 1
+		return // a later subscribe of the same channel is still in flight
+	}
+	delete(sh.inflight, channel)
+	st := sh.chans[channel]
 	if st == nil {
+		// Left meanwhile. Unless an unsubscribe is on its way, send one:
+		// nothing stays subscribed that nobody waits on.
+		if sh.leaving[channel] == 0 {
+			s.queue(sh, outCmd{unsub: true, chans: []string{channel}})
+		}
 		return
 	}
 	st.confirmed = true
@@ -321,9 +776,34 @@ func (s *subscriber) confirmed(channel string) {
 	s.wakeEveryone(st)
 }
 
+// unsubscribed handles an unsubscribe confirmation or push and reports
+// whether Redis ended a subscription the shard still needs. s.mu is held.
+func (s *subscriber) unsubscribed(sh *shard, channel string) bool {
+	if n := sh.leaving[channel]; n > 0 {
+		if n == 1 {
+			delete(sh.leaving, channel)
+		} else {
+			sh.leaving[channel] = n - 1
+		}
+		return false // the answer to our own unsubscribe
+	}
+	st := sh.chans[channel]
+	if st == nil {
+		return false
+	}
+	st.confirmed = false
+	return true
+}
+
+// deliver handles an unlock message.
 func (s *subscriber) deliver(channel, payload string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.delivered(channel, payload)
+}
+
+// delivered is deliver with s.mu held.
+func (s *subscriber) delivered(channel, payload string) {
 	st := s.chans[channel]
 	if st == nil {
 		return
@@ -335,16 +815,124 @@ func (s *subscriber) deliver(channel, payload string) {
 	}
 }
 
-func (s *subscriber) disconnected(sh *shard) {
+// drop ends ps, the shard's connection, after a failure its reader saw:
+// detaches it (unless that was done already), closes it, marks every channel
+// of the shard unconfirmed, and records why. redirected marks an error reply
+// or a subscription Redis ended by itself (the slot map must be reloaded
+// before subscribing again); heard says whether ps had worked. The first
+// failure of a connection that worked starts an outage (one Warn) and calls
+// recheckHolds; a redirection of a working connection is no outage (Info).
+// The shard's goroutine then connects again.
+func (s *subscriber) drop(sh *shard, ps *redis.PubSub, err error, redirected, heard bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for name, st := range s.chans {
-		if st.shard == sh {
-			st.confirmed = false
-			delete(s.inflight, name)
+	if sh.ps != ps {
+		s.mu.Unlock()
+		_ = ps.Close()
+		return
+	}
+	if sh.cause != nil {
+		err = sh.cause
+	}
+	sh.ps, sh.cause, sh.outbox, sh.inflight, sh.leaving = nil, nil, nil, nil, nil
+	for _, st := range sh.chans {
+		st.confirmed = false
+	}
+	closed := s.closed
+	sh.replaced = true
+	var report func()
+	switch {
+	case closed:
+	case redirected && heard:
+		// Redis moved a channel (failover, slot migration): not an outage.
+		sh.reroute = true
+		report = func() {
+			s.c.log.Info("relock: subscriptions moved; subscribing again on the slot's master",
+				"shard", sh.addr, "err", err)
+			s.recheck()
 		}
+	case sh.downSince.IsZero():
+		sh.reroute = redirected
+		sh.downSince, sh.downErr = time.Now(), err
+		report = func() {
+			s.c.log.Warn("relock: subscriber connection lost; waiters fall back to lease expiry until it is back",
+				"shard", sh.addr, "err", err)
+			s.recheck()
+		}
+	default:
+		sh.reroute = redirected
+	}
+	s.mu.Unlock()
+	_ = ps.Close()
+	if !closed {
+		s.c.observe(err)
+	}
+	if report != nil {
+		report()
 	}
 }
+
+// retireIdle closes ps, quietly, if its shard has carried no channel for
+// idleTimeout; run then retires the shard unless a channel came meanwhile.
+func (s *subscriber) retireIdle(sh *shard, ps *redis.PubSub) bool {
+	s.mu.Lock()
+	idle := sh.ps == ps && len(sh.chans) == 0 && !sh.emptySince.IsZero() && time.Since(sh.emptySince) >= idleTimeout
+	if idle {
+		sh.ps, sh.cause, sh.outbox, sh.inflight, sh.leaving = nil, nil, nil, nil, nil
+	}
+	s.mu.Unlock()
+	if idle {
+		_ = ps.Close()
+	}
+	return idle
+}
+
+// failed records a connection attempt that failed before any reply.
+func (s *subscriber) failed(sh *shard, err error, retryIn time.Duration) {
+	s.c.observe(err)
+	s.mu.Lock()
+	first := sh.downSince.IsZero()
+	if first {
+		sh.downSince, sh.downErr = time.Now(), err
+	}
+	sh.replaced = true
+	s.mu.Unlock()
+	if first {
+		s.c.log.Warn("relock: subscriber cannot connect; waiters fall back to lease expiry until it can",
+			"shard", sh.addr, "err", err)
+		s.recheck()
+		return
+	}
+	s.c.log.Debug("relock: subscriber reconnect failed", "shard", sh.addr, "err", err, "retry_in", retryIn)
+}
+
+// reestablished is called on the first message of a connection that
+// replaced another; it returns what to report once s.mu is released.
+// s.mu is held.
+func (s *subscriber) reestablished(sh *shard) func() {
+	sh.replaced = false
+	since, cause := sh.downSince, sh.downErr
+	sh.downSince, sh.downErr = time.Time{}, nil
+	if since.IsZero() {
+		return s.recheck // back after a move: no outage to report
+	}
+	return func() {
+		down := time.Since(since)
+		s.c.log.Info("relock: subscriber connection back", "shard", sh.addr, "down", down)
+		if o := s.c.opts.observer; o != nil && o.SubscriberReconnected != nil {
+			o.SubscriberReconnected(SubscriberEvent{Shard: sh.addr, Down: down, Err: cause})
+		}
+		s.recheck()
+	}
+}
+
+// recheck tells the engine to check every hold at once.
+func (s *subscriber) recheck() {
+	s.rechecked.Add(1)
+	s.c.recheckHolds(recheckReason)
+}
+
+// rechecks returns how many times the subscriber called recheckHolds.
+func (s *subscriber) rechecks() int64 { return s.rechecked.Load() }
 
 func (s *subscriber) isClosed() bool {
 	s.mu.Lock()
@@ -352,38 +940,83 @@ func (s *subscriber) isClosed() bool {
 	return s.closed
 }
 
-// pause sleeps for d unless the subscriber closes first; it reports closing.
+// pause sleeps for d unless the Client closes first; it reports closing.
 func (s *subscriber) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-s.c.closing:
 		return true
-	case <-time.After(d):
+	case <-t.C:
 		return false
 	}
 }
 
 // close ends every shard connection, wakes every waiter (they see the Client
-// closed) and waits for the readers to exit.
+// closed) and waits for the shards' goroutines to exit.
 func (s *subscriber) close() {
 	s.mu.Lock()
 	s.closed = true
 	for _, st := range s.chans {
 		s.wakeEveryone(st)
 	}
+	var open []*redis.PubSub
 	for _, sh := range s.shards {
 		if sh.ps != nil {
-			_ = sh.ps.Close()
+			open = append(open, sh.ps)
 		}
 	}
 	s.mu.Unlock()
+	for _, ps := range open {
+		_ = ps.Close()
+	}
 	s.wg.Wait()
 }
 
-// channels returns how many channels are subscribed (for tests).
+// channels returns how many channels waiters are subscribed to (for tests;
+// the presence channel is not counted).
 func (s *subscriber) channels() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.chans)
+	n := len(s.chans)
+	if s.presence != nil {
+		n--
+	}
+	return n
+}
+
+// follow keeps the waiter of a wait loop on the channel its last attempt
+// named: it joins that channel (leaving another one), re-arms on the same
+// one, or leaves when the attempt names none. It returns the waiter to sleep
+// on (nil: none, sleep on the lease alone).
+func (s *subscriber) follow(ctx context.Context, w *waiter, a attempt, tried time.Time) (*waiter, error) {
+	subs := a.subs
+	if subs == nil {
+		subs = s
+	}
+	switch {
+	case a.channel == "":
+		if w != nil {
+			w.leave(false)
+		}
+		return nil, nil
+	case w == nil || w.s != subs || w.st.name != a.channel:
+		if w != nil {
+			w.leave(false)
+		}
+		return subs.join(ctx, a.channel, tried, tried.Add(a.retryIn))
+	}
+	w.rearm(tried, tried.Add(a.retryIn))
+	return w, nil
+}
+
+// signal is the channel a wake-up of w arrives on (nil for no waiter, which
+// never fires).
+func (w *waiter) signal() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.sig
 }
 
 // follow keeps the waiter of a wait loop on the channel its last attempt

@@ -2,6 +2,7 @@ package relock
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/redistest"
 )
 
 func signalled(w *waiter) bool {
@@ -83,4 +86,92 @@ func TestSubscriberWakeUps(t *testing.T) {
 			return err == nil && n[ch] == 0
 		}, 5*time.Second, time.Millisecond)
 	})
+}
+
+// Waiters join and leave channels from many goroutines while the subscriber
+// connection is killed now and then: subscribe and unsubscribe commands and
+// their confirmations cross in flight, and connections are replaced with
+// commands queued. Afterwards what the subscriber believes is what Redis
+// has: every channel with waiters confirmed and subscribed once, no other
+// channel subscribed.
+func TestSubscriberStateMatchesRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(func(o *redis.Options) { o.MaxRetries = -1 })
+	c := New(srv.Client())
+	t.Cleanup(func() { _ = c.Close() })
+	s := c.subs
+	ctx := context.Background()
+	channels := []string{"relock:{m0}:ch", "relock:{m1}:ch", "relock:{m2}:ch", "relock:{m3}:ch"}
+
+	var wg sync.WaitGroup
+	kept := make([]*waiter, 8) // one waiter per goroutine stays at the end
+	for g := range kept {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 150 {
+				w, err := s.join(ctx, channels[(g+i)%len(channels)], time.Now(), time.Now())
+				if !assert.NoError(t, err) {
+					return
+				}
+				if i == 149 && g%2 == 0 {
+					kept[g] = w
+					return
+				}
+				if i%3 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+				w.leave(false)
+			}
+		}()
+	}
+	for range 3 {
+		time.Sleep(20 * time.Millisecond)
+		require.NoError(t, admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	}
+	wg.Wait()
+
+	want := map[string]int64{}
+	for _, w := range kept {
+		if w != nil {
+			want[w.st.name] = 1
+		}
+	}
+	require.NotEmpty(t, want)
+	require.Eventually(t, func() bool {
+		n, err := admin.PubSubNumSub(ctx, channels...).Result()
+		if err != nil {
+			return false
+		}
+		for _, ch := range channels {
+			if n[ch] != want[ch] {
+				return false
+			}
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for ch := range want {
+			if st := s.chans[ch]; st == nil || !st.confirmed {
+				return false
+			}
+		}
+		return len(s.chans) == len(want)
+	}, 5*time.Second, 5*time.Millisecond, "the subscriber's channels and Redis's differ")
+	for _, w := range kept {
+		if w != nil {
+			w.leave(false)
+		}
+	}
+	require.Eventually(t, func() bool {
+		n, err := admin.PubSubNumSub(ctx, channels...).Result()
+		if err != nil {
+			return false
+		}
+		for _, ch := range channels {
+			if n[ch] != 0 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 5*time.Millisecond, "a channel stayed subscribed after its last waiter left")
 }

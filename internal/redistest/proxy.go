@@ -8,8 +8,9 @@ import (
 )
 
 // Proxy is a TCP proxy on loopback between a client and a server, which a
-// test uses to break the network: cut every connection, slow every byte, or
-// stall all traffic (a partition: connections stay open, nothing arrives).
+// test uses to break the network: cut every connection, slow every byte,
+// stall all traffic (a partition: connections stay open, nothing arrives), or
+// blackhole the connections open now (a half-open connection: new ones work).
 type Proxy struct {
 	t      testing.TB
 	l      net.Listener
@@ -18,6 +19,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	cond    *sync.Cond // signalled when stalled or closed changes
 	conns   map[net.Conn]struct{}
+	black   map[net.Conn]struct{} // connections whose traffic is dropped
 	delay   time.Duration
 	stalled bool
 	closed  bool
@@ -33,7 +35,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("redistest: proxy listen: %v", err)
 	}
-	p := &Proxy{t: t, l: l, target: target, conns: make(map[net.Conn]struct{})}
+	p := &Proxy{t: t, l: l, target: target, conns: make(map[net.Conn]struct{}), black: make(map[net.Conn]struct{})}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
@@ -83,6 +85,34 @@ func (p *Proxy) Unstall() {
 	p.stalled = false
 	p.cond.Broadcast()
 	p.mu.Unlock()
+}
+
+// Blackhole silently drops, from now on, all traffic of the connections open
+// now, in both directions: writes succeed, nothing arrives, nothing fails —
+// what a dead NAT or conntrack entry, or a peer that vanished without a
+// reset, looks like to both ends. Connections accepted later work normally.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		p.black[c] = struct{}{}
+	}
+}
+
+// Unblackhole lets traffic of blackholed connections through again. What was
+// dropped meanwhile stays lost: the streams have a hole in them.
+func (p *Proxy) Unblackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.black)
+}
+
+// Blackholed returns how many connections (counting each side) drop their
+// traffic now.
+func (p *Proxy) Blackholed() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.black)
 }
 
 // Close stops the proxy, closes every connection and waits for its
@@ -142,6 +172,8 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		p.mu.Lock()
 		delete(p.conns, src)
 		delete(p.conns, dst)
+		delete(p.black, src)
+		delete(p.black, dst)
 		p.mu.Unlock()
 	}()
 	buf := make([]byte, 32<<10)
@@ -151,14 +183,23 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			if !p.hold() {
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+			if !p.blackholed(src) {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
 			}
 		}
 		if err != nil {
 			return // EOF or a cut: either way this connection is over
 		}
 	}
+}
+
+func (p *Proxy) blackholed(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.black[c]
+	return ok
 }
 
 // hold applies the delay and waits out a stall before data passes; it
