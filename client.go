@@ -34,7 +34,8 @@ type Client struct {
 	dog   *watchdog
 	bg    sync.WaitGroup // background clean-ups (releaseInBackground)
 
-	reqSeq atomic.Uint64
+	reqSeq   atomic.Uint64
+	presence atomic.Bool // the subscriber keeps the Client's own channel (keepPresence)
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -290,4 +291,14 @@ func (c *Client) refreshWithin(retryIn time.Duration) time.Duration {
 		return refresh
 	}
 	return retryIn
+}
+
+// keepPresence makes the subscriber keep a connection of this Client open
+// from its first hold on (see subscriber.keepAlive), so that a Redis restart
+// breaks it and every hold is checked at once, even while no other
+// connection is in use. One atomic load per acquisition after the first.
+func (c *Client) keepPresence() {
+	if !c.presence.Load() && c.presence.CompareAndSwap(false, true) {
+		c.subs.keepAlive()
+	}
 }

@@ -208,6 +208,7 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 		return ctx, err
 	}
 	hctx := c.grant(h, parent, a, lease, started)
+	c.keepPresence()
 	c.emitAcquired(s, start, attempts, slept > 0 || attempts > 1, false, a.token)
 	return hctx, nil
 }

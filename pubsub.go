@@ -1018,37 +1018,3 @@ func (w *waiter) signal() <-chan struct{} {
 	}
 	return w.sig
 }
-
-// follow keeps the waiter of a wait loop on the channel its last attempt
-// named: it joins that channel (leaving another one), re-arms on the same
-// one, or leaves when the attempt names none. It returns the waiter to sleep
-// on (nil: none, sleep on the lease alone).
-func (s *subscriber) follow(ctx context.Context, w *waiter, a attempt, tried time.Time) (*waiter, error) {
-	subs := a.subs
-	if subs == nil {
-		subs = s
-	}
-	switch {
-	case a.channel == "":
-		if w != nil {
-			w.leave(false)
-		}
-		return nil, nil
-	case w == nil || w.s != subs || w.st.name != a.channel:
-		if w != nil {
-			w.leave(false)
-		}
-		return subs.join(ctx, a.channel, tried, tried.Add(a.retryIn))
-	}
-	w.rearm(tried, tried.Add(a.retryIn))
-	return w, nil
-}
-
-// signal is the channel a wake-up of w arrives on (nil for no waiter, which
-// never fires).
-func (w *waiter) signal() <-chan struct{} {
-	if w == nil {
-		return nil
-	}
-	return w.sig
-}
