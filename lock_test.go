@@ -484,6 +484,13 @@ func TestUncontendedLockAndUnlockAreOneRoundTripEach(t *testing.T) {
 	warm, err := l.Lock(ctx) // loads the scripts (EVAL once, on NOSCRIPT)
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(warm))
+	// The first hold also subscribes the Client's presence channel (once
+	// per Client, on the subscriber's connection): let it land first.
+	presence := "relock:client:" + c.ID()
+	require.Eventually(t, func() bool {
+		n, err := b.rdb.PubSubNumSub(ctx, presence).Result()
+		return err == nil && n[presence] == 1
+	}, 5*time.Second, 5*time.Millisecond)
 
 	sent := func() int64 {
 		calls, err := redistest.CommandCalls(ctx, b.rdb)
