@@ -37,9 +37,11 @@ const (
 // Reconnection. A connection that was working is replaced at once; attempts
 // that fail (nothing answered) are spaced reconnectMin, doubling up to
 // reconnectMax, and the spacing is reset once a connection works again.
+// reconnectMax is also the bound on how late, after Redis comes back from an
+// outage of any length, the waiters re-check: one second, not a lease.
 const (
 	reconnectMin = 100 * time.Millisecond
-	reconnectMax = 5 * time.Second
+	reconnectMax = time.Second
 	// slotMapWait bounds how long a Cluster shard, after Redis ended or
 	// redirected one of its subscriptions (failover, slot migration, MOVED),
 	// waits for go-redis's reloaded slot map to show the slot's new master

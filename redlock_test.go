@@ -453,3 +453,51 @@ func waitDone(t testing.TB, ctx context.Context) {
 		t.Fatal("the hold's context was not cancelled")
 	}
 }
+
+// Issue 18.1 (the property; this setup does not reproduce the old race: on
+// the code before the fix the delayed releases never landed, so it passed
+// there too): a release that reaches two of three masters late can never
+// delete the same owner's next hold there. The owner unlocks while masters
+// 1 and 2 are slow, locks again at once, and the late releases land after
+// the new grants: the new hold must survive on every master, and no other
+// process may get the lock while the owner's context is live.
+func TestRedLockLateReleaseNeverDeletesTheOwnersNextHold(t *testing.T) {
+	srvs := masters(t, 3)
+	proxies := make([]*redistest.Proxy, len(srvs))
+	clients := make([]*relock.Client, len(srvs))
+	for i, srv := range srvs {
+		proxies[i] = redistest.NewProxy(t, srv.Addr())
+		rdb := redis.NewClient(&redis.Options{Addr: proxies[i].Addr(), MaxRetries: -1})
+		t.Cleanup(func() { _ = rdb.Close() })
+		clients[i] = relock.New(rdb)
+		t.Cleanup(func() { _ = clients[i].Close() })
+	}
+	r := relock.NewRedLock("late-owner", clients, testNodeTimeout)
+	owner := relock.NewOwner(context.Background())
+
+	first, err := r.Lock(owner)
+	require.NoError(t, err)
+	for _, i := range []int{1, 2} {
+		proxies[i].SetDelay(700 * time.Millisecond) // one way: longer than the node timeout (500 ms)
+	}
+	_ = r.Unlock(first) // masters 1 and 2 answer too late; their releases are in flight
+	for _, i := range []int{1, 2} {
+		proxies[i].SetDelay(0)
+	}
+	second, err := r.TryLock(owner, 5*time.Second, 0)
+	require.NoError(t, err)
+	time.Sleep(time.Second) // every late release has landed by now (held 700 ms)
+
+	other := relock.NewRedLock("late-owner", process(t, srvs), testNodeTimeout)
+	_, err = other.TryLock(context.Background(), 0, 0)
+	require.ErrorIs(t, err, relock.ErrNotObtained, "the owner's second hold must still hold a majority")
+	require.NoError(t, second.Err())
+	held := 0
+	for _, srv := range srvs {
+		if len(hgetall(t, srv.Client(), "relock:{late-owner}")) > 0 {
+			held++
+		}
+	}
+	assert.GreaterOrEqual(t, held, 2, "a late release deleted the new grant")
+	require.NoError(t, r.Unlock(second))
+}
