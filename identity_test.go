@@ -473,3 +473,41 @@ func TestDoUnlocksAndReturnsTheRunsError(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, locked, "a panicking fn still unlocks")
 }
+
+// Issue 12.4: the token's stated limit, tested. Tokens follow the server's
+// clock above the last token Redis still knows: a clock stepped back by less
+// than the unlock latch is covered by the tail; after eviction of the hold
+// and the tail, the clock alone orders tokens; and a clock stepped back by
+// more than the time Redis forgot is exactly where the promise stops.
+func TestTokenClockBound(t *testing.T) {
+	b := newMini(t)
+	ctx := context.Background()
+	c := b.newClient(t)
+	l := c.Lock("clock")
+	t0 := time.Now()
+	b.mini.SetTime(t0)
+	take := func() int64 {
+		t.Helper()
+		h, err := l.Lock(ctx)
+		require.NoError(t, err)
+		tok, err := l.Token(h)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(h))
+		return tok
+	}
+	first := take()
+	assert.InDelta(t, t0.UnixMicro(), first, 1e6, "a token is the server clock in µs")
+
+	b.mini.SetTime(t0.Add(-10 * time.Second)) // stepped back, within the 30 s latch
+	second := take()
+	assert.Greater(t, second, first, "the tail keeps tokens increasing across a small step back")
+
+	b.mini.SetTime(t0.Add(time.Minute)) // eviction: hold and tail gone, clock moved on
+	require.NoError(t, b.rdb.FlushAll(ctx).Err())
+	third := take()
+	assert.Greater(t, third, second, "after eviction the clock orders tokens")
+
+	b.mini.SetTime(t0.Add(-time.Hour)) // the limit: stepped back further than Redis remembers
+	require.NoError(t, b.rdb.FlushAll(ctx).Err())
+	assert.Less(t, take(), third, "past the stated clock assumption, tokens can go back")
+}
