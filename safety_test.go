@@ -317,6 +317,16 @@ func (r *safetyRun) run() *judge.Verdict {
 		}
 	}
 
+	// A process's last lines may still be in flight to the judge when it
+	// exits: wait for every process's "done" before judging.
+	r.judge.WaitFor(patience, func(s *judge.State) bool {
+		for _, name := range r.names {
+			if !slices.ContainsFunc(s.Events, func(e judge.Event) bool { return e.Proc == name && e.Kind == judge.KindDone }) {
+				return false
+			}
+		}
+		return true
+	})
 	events, faults, errs := r.judge.Snapshot()
 	v := judge.Analyze(events, faults, r.names)
 	for _, err := range errs {
