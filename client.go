@@ -170,17 +170,6 @@ func (c *Client) newOp() string {
 	return c.id + ":" + strconv.FormatUint(c.reqSeq.Add(1), 10)
 }
 
-// latchKey returns a key name unique to one request: prefix, the Client's
-// UUID and a sequence number, built with one allocation.
-func (c *Client) latchKey(prefix string) string {
-	b := make([]byte, 0, len(prefix)+len(c.id)+22)
-	b = append(b, prefix...)
-	b = append(b, c.id...)
-	b = append(b, ':')
-	b = strconv.AppendUint(b, c.reqSeq.Add(1), 10)
-	return string(b)
-}
-
 // owner is what a context carries to identify the holder of a lock, the Go
 // counterpart of Redisson's thread id.
 type owner struct {

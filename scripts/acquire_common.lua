@@ -33,3 +33,35 @@ end
 local function fmt(n)
 	return string.format('%.0f', n)
 end
+
+-- grant_new starts a new exclusive hold (Lock, FairLock, MultiLock part):
+-- count 1, generation op, a new token above last. It overwrites a leftover
+-- of the owner's own, since one owner's fields are all such a hash has.
+local function grant_new(hash, tail, owner, op, lease, fencing, last)
+	local token = 0
+	if fencing == '1' then
+		token = next_token(tail, last)
+	end
+	redis.call('hset', hash, owner, 1, '~g', op, '~o', op, '~t', fmt(token))
+	redis.call('pexpire', hash, lease)
+	return token
+end
+
+-- reenter_hold adds one hold to generation gen of an exclusive hold and
+-- returns {1, token, count} (the same for a replay of op), or {-1, 0} when
+-- gen no longer holds. A re-entry never shortens the lease the hold has.
+local function reenter_hold(hash, owner, op, gen, lease)
+	local cur = redis.call('hmget', hash, '~g', '~o', '~t')
+	if cur[1] ~= gen then
+		return {-1, 0}
+	end
+	if cur[2] == op then
+		return {1, tonumber(cur[3] or 0), tonumber(redis.call('hget', hash, owner) or 0)}
+	end
+	local count = redis.call('hincrby', hash, owner, 1)
+	redis.call('hset', hash, '~o', op)
+	if redis.call('pttl', hash) < tonumber(lease) then
+		redis.call('pexpire', hash, lease)
+	end
+	return {1, tonumber(cur[3] or 0), count}
+end

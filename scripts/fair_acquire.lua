@@ -27,19 +27,7 @@ local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 
 if gen ~= '' then
 	-- Re-entry never waits in the queue: the owner holds the lock already.
-	local cur = redis.call('hmget', hash, '~g', '~o', '~t')
-	if cur[1] ~= gen then
-		return {-1, 0}
-	end
-	if cur[2] == op then
-		return {1, tonumber(cur[3] or 0), tonumber(redis.call('hget', hash, owner) or 0)}
-	end
-	local count = redis.call('hincrby', hash, owner, 1)
-	redis.call('hset', hash, '~o', op)
-	if redis.call('pttl', hash) < tonumber(ARGV[4]) then
-		redis.call('pexpire', hash, ARGV[4])
-	end
-	return {1, tonumber(cur[3] or 0), count}
+	return reenter_hold(hash, owner, op, gen, ARGV[4])
 end
 
 local cur = redis.call('hmget', hash, owner, '~o', '~t')
@@ -56,14 +44,7 @@ if free and (head == nil or head == owner or mine) then
 	end
 	redis.call('zrem', KEYS[3], owner)
 	redis.call('lrem', KEYS[2], 0, owner)
-	local token = 0
-	if ARGV[5] == '1' then
-		token = next_token(KEYS[4], cur[3])
-	end
-	-- A take-over of the owner's own leftover overwrites every field.
-	redis.call('hset', hash, owner, 1, '~g', op, '~o', op, '~t', fmt(token))
-	redis.call('pexpire', hash, ARGV[4])
-	return {1, token, 1}
+	return {1, grant_new(hash, KEYS[4], owner, op, ARGV[4], ARGV[5], cur[3]), 1}
 end
 
 local timeout = tonumber(ARGV[6])

@@ -16,22 +16,11 @@
 --
 -- Returns 1 free now, 0 one hold released, -1 lost (nothing changed), as
 -- lock_release; idempotent under replay, as lock_release.
-local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-local cur = redis.call('hmget', hash, '~g', '~o', '~t')
-if cur[1] ~= gen then
-	return release_replay(KEYS[5])
+local done, token = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[5])
+if done then
+	return done
 end
-if cur[2] == op then
-	return 0
-end
-if ARGV[4] ~= '1' then
-	if tonumber(redis.call('hget', hash, owner) or 0) > 1 then
-		redis.call('hincrby', hash, owner, -1)
-	end
-	redis.call('hset', hash, '~o', op)
-	return 0
-end
-redis.call('del', hash)
+redis.call('del', KEYS[1])
 wake(ARGV[5], KEYS[4], evict(KEYS[2], KEYS[3], now_ms()))
-end_hold(KEYS[5], KEYS[6], cur[3], ARGV[6])
+end_hold(KEYS[5], KEYS[6], token, ARGV[6])
 return 1

@@ -18,36 +18,14 @@
 -- generation (a hold the Client has ended already, or one resumed with
 -- WithOwner) takes it over as a new hold, with a new token.
 local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-
-if gen == '' then
-	local cur = redis.call('hmget', hash, owner, '~o', '~t')
-	if cur[2] == op then
-		return {1, tonumber(cur[3] or 0), tonumber(cur[1] or 0)}
-	end
-	if not cur[1] and redis.call('exists', hash) == 1 then
-		return {0, redis.call('pttl', hash)}
-	end
-	local token = 0
-	if ARGV[5] == '1' then
-		token = next_token(KEYS[2], cur[3])
-	end
-	-- A take-over overwrites every field the hash has (one owner's).
-	redis.call('hset', hash, owner, 1, '~g', op, '~o', op, '~t', fmt(token))
-	redis.call('pexpire', hash, ARGV[4])
-	return {1, token, 1}
+if gen ~= '' then
+	return reenter_hold(hash, owner, op, gen, ARGV[4])
 end
-
-local cur = redis.call('hmget', hash, '~g', '~o', '~t')
-if cur[1] ~= gen then
-	return {-1, 0}
-end
+local cur = redis.call('hmget', hash, owner, '~o', '~t')
 if cur[2] == op then
-	return {1, tonumber(cur[3] or 0), tonumber(redis.call('hget', hash, owner) or 0)}
+	return {1, tonumber(cur[3] or 0), tonumber(cur[1] or 0)}
 end
-local count = redis.call('hincrby', hash, owner, 1)
-redis.call('hset', hash, '~o', op)
--- A re-entry never shortens the lease the hold already has.
-if redis.call('pttl', hash) < tonumber(ARGV[4]) then
-	redis.call('pexpire', hash, ARGV[4])
+if not cur[1] and redis.call('exists', hash) == 1 then
+	return {0, redis.call('pttl', hash)}
 end
-return {1, tonumber(cur[3] or 0), count}
+return {1, grant_new(hash, KEYS[2], owner, op, ARGV[4], ARGV[5], cur[3]), 1}

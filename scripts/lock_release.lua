@@ -20,22 +20,11 @@
 --
 -- Idempotent under replay: a request whose op id is the last applied, or
 -- whose latch exists, already ran.
-local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-local cur = redis.call('hmget', hash, '~g', '~o', '~t')
-if cur[1] ~= gen then
-	return release_replay(KEYS[3])
+local done, token = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[3])
+if done then
+	return done
 end
-if cur[2] == op then
-	return 0
-end
-if ARGV[4] ~= '1' then
-	if tonumber(redis.call('hget', hash, owner) or 0) > 1 then
-		redis.call('hincrby', hash, owner, -1)
-	end
-	redis.call('hset', hash, '~o', op)
-	return 0
-end
-redis.call('del', hash)
+redis.call('del', KEYS[1])
 redis.call(ARGV[5], KEYS[2], ARGV[7])
-end_hold(KEYS[3], KEYS[4], cur[3], ARGV[6])
+end_hold(KEYS[3], KEYS[4], token, ARGV[6])
 return 1

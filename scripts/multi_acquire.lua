@@ -44,21 +44,9 @@ local out = {1}
 for i = 1, n do
 	local hash = KEYS[2 * i - 1]
 	if ARGV[4 + i] == '' then
-		local token = 0
-		if ARGV[4] == '1' then
-			token = next_token(KEYS[2 * i], cur[i][4])
-		end
-		redis.call('hset', hash, owner, 1, '~g', op, '~o', op, '~t', fmt(token))
-		redis.call('pexpire', hash, ARGV[3])
-		out[i + 1] = token
+		out[i + 1] = grant_new(hash, KEYS[2 * i], owner, op, ARGV[3], ARGV[4], cur[i][4])
 	else
-		-- Re-entry never shortens the lease the outer hold already has.
-		redis.call('hincrby', hash, owner, 1)
-		redis.call('hset', hash, '~o', op)
-		if redis.call('pttl', hash) < tonumber(ARGV[3]) then
-			redis.call('pexpire', hash, ARGV[3])
-		end
-		out[i + 1] = tonumber(cur[i][4] or 0)
+		out[i + 1] = reenter_hold(hash, owner, op, ARGV[4 + i], ARGV[3])[2]
 	end
 end
 return out

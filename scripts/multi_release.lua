@@ -22,21 +22,13 @@ local owner, op = ARGV[1], ARGV[2]
 local out = {}
 for i = 1, #KEYS / 4 do
 	local hash, channel, latch, tail = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-	local cur = redis.call('hmget', hash, '~g', '~o', '~t')
-	if cur[1] ~= ARGV[4 + 2 * i] then
-		out[i] = release_replay(latch)
-	elseif cur[2] == op then
-		out[i] = 0
-	elseif ARGV[5 + 2 * i] ~= '1' then
-		if tonumber(redis.call('hget', hash, owner) or 0) > 1 then
-			redis.call('hincrby', hash, owner, -1)
-		end
-		redis.call('hset', hash, '~o', op)
-		out[i] = 0
+	local done, token = release_hold(hash, owner, op, ARGV[4 + 2 * i], ARGV[5 + 2 * i], latch)
+	if done then
+		out[i] = done
 	else
 		redis.call('del', hash)
 		redis.call(ARGV[3], channel, ARGV[5])
-		end_hold(latch, tail, cur[3], ARGV[4])
+		end_hold(latch, tail, token, ARGV[4])
 		out[i] = 1
 	end
 end

@@ -20,3 +20,26 @@ local function end_hold(latch, tail, token, ms)
 		redis.call('set', tail, token, 'px', ms)
 	end
 end
+
+-- release_hold applies the rule every exclusive release (Lock, FairLock,
+-- MultiLock part) shares. It returns the reply when the request is settled
+-- without freeing the lock — the generation is gone (-1, or 1 for a replay
+-- whose latch exists), op already ran (0), or a re-entry's release (0) — or
+-- nil and the hold's token when the caller must free the lock now.
+local function release_hold(hash, owner, op, gen, final, latch)
+	local cur = redis.call('hmget', hash, '~g', '~o', '~t')
+	if cur[1] ~= gen then
+		return release_replay(latch)
+	end
+	if cur[2] == op then
+		return 0
+	end
+	if final ~= '1' then
+		if tonumber(redis.call('hget', hash, owner) or 0) > 1 then
+			redis.call('hincrby', hash, owner, -1)
+		end
+		redis.call('hset', hash, '~o', op)
+		return 0
+	end
+	return nil, cur[3]
+end
