@@ -166,13 +166,30 @@ func (d *watchdog) tick(all bool) time.Time {
 	// where go-redis honours context deadlines (ContextTimeoutEnabled);
 	// otherwise its read timeout does.
 	results, errs := d.renew(items, deadline)
-	next := start.Add(d.interval)
-	failed := 0
-	var firstErr error
+	next, failed, firstErr := d.apply(holds, gens, results, errs, start)
+	if failed > 0 {
+		d.c.log.Warn("relock: renewals failed; retrying", "failed", failed, "of", len(items), "err", firstErr)
+	}
+	d.lastTick.Store(int64(time.Since(start)))
+	d.c.emitRenewed(len(items), failed, time.Since(start), firstErr)
+	return next
+}
+
+// apply records a tick's results: holds[i] was renewed (or checked) as
+// generation gens[i] at start. A result about a generation the hold no
+// longer has is stale — the hold ended, or the owner took it again, while
+// the batch was out — and is ignored: only the generation it describes can
+// be extended or declared lost. It returns when to tick next and how many
+// renewals failed.
+func (d *watchdog) apply(holds []*hold, gens []string, results []int64, errs []error, start time.Time) (next time.Time, failed int, firstErr error) {
+	next = start.Add(d.interval)
+	lease := d.c.opts.watchdogLease
+	reg := &d.c.holds
 	reg.mu.Lock()
+	defer reg.mu.Unlock()
 	for i, h := range holds {
 		if h.gen != gens[i] {
-			continue // a result about a generation that has ended: stale
+			continue
 		}
 		switch {
 		case errs[i] == nil && results[i] == 1:
@@ -192,13 +209,7 @@ func (d *watchdog) tick(all bool) time.Time {
 			next = minTime(next, time.Now().Add(d.retry))
 		}
 	}
-	reg.mu.Unlock()
-	if failed > 0 {
-		d.c.log.Warn("relock: renewals failed; retrying", "failed", failed, "of", len(items), "err", firstErr)
-	}
-	d.lastTick.Store(int64(time.Since(start)))
-	d.c.emitRenewed(len(items), failed, time.Since(start), firstErr)
-	return next
+	return next, failed, firstErr
 }
 
 // candidates lists the holds a tick looks at: the watched ones, or every
