@@ -156,6 +156,17 @@ func (c *Client) publishCommand() string {
 	return "publish"
 }
 
+// blindHandOverArg tells a release script whether PUBLISH's receiver count
+// cannot tell a listening waiter: classic pub/sub on a Cluster counts the
+// receivers of one node only. A hand-over then goes to the first queued
+// waiter, listening or not (a crashed waiter's grant lasts its lease).
+func (c *Client) blindHandOverArg() string {
+	if c.isCluster() && !c.sharded {
+		return "1"
+	}
+	return "0"
+}
+
 // fencingArg tells an acquire script whether to hand out fencing tokens.
 func (c *Client) fencingArg() string {
 	if c.opts.fencing {

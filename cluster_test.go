@@ -200,7 +200,7 @@ func testClusterWaiters(t *testing.T, cl *redistest.Cluster, k lockKind) {
 			return conns == 1 && subs == len(names)
 		}, 10*time.Second, 10*time.Millisecond, "one sharded subscriber connection on %s", addr)
 		for _, name := range names {
-			if ch := k.channelOf(holder, name); ch != "" { // FairLock: one channel per waiter
+			if ch := k.channelOf(waiter, name); ch != "" { // FairLock: one channel per waiter
 				assert.EqualValues(t, 1, shardNumSub(t, node, ch), "subscribed on the lock's own node")
 			}
 		}
@@ -231,8 +231,9 @@ func testClusterWaiters(t *testing.T, cl *redistest.Cluster, k lockKind) {
 			t.Fatal("a waiter was not woken by the unlock")
 		}
 	}
-	// The last waiter out unsubscribes: nothing stays subscribed anywhere.
-	require.Equal(t, 0, waiter.SubscribedChannels())
+	// The last waiter out unsubscribes (after the hand-over channels'
+	// linger): nothing stays subscribed anywhere.
+	require.Eventually(t, func() bool { return waiter.SubscribedChannels() == 0 }, 10*time.Second, 10*time.Millisecond)
 	for addr := range perMaster {
 		require.Eventually(t, func() bool {
 			_, subs := shardSubscribers(t, nodes[addr])
@@ -392,7 +393,7 @@ func testClusterFailover(t *testing.T, cl *redistest.Cluster) {
 		wctx, err := waiter.Lock("failover").Lock(ctx)
 		result <- got{wctx, err}
 	}()
-	require.Eventually(t, func() bool { return shardNumSub(t, old.Client(), l.Key()+":ch") == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return shardNumSub(t, old.Client(), l.Key()+":w:"+waiter.ID()) == 1 }, 5*time.Second, 5*time.Millisecond)
 
 	old.Kill()
 	require.NoError(t, cl.WaitHealthy(30*time.Second))
@@ -400,7 +401,7 @@ func testClusterFailover(t *testing.T, cl *redistest.Cluster) {
 	require.NoError(t, err)
 	require.NotEqual(t, old.Addr(), promoted.Addr())
 	// The waiter's subscriber followed the slot to the promoted master.
-	require.Eventually(t, func() bool { return shardNumSub(t, promoted.Client(), l.Key()+":ch") == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return shardNumSub(t, promoted.Client(), l.Key()+":w:"+waiter.ID()) == 1 }, 10*time.Second, 10*time.Millisecond)
 
 	select {
 	case r := <-result:

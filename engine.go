@@ -29,7 +29,8 @@ type scheme interface {
 	renewal(owner, gen string, lease time.Duration) renewal
 	// abandon is called when a wait for the lock ends without it, so that
 	// types that register waiters in Redis (FairLock) can take them out.
-	abandon(ctx context.Context, owner string)
+	// waiter is the op id its attempts sent (the waiter's id in a queue).
+	abandon(ctx context.Context, owner, waiter string)
 }
 
 // acquireReq is one run of an acquire script. op names this very request
@@ -47,19 +48,18 @@ type releaseReq struct {
 	final          bool
 }
 
-// A queuedScheme announces every release of its lock on one channel, so a
-// newcomer may queue behind this process's waiters without trying first (see
-// Client.wait). Types that wake waiters selectively (FairLock, RWLock) do not
-// implement it.
-type queuedScheme interface {
-	releaseChannel() string
+// A handingScheme queues its waiters in Redis and has its releases hand
+// the lock over to the first of them (see queue_common.lua): a waiter sends
+// the same op id at every attempt, which is its id in the queue and the
+// generation of the hold a hand-over grants it, and the grant reaches it on
+// its Client's channel for the lock (attempt.channel).
+type handingScheme interface {
+	handsOver()
 }
 
-func queueOf(s scheme) string {
-	if q, ok := s.(queuedScheme); ok {
-		return q.releaseChannel()
-	}
-	return ""
+func handsOver(s scheme) bool {
+	_, ok := s.(handingScheme)
+	return ok
 }
 
 type outcome int
@@ -168,8 +168,15 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 	var started time.Time
 	unknown := "" // op of the last attempt whose outcome is unknown
 	attempts := 0
-	try := func() (attempt, error) {
+	waitAs := ""
+	if handsOver(s) {
 		req.op = c.newOp()
+		waitAs = req.op
+	}
+	try := func() (attempt, error) {
+		if waitAs == "" {
+			req.op = c.newOp()
+		}
 		started = time.Now()
 		attempts++
 		a, err := s.acquire(dctx, req)
@@ -183,9 +190,12 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 		}
 		return a, err
 	}
-	a, slept, err := c.wait(ctx, wait, queueOf(s), try)
+	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: req.lease}, try)
 	if err == nil && a.outcome != acquired {
 		err = fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
+	}
+	if err == nil && a.gen == "" {
+		a.gen = req.op // handed over: the hold is named after the waiter
 	}
 	if err == nil && a.replication != nil {
 		// Take the unreplicated grant back now, as documented; only if that
@@ -199,7 +209,7 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 		c.emitWait(s, start, attempts, err)
 	}
 	if err != nil {
-		s.abandon(dctx, req.owner)
+		s.abandon(dctx, req.owner, req.op)
 		if unknown != "" {
 			// The grant may exist in Redis with nobody to use it: free it in
 			// the background instead of letting it block others for a lease.
@@ -331,9 +341,18 @@ func (c *Client) unlockFailed(e *entry, req releaseReq, until time.Time) {
 // the lease has run out and the lock is free anyway. It is how an Unlock that
 // failed and an acquire of unknown outcome are cleaned up.
 func (c *Client) releaseInBackground(s scheme, req releaseReq, until time.Time) {
+	c.retryInBackground(func(ctx context.Context) error {
+		_, err := s.release(ctx, req)
+		return err
+	}, until)
+}
+
+// retryInBackground runs op until it succeeds, fails for good, the Client
+// closes or until has passed.
+func (c *Client) retryInBackground(op func(context.Context) error, until time.Time) {
 	c.bg.Go(func() {
 		for n := 1; ; n++ {
-			_, err := s.release(context.Background(), req)
+			err := op(context.Background())
 			if err == nil || !transient(err) {
 				return
 			}

@@ -272,7 +272,7 @@ func (s fairScheme) renewal(_, gen string, lease time.Duration) renewal {
 	return renewal{script: lockRenewScript, keys: []string{s.l.keys.hash}, args: []any{gen, lease.Milliseconds()}}
 }
 
-func (s fairScheme) abandon(ctx context.Context, owner string) {
+func (s fairScheme) abandon(ctx context.Context, owner, _ string) {
 	l := s.l
 	err := fairAbandonScript.Run(ctx, l.c.rdb,
 		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.chPrefix}, owner, l.c.publishCommand()).Err()

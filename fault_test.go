@@ -248,7 +248,7 @@ func TestFaultServerRestarted(t *testing.T) {
 			waitTicks(t, holder, 2)
 			require.NoError(t, hctx.Err())
 			// The waiter's subscriber came back: the unlock reaches it.
-			require.Eventually(t, func() bool { return k.waiterSubscribed(srv.Client(), holder, "restart") }, 5*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return k.waiterSubscribed(srv.Client(), waiter, "restart") }, 5*time.Second, 5*time.Millisecond)
 			mustNotGet(t, got)
 
 			inner := farFallback(t, l, hctx, lease)
@@ -355,7 +355,7 @@ func TestFaultConnectionCut(t *testing.T) {
 		waitTicks(t, holder, 3)
 		require.NoError(t, hctx.Err(), "a cut connection must not cost the lock")
 		assert.Greater(t, proxy.Accepted(), accepted, "clients reconnected")
-		require.Eventually(t, func() bool { return k.waiterSubscribed(srv.Client(), holder, "cut") }, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return k.waiterSubscribed(srv.Client(), waiter, "cut") }, 5*time.Second, 5*time.Millisecond)
 		mustNotGet(t, got)
 
 		inner := farFallback(t, l, hctx, lease)

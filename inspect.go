@@ -143,13 +143,18 @@ type LockSummary struct {
 }
 
 // LockChannels are the pub/sub channels on which relock announces that a
-// lock of one name was released. A tool that watches a lock subscribes to
-// them; relock publishes with SPUBLISH on a Cluster (unless
+// lock of one name was released or handed over. A tool that watches a lock
+// subscribes to them; relock publishes with SPUBLISH on a Cluster (unless
 // WithShardedPubSub(false)) and PUBLISH otherwise. Lease expiry publishes
-// nothing.
+// nothing, and relock publishes only when someone waits: a release nobody
+// waits for is silent.
 type LockChannels struct {
-	// Lock is the Lock's unlock channel.
+	// Lock is the Lock's channel, told of a release when a MultiLock waits.
 	Lock string
+	// LockHandOverPrefix, followed by a Client's id, is the channel on
+	// which a Lock's release hands the lock over to that Client's waiter:
+	// "<waiter id> <token>".
+	LockHandOverPrefix string
 	// FairPrefix, followed by a waiting owner, is the channel on which that
 	// FairLock waiter is told it is its turn.
 	FairPrefix string
@@ -202,10 +207,11 @@ func (c *Client) Channels(name string) (LockChannels, error) {
 		return LockChannels{}, err
 	}
 	return LockChannels{
-		Lock:       ks.key("ch"),
-		FairPrefix: ks.key("fair:ch:"),
-		RWRead:     ks.key("rw:rch"),
-		RWWrite:    ks.key("rw:wch"),
+		Lock:               ks.key("ch"),
+		LockHandOverPrefix: ks.key("") + ":w:",
+		FairPrefix:         ks.key("fair:ch:"),
+		RWRead:             ks.key("rw:rch"),
+		RWWrite:            ks.key("rw:wch"),
 	}, nil
 }
 

@@ -334,10 +334,12 @@ func TestInspectChannels(t *testing.T) {
 		_, err := ps.Receive(ctx)
 		require.NoError(t, err)
 	}
-	pps := b.rdb.PSubscribe(ctx, ch.FairPrefix+"*")
+	pps := b.rdb.PSubscribe(ctx, ch.FairPrefix+"*", ch.LockHandOverPrefix+"*")
 	defer pps.Close()
-	_, err = pps.Receive(ctx)
-	require.NoError(t, err)
+	for range 2 {
+		_, err = pps.Receive(ctx)
+		require.NoError(t, err)
+	}
 
 	expect := func(ps *redis.PubSub, channel string) {
 		t.Helper()
@@ -348,10 +350,27 @@ func TestInspectChannels(t *testing.T) {
 		assert.Equal(t, channel, msg.Channel)
 	}
 
+	// A Lock's release publishes only when someone waits: it hands the
+	// lock over on the waiting Client's channel.
 	hctx, err := c.Lock(name).Lock(ctx)
 	require.NoError(t, err)
+	waiting := b.newClient(t)
+	handed := make(chan error, 1)
+	go func() {
+		wctx, err := waiting.Lock(name).Lock(ctx)
+		if err == nil {
+			err = waiting.Lock(name).Unlock(wctx)
+		}
+		handed <- err
+	}()
+	require.Eventually(t, func() bool {
+		n, err := b.rdb.PubSubNumSub(ctx, ch.LockHandOverPrefix+waiting.ID()).Result()
+		return err == nil && n[ch.LockHandOverPrefix+waiting.ID()] == 1
+	}, 5*time.Second, time.Millisecond)
+	settle(t, b)
 	require.NoError(t, c.Lock(name).Unlock(hctx))
-	expect(ps, ch.Lock)
+	expect(pps, ch.LockHandOverPrefix+waiting.ID())
+	require.NoError(t, <-handed)
 
 	wctx, err := c.RWLock(name).WriteLock().Lock(ctx)
 	require.NoError(t, err)

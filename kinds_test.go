@@ -81,7 +81,7 @@ var exclusiveKinds = []lockKind{
 		name:      "Lock",
 		open:      func(c *relock.Client, name string) exclusive { return c.Lock(name) },
 		keyOf:     func(c *relock.Client, name string) string { return c.Lock(name).Key() },
-		channelOf: func(c *relock.Client, name string) string { return c.Lock(name).Key() + ":ch" },
+		channelOf: func(c *relock.Client, name string) string { return c.Lock(name).Key() + ":w:" + c.ID() },
 		holders:   ownersOf,
 	},
 	{

@@ -33,6 +33,9 @@ type Lock struct {
 type lockKeys struct {
 	hash, tail, channel string
 	latchPrefix         string // + request id: the latch of one final release
+	// waitChannel is where releases hand the lock over to this Client's
+	// waiters: <hash>:w:<client uuid> (see queue_common.lua).
+	waitChannel string
 }
 
 // Lock returns the reentrant lock called name. It sends nothing to Redis. An
@@ -50,6 +53,7 @@ func (c *Client) Lock(name string) *Lock {
 	}
 	l.ks, l.err = newKeyspace(c.opts.prefix, name)
 	l.keys = lockKeys{hash: l.ks.key(""), tail: l.ks.key("tail"), channel: l.ks.key("ch"), latchPrefix: l.ks.key("latch:")}
+	l.keys.waitChannel = l.keys.hash + ":w:" + c.id
 	return l
 }
 
@@ -113,8 +117,8 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, err := lockForceReleaseScript.Run(context.WithoutCancel(ctx), l.c.rdb,
-		[]string{l.keys.hash, l.keys.channel, l.keys.tail}, l.c.publishCommand(), wakeAll,
-		l.c.opts.unlockLatch.Milliseconds()).Int64()
+		[]string{l.keys.hash, l.keys.channel, l.keys.tail}, l.c.publishCommand(),
+		l.c.opts.unlockLatch.Milliseconds(), l.c.blindHandOverArg()).Int64()
 	if err != nil {
 		return false, wrapRedis("force unlock", err)
 	}
@@ -232,11 +236,11 @@ func (s lockScheme) info() LockInfo  { return LockInfo{Name: s.l.ks.name, Kind: 
 func (s lockScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := s.l
 	res, repl, err := l.c.evalAcquire(ctx, lockAcquireScript, []string{l.keys.hash, l.keys.tail},
-		r.owner, r.op, r.gen, r.lease.Milliseconds(), l.c.fencingArg())
+		r.owner, r.op, r.gen, r.lease.Milliseconds(), l.c.fencingArg(), "1")
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
 	}
-	a, err := parseAcquire(res, l.keys.channel)
+	a, err := parseAcquire(res, l.keys.waitChannel)
 	if a.outcome == acquired {
 		a.replication = repl
 	}
@@ -264,7 +268,7 @@ func (s lockScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, 
 	l := s.l
 	n, err := lockReleaseScript.Run(ctx, l.c.rdb,
 		[]string{l.keys.hash, l.keys.channel, l.keys.latchPrefix + r.op, l.keys.tail},
-		r.owner, r.op, r.gen, boolArg(r.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
+		r.owner, r.op, r.gen, boolArg(r.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), l.c.blindHandOverArg()).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}
@@ -288,9 +292,22 @@ func (s lockScheme) renewal(_, gen string, lease time.Duration) renewal {
 	return renewal{script: lockRenewScript, keys: []string{s.l.keys.hash}, args: []any{gen, lease.Milliseconds()}}
 }
 
-func (lockScheme) abandon(context.Context, string) {}
+// abandon takes a waiter that gave up out of the lock's queue, and releases
+// the lock if a hand-over made it the holder meanwhile. A failure is retried
+// in the background: a grant nobody uses would block the lock for a lease.
+func (s lockScheme) abandon(ctx context.Context, owner, waiter string) {
+	l := s.l
+	run := func(ctx context.Context) error {
+		return lockAbandonScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.keys.tail},
+			owner, waiter, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), l.c.blindHandOverArg()).Err()
+	}
+	if err := run(ctx); err != nil && transient(err) {
+		l.c.retryInBackground(run, time.Now().Add(l.c.opts.watchdogLease))
+	}
+}
 
-func (s lockScheme) releaseChannel() string { return s.l.keys.channel }
+// handsOver marks Lock as a handingScheme: its waiters queue in Redis.
+func (lockScheme) handsOver() {}
 
 func boolArg(b bool) string {
 	if b {

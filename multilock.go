@@ -189,7 +189,7 @@ func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 	if reentry {
 		a, err = try() // re-entry never waits
 	} else {
-		a, _, err = m.groups[0].c.wait(ctx, wait, "", try)
+		a, _, err = m.groups[0].c.wait(ctx, waitSpec{wait: wait}, try)
 	}
 	if err != nil {
 		return ctx, err
@@ -359,7 +359,7 @@ func (m *MultiLock) releaseGroup(ctx context.Context, g multiGroup, field, op st
 	c := g.c
 	keys := make([]string, 0, 4*len(parts))
 	args := make([]any, 0, 5+2*len(parts))
-	args = append(args, field, op, c.publishCommand(), c.opts.unlockLatch.Milliseconds(), wakeOne)
+	args = append(args, field, op, c.publishCommand(), c.opts.unlockLatch.Milliseconds(), c.blindHandOverArg())
 	for _, pt := range parts {
 		p := m.parts[pt.i]
 		keys = append(keys, p.keys.hash, p.keys.channel, p.keys.latchPrefix+op, p.keys.tail)

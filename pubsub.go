@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,8 +151,14 @@ type chanState struct {
 	pendingAt   time.Time  // a wake-up arrived then while no waiter was queued (zero: none)
 	confirmed   bool
 	confirmedAt time.Time
-	leaseEnd    time.Time // when the holder's lease ends, as the last busy attempt saw it
-	keep        bool      // the presence channel: subscribed until Close
+	keep        bool // the presence channel: subscribed until Close
+
+	// A hand-over channel (one Client's channel for one lock, see
+	// handingScheme) carries grants addressed to one waiter by its id.
+	handing bool
+	byID    map[string]*waiter // its joined waiters
+	grants  map[string]int64   // grants that came before their waiter joined: id -> token
+	idle    *time.Timer        // ends the subscription once it has lingered unused
 }
 
 type waiter struct {
@@ -159,6 +167,10 @@ type waiter struct {
 	sig   chan struct{}
 	elem  *list.Element // nil while not queued
 	woken bool          // holds a wake-up it has not yet turned into an attempt
+
+	id      string // its id in the lock's queue in Redis ("" : none)
+	granted bool   // a release handed the lock over to it
+	token   int64  // the granted hold's fencing token
 }
 
 func newSubscriber(c *Client) *subscriber {
@@ -172,8 +184,10 @@ func newSubscriber(c *Client) *subscriber {
 // join registers a waiter on channel. since is when the caller last tried
 // the lock: if the subscription was confirmed after that, or a wake-up that
 // found no queued waiter came after that, the waiter is signalled at once so
-// that it tries again.
-func (s *subscriber) join(ctx context.Context, channel string, since, leaseEnd time.Time) (*waiter, error) {
+// that it tries again. id, when not empty, makes channel a hand-over channel
+// and the waiter the addressee of grants to id (one that came already is
+// its at once).
+func (s *subscriber) join(ctx context.Context, channel, id string, since time.Time) (*waiter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -190,14 +204,64 @@ func (s *subscriber) join(ctx context.Context, channel string, since, leaseEnd t
 		s.attach(st, sh)
 	}
 	st.refs++
-	st.leaseEnd = leaseEnd
-	w := &waiter{s: s, st: st, sig: make(chan struct{}, 1)}
+	w := &waiter{s: s, st: st, sig: make(chan struct{}, 1), id: id}
 	w.elem = st.queue.PushBack(w)
+	if id != "" {
+		s.joinHanding(st, w)
+	}
 	if st.pendingAt.After(since) || (st.confirmed && st.confirmedAt.After(since)) {
 		st.pendingAt = time.Time{}
 		s.wake(w)
 	}
 	return w, nil
+}
+
+// joinHanding registers w by its id on the hand-over channel st, stopping
+// the linger of an unused subscription. s.mu is held.
+func (s *subscriber) joinHanding(st *chanState, w *waiter) {
+	if st.byID == nil {
+		st.handing = true
+		st.byID = make(map[string]*waiter)
+		st.grants = make(map[string]int64)
+	}
+	if st.idle != nil {
+		st.idle.Stop()
+		st.idle = nil
+	}
+	st.byID[w.id] = w
+	if token, ok := st.grants[w.id]; ok {
+		delete(st.grants, w.id)
+		w.granted, w.token = true, token
+		s.wake(w)
+	}
+}
+
+// granted handles a hand-over message, "<waiter id> <token>": the lock is
+// the waiter's. A grant whose waiter has not joined yet (the message beat
+// its attempt's reply) is kept for it; one whose waiter left is its
+// abandon's to release (see lock_abandon.lua). s.mu is held.
+func (s *subscriber) granted(st *chanState, payload string) {
+	id, tok, _ := strings.Cut(payload, " ")
+	token, err := strconv.ParseInt(tok, 10, 64)
+	if err != nil {
+		return
+	}
+	if w := st.byID[id]; w != nil {
+		w.granted, w.token = true, token
+		s.wake(w)
+		return
+	}
+	st.grants[id] = token
+}
+
+// handedOver reports the attempt a hand-over to w amounts to, if one came.
+func (w *waiter) handedOver() (attempt, bool) {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	if !w.granted {
+		return attempt{}, false
+	}
+	return attempt{outcome: acquired, token: w.token}, true
 }
 
 // keepAlive subscribes the Client's own channel, <prefix>:client:<id>, and
@@ -226,35 +290,18 @@ func (s *subscriber) keepAlive() {
 	s.attach(st, sh)
 }
 
-// queued reports whether waiters of this process sleep on channel, confirmed
-// subscribed, while the lock's lease (as last seen) has not ended by now, and
-// when it ends: a newcomer can only queue behind them.
-func (s *subscriber) queued(channel string, now time.Time) (leaseEnd time.Time, ok bool) {
-	if channel == "" {
-		return time.Time{}, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.chans[channel]
-	if st == nil || !st.confirmed || st.queue.Len() == 0 || !st.leaseEnd.After(now) {
-		return time.Time{}, false
-	}
-	return st.leaseEnd, true
-}
-
 // rearm puts a waiter whose attempt (started at tried) found the lock busy
 // back to sleep, at the head of the queue (it keeps its turn), unless a
 // wake-up already reached it. A wake-up kept pending since after its attempt
 // started is its to use: the attempt may have run before that unlock.
-func (w *waiter) rearm(tried, leaseEnd time.Time) {
+func (w *waiter) rearm(tried time.Time) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w.st.leaseEnd = leaseEnd
 	if w.elem != nil || len(w.sig) > 0 {
 		return
 	}
-	w.woken = false
+	w.woken, w.granted = false, false
 	w.elem = w.st.queue.PushFront(w)
 	if w.st.pendingAt.After(tried) {
 		w.st.pendingAt = time.Time{}
@@ -274,9 +321,45 @@ func (w *waiter) leave(acquired bool) {
 		w.elem = nil
 	}
 	st.refs--
-	if w.woken && !acquired && st.refs > 0 {
+	if st.byID != nil && st.byID[w.id] == w {
+		delete(st.byID, w.id)
+	}
+	if w.woken && !w.granted && !acquired && st.refs > 0 {
 		s.wakeOne(st)
 	}
+	if st.refs == 0 && st.handing && !s.closed {
+		s.linger(st)
+		return
+	}
+	s.retire(st)
+}
+
+// channelLinger is how long a hand-over channel stays subscribed after its
+// last waiter left: a process that waits for a lock again and again keeps
+// one subscription, instead of paying a SUBSCRIBE, an UNSUBSCRIBE and the
+// attempt that follows a new subscription's confirmation at every wait.
+const channelLinger = 2 * time.Second
+
+// linger keeps the unused hand-over channel st subscribed for
+// channelLinger, then retires it unless a waiter joined. s.mu is held.
+func (s *subscriber) linger(st *chanState) {
+	if st.idle != nil {
+		st.idle.Stop()
+	}
+	var t *time.Timer
+	t = time.AfterFunc(channelLinger, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if st.idle == t && st.refs == 0 {
+			st.idle = nil
+			s.retire(st)
+		}
+	})
+	st.idle = t
+}
+
+// retire unsubscribes st, which nobody waits on. s.mu is held.
+func (s *subscriber) retire(st *chanState) {
 	if st.refs == 0 && s.chans[st.name] == st {
 		delete(s.chans, st.name)
 		sh := st.shard
@@ -810,9 +893,12 @@ func (s *subscriber) delivered(channel, payload string) {
 	if st == nil {
 		return
 	}
-	if payload == wakeAll {
+	switch {
+	case st.handing && strings.Contains(payload, " "):
+		s.granted(st, payload)
+	case payload == wakeAll:
 		s.wakeEveryone(st)
-	} else {
+	default:
 		s.wakeOne(st)
 	}
 }
@@ -991,7 +1077,7 @@ func (s *subscriber) channels() int {
 // named: it joins that channel (leaving another one), re-arms on the same
 // one, or leaves when the attempt names none. It returns the waiter to sleep
 // on (nil: none, sleep on the lease alone).
-func (s *subscriber) follow(ctx context.Context, w *waiter, a attempt, tried time.Time) (*waiter, error) {
+func (s *subscriber) follow(ctx context.Context, w *waiter, a attempt, id string, tried time.Time) (*waiter, error) {
 	subs := a.subs
 	if subs == nil {
 		subs = s
@@ -1006,9 +1092,9 @@ func (s *subscriber) follow(ctx context.Context, w *waiter, a attempt, tried tim
 		if w != nil {
 			w.leave(false)
 		}
-		return subs.join(ctx, a.channel, tried, tried.Add(a.retryIn))
+		return subs.join(ctx, a.channel, id, tried)
 	}
-	w.rearm(tried, tried.Add(a.retryIn))
+	w.rearm(tried)
 	return w, nil
 }
 

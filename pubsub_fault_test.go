@@ -94,7 +94,7 @@ func TestSubscriberHalfOpenConnection(t *testing.T) {
 		hctx, err := l.Lock(context.Background())
 		require.NoError(t, err)
 		got := lockAsync(waiter.Lock("half-open"))
-		asleep(t, waiter, l.keys.channel)
+		asleep(t, waiter, waiter.Lock(l.Name()).keys.waitChannel)
 		accepted := proxy.Accepted()
 
 		proxy.Blackhole()
@@ -221,7 +221,7 @@ func TestSubscriberOutageBacksOffAndLogsOnce(t *testing.T) {
 	_, err := l.Lock(context.Background())
 	require.NoError(t, err)
 	got := lockAsync(waiter.Lock("outage"))
-	asleep(t, waiter, l.keys.channel)
+	asleep(t, waiter, waiter.Lock(l.Name()).keys.waitChannel)
 
 	srv.Kill()
 	before := dials.Load()
@@ -365,10 +365,10 @@ func testClusterReconnect(t *testing.T, cl *redistest.Cluster, master *redistest
 		holds[i], err = holder.Lock(name).Lock(ctx)
 		require.NoError(t, err)
 		gots[i] = lockAsync(waiter.Lock(name))
-		asleep(t, waiter, holder.Lock(name).keys.channel)
+		asleep(t, waiter, waiter.Lock(name).keys.waitChannel)
 	}
 	for _, name := range names {
-		require.EqualValues(t, 1, shardNumSubOf(t, master, holder.Lock(name).keys.channel))
+		require.EqualValues(t, 1, shardNumSubOf(t, master, waiter.Lock(name).keys.waitChannel))
 	}
 
 	rechecks := waiter.subs.rechecks()
@@ -383,7 +383,7 @@ func testClusterReconnect(t *testing.T, cl *redistest.Cluster, master *redistest
 	}
 	// What the subscriber believes is what Redis has.
 	for _, name := range names[2:] {
-		ch := holder.Lock(name).keys.channel
+		ch := waiter.Lock(name).keys.waitChannel
 		require.Eventually(t, func() bool { return shardNumSubOf(t, master, ch) == 1 }, maxHandOff, time.Millisecond,
 			"%s is not subscribed again", ch)
 		asleep(t, waiter, ch)
@@ -433,7 +433,7 @@ func holdAndWait(t *testing.T, holder, waiter *Client, names []string) ([]contex
 		holds[i], err = holder.Lock(name).Lock(context.Background())
 		require.NoError(t, err)
 		gots[i] = lockAsync(waiter.Lock(name))
-		asleep(t, waiter, holder.Lock(name).keys.channel)
+		asleep(t, waiter, waiter.Lock(name).keys.waitChannel)
 	}
 	return holds, gots
 }
@@ -449,7 +449,7 @@ func moved(t *testing.T, holder, waiter *Client, names []string, holds []context
 	r := handOff(t, gots[0], unlocked, what+", unlocked at once")
 	require.NoError(t, waiter.Lock(names[0]).Unlock(r.ctx))
 
-	ch := holder.Lock(names[1]).keys.channel
+	ch := waiter.Lock(names[1]).keys.waitChannel
 	require.Eventually(t, func() bool { return shardNumSubOf(t, to, ch) == 1 }, maxHandOff, time.Millisecond,
 		"%s: not subscribed on the new master", what)
 	assert.EqualValues(t, 0, shardNumSubOf(t, from, ch), "%s: still subscribed on the old master", what)

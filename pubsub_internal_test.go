@@ -36,9 +36,9 @@ func TestSubscriberWakeUps(t *testing.T) {
 	// Both waiters tried before joining: the confirmation, whether it comes
 	// before b joins or after, is news to both.
 	tried0 := time.Now()
-	a, err := s.join(ctx, ch, tried0, time.Now())
+	a, err := s.join(ctx, ch, "", tried0)
 	require.NoError(t, err)
-	b, err := s.join(ctx, ch, tried0, time.Now())
+	b, err := s.join(ctx, ch, "", tried0)
 	require.NoError(t, err)
 	var gotA, gotB bool // signalled consumes the signal: remember it
 	require.Eventually(t, func() bool {
@@ -47,21 +47,21 @@ func TestSubscriberWakeUps(t *testing.T) {
 		return gotA && gotB
 	}, 5*time.Second, time.Millisecond, "the subscription's confirmation makes every waiter re-check")
 	tried := time.Now()
-	a.rearm(tried, time.Now())
-	b.rearm(tried, time.Now())
+	a.rearm(tried)
+	b.rearm(tried)
 
 	t.Run("one message wakes one waiter, the one queued first", func(t *testing.T) {
 		s.deliver(ch, wakeOne)
 		assert.True(t, signalled(b), "b re-queued last at the head: it had the older turn")
 		assert.False(t, signalled(a))
-		b.rearm(time.Now(), time.Now())
+		b.rearm(time.Now())
 	})
 	t.Run("a woken waiter that leaves passes the wake-up on", func(t *testing.T) {
 		s.deliver(ch, wakeOne)
 		require.True(t, signalled(b))
 		b.leave(false)
 		assert.True(t, signalled(a), "the wake-up was not lost with b")
-		a.rearm(time.Now(), time.Now())
+		a.rearm(time.Now())
 	})
 	t.Run("a wake-up with nobody queued waits for the next attempt", func(t *testing.T) {
 		s.mu.Lock()
@@ -71,11 +71,11 @@ func TestSubscriberWakeUps(t *testing.T) {
 		tried := time.Now()
 		s.deliver(ch, wakeOne) // arrives while a's attempt is out
 		assert.False(t, signalled(a))
-		a.rearm(tried, time.Now())
+		a.rearm(tried)
 		assert.True(t, signalled(a), "the unlock came after a's attempt started: a must retry")
 	})
 	t.Run("an older pending wake-up is not used twice", func(t *testing.T) {
-		a.rearm(time.Now(), time.Now())
+		a.rearm(time.Now())
 		assert.False(t, signalled(a))
 	})
 	t.Run("the last waiter to leave unsubscribes", func(t *testing.T) {
@@ -110,7 +110,7 @@ func TestSubscriberStateMatchesRedis(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 150 {
-				w, err := s.join(ctx, channels[(g+i)%len(channels)], time.Now(), time.Now())
+				w, err := s.join(ctx, channels[(g+i)%len(channels)], "", time.Now())
 				if !assert.NoError(t, err) {
 					return
 				}

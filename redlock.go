@@ -271,7 +271,7 @@ func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 	}
 	res, errs := fanOut(r, context.WithoutCancel(ctx), func(ctx context.Context, l *Lock) (int64, error) {
 		return lockForceReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.keys.tail},
-			l.c.publishCommand(), wakeAll, l.c.opts.unlockLatch.Milliseconds()).Int64()
+			l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), l.c.blindHandOverArg()).Int64()
 	})
 	r.home.endAll(r.id, fmt.Errorf("%w: force-unlocked", ErrLockLost))
 	freed, failed := 0, 0
@@ -467,7 +467,7 @@ func (s redScheme) release(ctx context.Context, req releaseReq) (releaseOutcome,
 	res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
 		return lockReleaseScript.Run(ctx, l.c.rdb,
 			[]string{l.keys.hash, l.keys.channel, l.keys.latchPrefix + req.op, l.keys.tail},
-			field, req.op, req.gen, boolArg(req.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), wakeOne).Int64()
+			field, req.op, req.gen, boolArg(req.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), l.c.blindHandOverArg()).Int64()
 	})
 	ok, lost := 0, 0
 	var failures []error
@@ -534,4 +534,4 @@ func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 	}}
 }
 
-func (redScheme) abandon(context.Context, string) {}
+func (redScheme) abandon(context.Context, string, string) {}

@@ -360,7 +360,7 @@ func (m rwMode) renewal(owner, gen string, lease time.Duration) renewal {
 }
 
 // abandon withdraws a writer's claim; readers leave no trace while waiting.
-func (m rwMode) abandon(ctx context.Context, owner string) {
+func (m rwMode) abandon(ctx context.Context, owner, _ string) {
 	if m.kind != "w" {
 		return
 	}

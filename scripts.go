@@ -23,6 +23,10 @@ var (
 	lockRenewSrc string
 	//go:embed scripts/lock_force_release.lua
 	lockForceReleaseSrc string
+	//go:embed scripts/lock_abandon.lua
+	lockAbandonSrc string
+	//go:embed scripts/queue_common.lua
+	queueCommonSrc string
 	//go:embed scripts/multi_acquire.lua
 	multiAcquireSrc string
 	//go:embed scripts/multi_release.lua
@@ -58,10 +62,16 @@ var (
 	//go:embed scripts/rw_state.lua
 	rwStateSrc string
 
-	lockAcquireScript      = redis.NewScript(acquireCommonSrc + lockAcquireSrc)
-	lockReleaseScript      = redis.NewScript(releaseCommonSrc + lockReleaseSrc)
+	// queue_common uses release_common's end_hold.
+	queueCommonPrelude = releaseCommonSrc + queueCommonSrc
+
+	// The scripts that queue or hand over (see queue_common.lua) share its
+	// helpers, which use acquire_common's token and release_common's latch.
+	lockAcquireScript      = redis.NewScript(acquireCommonSrc + queueCommonPrelude + lockAcquireSrc)
+	lockReleaseScript      = redis.NewScript(acquireCommonSrc + queueCommonPrelude + lockReleaseSrc)
+	lockAbandonScript      = redis.NewScript(acquireCommonSrc + queueCommonPrelude + lockAbandonSrc)
 	lockRenewScript        = redis.NewScript(lockRenewSrc)
-	lockForceReleaseScript = redis.NewScript(lockForceReleaseSrc)
+	lockForceReleaseScript = redis.NewScript(acquireCommonSrc + queueCommonPrelude + lockForceReleaseSrc)
 
 	// The fair_* scripts share their helpers: fair_common is prepended.
 	fairAcquireScript      = redis.NewScript(fairCommonSrc + acquireCommonSrc + fairAcquireSrc)
@@ -79,6 +89,6 @@ var (
 	rwStateScript        = redis.NewScript(rwCommonSrc + rwStateSrc)
 
 	multiAcquireScript = redis.NewScript(acquireCommonSrc + multiAcquireSrc)
-	multiReleaseScript = redis.NewScript(releaseCommonSrc + multiReleaseSrc)
+	multiReleaseScript = redis.NewScript(acquireCommonSrc + queueCommonPrelude + multiReleaseSrc)
 	redFenceScript     = redis.NewScript(redFenceSrc)
 )

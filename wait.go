@@ -6,40 +6,39 @@ import (
 	"time"
 )
 
+// waitSpec is what a wait loop needs to know besides its attempt: how long
+// it may wait, and for a handingScheme the waiter's id (see handingScheme)
+// and the lease a hand-over grants it.
+type waitSpec struct {
+	wait  time.Duration
+	id    string // "" : the scheme hands nothing over
+	lease time.Duration
+}
+
 // wait is the package's one acquisition loop, shared by every lock type:
 // try; on busy, join the channel where the holder's release will be announced
 // (subscribing if this process is the first to wait on it); then sleep until
 // a wake-up, the holder's remaining lease, the wait time or ctx ends,
-// whichever is first; try again. It returns the last attempt and how many
-// times it slept.
+// whichever is first; try again. A wake-up that is a hand-over (the release
+// granted the lock to this waiter) ends the wait at once, without another
+// attempt. It returns the last attempt and how many times it slept.
 //
 // try must not be cancelled by ctx (see lockWith). The error wraps
 // ErrNotObtained when the wait ended. A first attempt that fails returns its
 // error at once (a Redis that cannot be reached is reported, not waited on);
 // once waiting, a transient failure is retried with backoff until the wait
 // ends.
-//
-// queue, when not empty, names the channel on which every release of the
-// lock is announced. If goroutines of this process already sleep on it and
-// the holder's lease has not run out, the first attempt is skipped: it could
-// only fail, and the newcomer queues behind them (first come, first served
-// within the process) at no round trip.
-func (c *Client) wait(ctx context.Context, wait time.Duration, queue string, try func() (attempt, error)) (attempt, int, error) {
+func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, error)) (attempt, int, error) {
 	tried := time.Now()
-	var a attempt
-	var err error
-	if leaseEnd, ok := c.subs.queued(queue, tried); ok && wait != 0 {
-		a = attempt{outcome: busy, channel: queue, retryIn: leaseEnd.Sub(tried)}
-	} else {
-		a, err = try()
-		if err != nil || a.outcome != busy {
-			c.observe(err)
-			return a, 0, unavailable(err)
-		}
-		if wait == 0 {
-			return a, 0, a.notObtained()
-		}
+	a, err := try()
+	if err != nil || a.outcome != busy {
+		c.observe(err)
+		return a, 0, unavailable(err)
 	}
+	if spec.wait == 0 {
+		return a, 0, a.notObtained()
+	}
+	wait := spec.wait
 	var deadline time.Time
 	if wait != WaitForever {
 		deadline = tried.Add(wait)
@@ -56,7 +55,7 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, queue string, try
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		if w, err = c.subs.follow(ctx, w, a, tried); err != nil {
+		if w, err = c.subs.follow(ctx, w, a, spec.id, tried); err != nil {
 			return a, slept, err
 		}
 		sleep := fallbackSleep(a.retryIn, c.opts.watchdogLease)
@@ -75,6 +74,13 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, queue string, try
 		case <-c.closing:
 			return a, slept, ErrClientClosed
 		case <-w.signal():
+			if h, ok := w.handedOver(); ok && time.Since(tried) < spec.lease/3 {
+				a = h
+				return a, slept, nil
+			}
+			// A grant that comes long after the last attempt is claimed by
+			// the next one (its replay extends the lease): the hold's end is
+			// counted from an attempt's start, and that one is too old.
 		case <-timer.C:
 		}
 		tried = time.Now()

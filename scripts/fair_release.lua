@@ -16,11 +16,11 @@
 --
 -- Returns 1 free now, 0 one hold released, -1 lost (nothing changed), as
 -- lock_release; idempotent under replay, as lock_release.
-local done, token = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[5])
+local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[5])
 if done then
 	return done
 end
 redis.call('del', KEYS[1])
 wake(ARGV[5], KEYS[4], evict(KEYS[2], KEYS[3], now_ms()))
-end_hold(KEYS[5], KEYS[6], token, ARGV[6])
+end_hold(KEYS[5], KEYS[6], cur[3], ARGV[6])
 return 1

@@ -1,19 +1,17 @@
--- lock_force_release: free a lock whoever holds it.
+-- lock_force_release: free a lock whoever holds it; the first queued waiter
+-- that still listens gets it, as on a release.
 --
 -- KEYS[1]  lock hash
--- KEYS[2]  unlock channel
+-- KEYS[2]  the lock's channel (see lock_release)
 -- KEYS[3]  tail: keeps the freed hold's token
 -- ARGV[1]  publish command: "publish" or "spublish"
--- ARGV[2]  message to publish ("all": every waiter re-checks)
--- ARGV[3]  tail lifetime in milliseconds (the unlock latch)
+-- ARGV[2]  tail lifetime in milliseconds (the unlock latch)
+-- ARGV[3]  as lock_release's ARGV[7]
 --
 -- Returns 1 when a lock was freed, 0 when it was not held.
-local token = redis.call('hget', KEYS[1], '~t')
-if redis.call('del', KEYS[1]) == 1 then
-	if token and tonumber(token) > 0 then
-		redis.call('set', KEYS[3], token, 'px', ARGV[3])
-	end
-	redis.call(ARGV[1], KEYS[2], ARGV[2])
-	return 1
+local cur = redis.call('hmget', KEYS[1], '~g', '~o', '~t', '~q', '~m')
+if not cur[1] then
+	return 0
 end
-return 0
+free_hold(KEYS[1], KEYS[2], nil, KEYS[3], cur, ARGV[1], ARGV[2], ARGV[3])
+return 1

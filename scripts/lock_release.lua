@@ -1,7 +1,9 @@
--- lock_release: release one hold of a reentrant exclusive lock.
+-- lock_release: release one hold of a reentrant exclusive lock; the final
+-- release hands the lock over to the first queued waiter that still listens,
+-- in the same call (see queue_common).
 --
 -- KEYS[1]  lock hash (see lock_acquire)
--- KEYS[2]  unlock channel, told when the lock becomes free
+-- KEYS[2]  the lock's channel, told when it becomes free if a MultiLock waits
 -- KEYS[3]  latch key of this request: marks a final release as done
 -- KEYS[4]  tail: keeps the last token for the latch's time
 -- ARGV[1]  owner
@@ -11,20 +13,19 @@
 --          whatever the count says, "0" for a re-entry's release
 -- ARGV[5]  publish command: "publish" or "spublish" (sharded pub/sub)
 -- ARGV[6]  latch lifetime in milliseconds
--- ARGV[7]  message to publish ("1": wake one waiter)
+-- ARGV[7]  "1" to hand over without trusting PUBLISH's receiver count
+--          (classic pub/sub on a Cluster), "0" otherwise
 --
--- Returns  1  the lock is free now
+-- Returns  1  the caller's hold is over: the lock is free or handed over
 --          0  one hold released, the owner still holds the rest
 --         -1  the caller's generation does not hold the lock: it was lost,
 --             and nothing was changed
 --
 -- Idempotent under replay: a request whose op id is the last applied, or
 -- whose latch exists, already ran.
-local done, token = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[3])
+local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[3])
 if done then
 	return done
 end
-redis.call('del', KEYS[1])
-redis.call(ARGV[5], KEYS[2], ARGV[7])
-end_hold(KEYS[3], KEYS[4], token, ARGV[6])
+free_hold(KEYS[1], KEYS[2], KEYS[3], KEYS[4], cur, ARGV[5], ARGV[6], ARGV[7])
 return 1

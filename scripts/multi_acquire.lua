@@ -36,7 +36,10 @@ for i = 1, n do
 	if gen ~= '' and cur[i][2] ~= gen then
 		return {-1, i, 0}
 	end
-	if gen == '' and not cur[i][1] and redis.call('exists', KEYS[2 * i - 1]) == 1 then
+	if gen == '' and not cur[i][1] and cur[i][2] then
+		-- Mark the part: its release must tell the lock's channel, where
+		-- a MultiLock waits (it is no queued waiter, see queue_common).
+		redis.call('hset', KEYS[2 * i - 1], '~m', '1')
 		return {0, i, redis.call('pttl', KEYS[2 * i - 1])}
 	end
 end

@@ -10,9 +10,12 @@
 -- ARGV[2]     op id of this request
 -- ARGV[3]     publish command: "publish" or "spublish"
 -- ARGV[4]     latch lifetime in milliseconds
--- ARGV[5]     message to publish ("1": wake one waiter)
+-- ARGV[5]     as lock_release's ARGV[7]
 -- ARGV[4+2i]  generation the caller holds on part i
 -- ARGV[5+2i]  "1" when it is the caller's last hold on part i
+--
+-- A part's final release hands it over to its first queued waiter, as
+-- lock_release does.
 --
 -- Returns one integer per part, as lock_release: 1 the part is free now, 0
 -- one hold released and the owner keeps the rest, -1 the generation did not
@@ -22,13 +25,11 @@ local owner, op = ARGV[1], ARGV[2]
 local out = {}
 for i = 1, #KEYS / 4 do
 	local hash, channel, latch, tail = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-	local done, token = release_hold(hash, owner, op, ARGV[4 + 2 * i], ARGV[5 + 2 * i], latch)
+	local done, cur = release_hold(hash, owner, op, ARGV[4 + 2 * i], ARGV[5 + 2 * i], latch)
 	if done then
 		out[i] = done
 	else
-		redis.call('del', hash)
-		redis.call(ARGV[3], channel, ARGV[5])
-		end_hold(latch, tail, token, ARGV[4])
+		free_hold(hash, channel, latch, tail, cur, ARGV[3], ARGV[4], ARGV[5])
 		out[i] = 1
 	end
 end

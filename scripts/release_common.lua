@@ -25,9 +25,10 @@ end
 -- MultiLock part) shares. It returns the reply when the request is settled
 -- without freeing the lock — the generation is gone (-1, or 1 for a replay
 -- whose latch exists), op already ran (0), or a re-entry's release (0) — or
--- nil and the hold's token when the caller must free the lock now.
+-- nil and the hold's fields {~g, ~o, ~t, ~q, ~m} when the caller must free
+-- the lock now.
 local function release_hold(hash, owner, op, gen, final, latch)
-	local cur = redis.call('hmget', hash, '~g', '~o', '~t')
+	local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m')
 	if cur[1] ~= gen then
 		return release_replay(latch)
 	end
@@ -41,5 +42,5 @@ local function release_hold(hash, owner, op, gen, final, latch)
 		redis.call('hset', hash, '~o', op)
 		return 0
 	end
-	return nil, cur[3]
+	return nil, cur
 end

@@ -107,8 +107,9 @@ func (w *watcher) subscribe(ctx context.Context) error {
 	// A FairLock wakes its next waiter on that waiter's own channel. A
 	// least-privilege ACL refuses the pattern: then each waiter's channel
 	// is subscribed as it shows up (see follow).
-	w.pattern = rdb.PSubscribe(ctx, globEscaper.Replace(w.chans.FairPrefix)+"*")
-	if err := confirm(ctx, w.pattern, 1); err != nil {
+	// A Lock hands itself over on the waiting Client's channel.
+	w.pattern = rdb.PSubscribe(ctx, globEscaper.Replace(w.chans.FairPrefix)+"*", globEscaper.Replace(w.chans.LockHandOverPrefix)+"*")
+	if err := confirm(ctx, w.pattern, 2); err != nil {
 		if ctx.Err() != nil {
 			return err
 		}

@@ -1,0 +1,24 @@
+-- lock_abandon: a waiter gives up. It leaves the queue; if a hand-over made
+-- it the holder meanwhile (the grant crossed its decision to leave), the
+-- hold is released as by lock_release, handing the lock on.
+--
+-- KEYS[1]  lock hash (see lock_acquire)
+-- KEYS[2]  the lock's channel (see lock_release)
+-- KEYS[3]  tail
+-- ARGV[1]  owner
+-- ARGV[2]  the waiter id (the op id its attempts sent)
+-- ARGV[3]  publish command
+-- ARGV[4]  latch (tail) lifetime in milliseconds
+-- ARGV[5]  as lock_release's ARGV[7]
+--
+-- Returns 1 when it released a hold handed to the waiter, 0 otherwise.
+-- Idempotent: once the waiter is neither queued nor holding, it changes
+-- nothing.
+local hash, w = KEYS[1], ARGV[2]
+local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m')
+if cur[1] == w and redis.call('hexists', hash, ARGV[1]) == 1 then
+	free_hold(hash, KEYS[2], nil, KEYS[3], cur, ARGV[3], ARGV[4], ARGV[5])
+	return 1
+end
+dequeue(hash, cur[4], w)
+return 0
