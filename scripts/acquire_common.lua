@@ -42,7 +42,7 @@ local function grant_new(hash, tail, owner, op, lease, fencing, last)
 	if fencing == '1' then
 		token = next_token(tail, last)
 	end
-	redis.call('hset', hash, owner, 1, '~g', op, '~o', op, '~t', fmt(token))
+	redis.call('hset', hash, owner, 1, '~g', op, '~o', op, '~t', fmt(token), '~l', lease)
 	redis.call('pexpire', hash, lease)
 	return token
 end

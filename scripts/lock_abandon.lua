@@ -15,7 +15,7 @@
 -- Idempotent: once the waiter is neither queued nor holding, it changes
 -- nothing.
 local hash, w = KEYS[1], ARGV[2]
-local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m')
+local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l')
 if cur[1] == w and redis.call('hexists', hash, ARGV[1]) == 1 then
 	free_hold(hash, KEYS[2], nil, KEYS[3], cur, ARGV[3], ARGV[4], ARGV[5])
 	return 1

@@ -1,7 +1,8 @@
 -- lock_acquire: take or re-enter a reentrant exclusive lock, or queue for it.
 --
 -- KEYS[1]  lock hash: owner -> hold count; ~g generation, ~o last op,
---          ~t fencing token, ~q queued waiters, ~m a MultiLock waits;
+--          ~t fencing token, ~l lease granted, ~q queued waiters, ~m a
+--          MultiLock waits (see queue_common);
 --          the lease as its PTTL
 -- KEYS[2]  tail: the last released hold's token (see release_common)
 -- ARGV[1]  owner ("<client uuid>:<owner id>")
@@ -19,7 +20,7 @@
 --
 -- Idempotent under replay: a request whose op id is the last applied already
 -- ran — or was granted by a hand-over, which names the hold after the
--- waiter's op id. A new acquisition that finds the owner's own field under
+-- waiter's op id — and gets its lease from now. A new acquisition that finds the owner's own field under
 -- another generation (a hold the Client has ended already, or one resumed
 -- with WithOwner) takes it over as a new hold, with a new token.
 local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
@@ -28,6 +29,12 @@ if gen ~= '' then
 end
 local cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
 if cur[2] == op then
+	-- The lease is counted from now for the caller (a waiter claiming a
+	-- grant that reached it late counts the hold's end from this attempt):
+	-- make it true, never shortening it.
+	if redis.call('pttl', hash) < tonumber(ARGV[4]) then
+		redis.call('pexpire', hash, ARGV[4])
+	end
 	return {1, tonumber(cur[3] or 0), tonumber(cur[1] or 0)}
 end
 if not cur[1] and cur[4] then

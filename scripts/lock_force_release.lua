@@ -9,7 +9,7 @@
 -- ARGV[3]  as lock_release's ARGV[7]
 --
 -- Returns 1 when a lock was freed, 0 when it was not held.
-local cur = redis.call('hmget', KEYS[1], '~g', '~o', '~t', '~q', '~m')
+local cur = redis.call('hmget', KEYS[1], '~g', '~o', '~t', '~q', '~m', '~l')
 if not cur[1] then
 	return 0
 end

@@ -10,8 +10,11 @@
 -- ms, its fencing flag and its owner field. Owners never contain NUL
 -- (WithOwner refuses it).
 --
--- ~m marks a hold that a MultiLock waits for: such waiters listen on the
--- lock's own channel, told when the lock is freed.
+-- ~l is the lease the hold was granted with (ms).
+--
+-- ~m marks a hold that someone listens to on the lock's own channel, told
+-- when the lock is freed: a waiting MultiLock (no queued waiter: it needs
+-- several locks at once) or an operator's `relock watch`.
 
 local Q_ENTRY = '(([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z)'
 
@@ -61,12 +64,15 @@ end
 -- ("<waiter id> <token>") on that Client's channel for this lock,
 -- <hash>:w:<client uuid>, and writes the hold — count 1, generation = the
 -- waiter id, token = last + 1 (or a new one when the last hold had none),
--- the waiter's lease — keeping the rest of the queue and ~m. PUBLISH counts
+-- the waiter's lease — keeping the rest of the queue and ~m. When that lease
+-- is shorter than the one of the hold it follows (l), the next waiter is
+-- woken ("<waiter id>") to try once: it slept on the longer lease, and would
+-- oversleep the new hold's end if its holder never releases. PUBLISH counts
 -- its receivers: a Client that crashed, closed or stopped waiting on this
 -- lock is not subscribed, so its waiters are skipped, never granted (unless
 -- trust is '1': classic pub/sub on a Cluster, whose count covers one node
 -- only). It returns true when the lock was handed over.
-local function hand_over(hash, tail, q, last, m, pub, trust)
+local function hand_over(hash, tail, q, last, m, l, pub, trust)
 	while q and q ~= '' do
 		local e, w, lease, fencing, owner = string.match(q, '^' .. Q_ENTRY)
 		if not e then
@@ -86,7 +92,7 @@ local function hand_over(hash, tail, q, last, m, pub, trust)
 			local heard = redis.call(pub, hash .. ':w:' .. client, w .. ' ' .. fmt(token))
 			if heard > 0 or trust == '1' then
 				redis.call('del', hash)
-				local f = {owner, 1, '~g', w, '~o', w, '~t', fmt(token)}
+				local f = {owner, 1, '~g', w, '~o', w, '~t', fmt(token), '~l', lease}
 				if q ~= '' then
 					f[#f + 1], f[#f + 2] = '~q', q
 				end
@@ -95,6 +101,10 @@ local function hand_over(hash, tail, q, last, m, pub, trust)
 				end
 				redis.call('hset', hash, unpack(f))
 				redis.call('pexpire', hash, lease)
+				local nxt = string.match(q, '^([^%z]*)%z')
+				if nxt and tonumber(lease) < tonumber(l or 0) then
+					redis.call(pub, hash .. ':w:' .. (string.match(nxt, '^(.*):') or ''), nxt)
+				end
 				return true
 			end
 		end
@@ -103,11 +113,11 @@ local function hand_over(hash, tail, q, last, m, pub, trust)
 end
 
 -- free_hold ends an exclusive hold whose fields are cur ({~g, ~o, ~t, ~q,
--- ~m}, as release_hold returns them): it hands the lock over to a queued
+-- ~m, ~l}, as release_hold returns them): it hands the lock over to a queued
 -- waiter, or deletes it, telling a waiting MultiLock on channel and leaving
 -- the tail; either way latch (when given) marks the request as done.
 local function free_hold(hash, channel, latch, tail, cur, pub, ms, trust)
-	if hand_over(hash, tail, cur[4], cur[3], cur[5], pub, trust) then
+	if hand_over(hash, tail, cur[4], cur[3], cur[5], cur[6], pub, trust) then
 		if latch then
 			redis.call('set', latch, '1', 'px', ms)
 		end

@@ -25,10 +25,10 @@ end
 -- MultiLock part) shares. It returns the reply when the request is settled
 -- without freeing the lock — the generation is gone (-1, or 1 for a replay
 -- whose latch exists), op already ran (0), or a re-entry's release (0) — or
--- nil and the hold's fields {~g, ~o, ~t, ~q, ~m} when the caller must free
--- the lock now.
+-- nil and the hold's fields {~g, ~o, ~t, ~q, ~m, ~l} when the caller must
+-- free the lock now.
 local function release_hold(hash, owner, op, gen, final, latch)
-	local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m')
+	local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l')
 	if cur[1] ~= gen then
 		return release_replay(latch)
 	end

@@ -230,6 +230,9 @@ func (w *watcher) show(ctx context.Context, ev jsonEvent, always bool) {
 		return
 	}
 	w.follow(ctx, st)
+	if st.Lock != nil {
+		w.listen(ctx)
+	}
 	fp := fingerprint(st)
 	if !always && fp == w.last {
 		return
@@ -248,6 +251,18 @@ func (w *watcher) show(ctx context.Context, ev jsonEvent, always bool) {
 		fmt.Fprintf(w.cl.stdout, "-- %s changed\n", stamp(now))
 	}
 	printState(w.cl.stdout, st)
+}
+
+// listenScript marks a held Lock as listened to on its channel (field ~m,
+// as a waiting MultiLock does): relock publishes a release only when someone
+// waits or listens. It never creates the hash: a free lock stays free.
+var listenScript = redis.NewScript(`if redis.call('exists', KEYS[1]) == 1 then redis.call('hset', KEYS[1], '~m', '1') end`)
+
+// listen asks the Lock's current hold to announce its release, which it
+// would not do when nobody waits. A hold taken later is marked at the next
+// look (a refresh, or settle after a message).
+func (w *watcher) listen(ctx context.Context) {
+	_ = listenScript.Run(ctx, w.cl.rdb, []string{w.cl.c.Lock(w.name).Key()}).Err()
 }
 
 func stamp(t time.Time) string { return t.Format("15:04:05.000") }

@@ -1,0 +1,205 @@
+package relock_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// The hand-over across processes: a Lock's waiters queue in Redis (~q of the
+// lock hash) and a release grants the lock to the first whose Client still
+// listens, so one release wakes one waiter in one process.
+
+// queueLen reads how many waiters are queued in the lock hash key.
+func queueLen(t *testing.T, srv *redistest.Server, key string) int {
+	t.Helper()
+	q, err := srv.Client().HGet(context.Background(), key, "~q").Result()
+	if err != nil {
+		return 0
+	}
+	return strings.Count(q, "\x00") / 4
+}
+
+// startWaiterProcess starts internal/holderproc on name: a process of its
+// own that waits for the lock (queued in Redis) and holds it once it has
+// it, until it is killed. It returns the process and a channel that gets
+// its "locked <token> <owner>" line.
+func startWaiterProcess(t *testing.T, bin string, srv *redistest.Server, name string, lease time.Duration) (*exec.Cmd, <-chan string, <-chan struct{}) {
+	t.Helper()
+	cmd := exec.Command(bin, "-addr", srv.Addr(), "-name", name, "-lease", lease.String())
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	lines := make(chan string, 1)
+	go func() {
+		if line, err := bufio.NewReader(stdout).ReadString('\n'); err == nil {
+			lines <- line
+		}
+	}()
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	return cmd, lines, exited
+}
+
+// A waiter process killed with SIGKILL while queued is skipped at the next
+// release: its Client's channel has no subscriber any more, so the release
+// hands the lock to the next waiter at once. Bound: no delay at all (the
+// hand-off is measured against the 30 s lease the fallback would take).
+func TestHandOverSkipsAWaiterKilledWhileQueued(t *testing.T) {
+	noLeaks(t)
+	bin := buildHolder(t)
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	const name = "handover-killed"
+	holder := relock.New(rdb)
+	t.Cleanup(func() { _ = holder.Close() })
+	key := holder.Lock(name).Key()
+	hctx, err := holder.Lock(name).Lock(context.Background())
+	require.NoError(t, err)
+	first := token(t, holder.Lock(name), hctx)
+
+	proc, _, exited := startWaiterProcess(t, bin, srv, name, relock.DefaultWatchdogLease)
+	require.Eventually(t, func() bool { return queueLen(t, srv, key) == 1 }, 10*time.Second, time.Millisecond)
+	waiter := relock.New(srv.Client())
+	t.Cleanup(func() { _ = waiter.Close() })
+	got := lockAsync(waiter.Lock(name))
+	require.Eventually(t, func() bool { return queueLen(t, srv, key) == 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return waiter.SubscribedChannels() == 1 }, 5*time.Second, time.Millisecond)
+
+	require.NoError(t, proc.Process.Signal(syscall.SIGKILL))
+	<-exited
+	// Redis notices the closed connection at once; wait until it has.
+	procChannels := func() int {
+		chans, err := rdb.PubSubChannels(context.Background(), key+":w:*").Result()
+		require.NoError(t, err)
+		return len(chans)
+	}
+	require.Eventually(t, func() bool { return procChannels() == 1 }, 5*time.Second, time.Millisecond)
+
+	unlocked := time.Now()
+	require.NoError(t, holder.Lock(name).Unlock(hctx))
+	wctx := mustGet(t, got, 2*time.Second)
+	elapsed := time.Since(unlocked)
+	t.Logf("hand-off past a killed waiter: %v", elapsed)
+	assert.Less(t, elapsed, time.Second, "the hand-off took the fallback")
+	assert.Greater(t, token(t, waiter.Lock(name), wctx), first)
+	assertHeldBy(t, rdb, key, ownerField(t, waiter, wctx), 1)
+	assert.Zero(t, queueLen(t, srv, key), "the killed waiter's entry is gone")
+	require.NoError(t, waiter.Lock(name).Unlock(wctx))
+	assert.Empty(t, heldKeys(t, rdb, defaultLatch))
+}
+
+// A waiter process that is frozen (SIGSTOP) while queued still has its
+// connection, so the release grants it the lock: the stated limit is that
+// the others then wait for the frozen waiter's lease, exactly as for a
+// frozen holder. With a 1 s lease the next waiter gets the lock within it.
+func TestHandOverToAFrozenWaiterLastsItsLease(t *testing.T) {
+	noLeaks(t)
+	bin := buildHolder(t)
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	const name = "handover-frozen"
+	const lease = time.Second
+	holder := relock.New(rdb)
+	t.Cleanup(func() { _ = holder.Close() })
+	key := holder.Lock(name).Key()
+	hctx, err := holder.Lock(name).Lock(context.Background())
+	require.NoError(t, err)
+
+	proc, _, _ := startWaiterProcess(t, bin, srv, name, lease)
+	require.Eventually(t, func() bool { return queueLen(t, srv, key) == 1 }, 10*time.Second, time.Millisecond)
+	waiter := relock.New(srv.Client())
+	t.Cleanup(func() { _ = waiter.Close() })
+	got := lockAsync(waiter.Lock(name))
+	require.Eventually(t, func() bool { return queueLen(t, srv, key) == 2 }, 5*time.Second, time.Millisecond)
+
+	require.NoError(t, proc.Process.Signal(syscall.SIGSTOP))
+	unlocked := time.Now()
+	require.NoError(t, holder.Lock(name).Unlock(hctx))
+	h := readHold(t, rdb, key)
+	require.Len(t, h.owners, 1, "granted to the frozen process")
+	assert.NotContains(t, h.owners, ownerField(t, holder, hctx))
+	mustNotGet(t, got)
+	wctx := mustGet(t, got, lease+2*time.Second)
+	t.Logf("hand-off past a frozen waiter with a %v lease: %v", lease, time.Since(unlocked))
+	assertHeldBy(t, rdb, key, ownerField(t, waiter, wctx), 1)
+	require.NoError(t, waiter.Lock(name).Unlock(wctx))
+}
+
+// Processes contending for one lock cost Redis a bounded number of commands
+// per acquisition, flat in the number of processes: no waiter polls and no
+// release wakes more than one. Every Client is a process of its own here
+// (its own connections and subscriber).
+func TestHandOverCommandsPerAcquisitionAcrossClients(t *testing.T) {
+	srv := redistest.Start(t)
+	const rounds = 30
+	perAcq := map[int]float64{}
+	for _, procs := range []int{4, 16} {
+		clients := make([]*relock.Client, procs)
+		for i := range clients {
+			clients[i] = relock.New(srv.Client())
+			t.Cleanup(func() { _ = clients[i].Close() })
+		}
+		// Load the scripts, so that NOSCRIPT replies do not count.
+		warm, err := clients[0].Lock("warm").Lock(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, clients[0].Lock("warm").Unlock(warm))
+		before := commandTotal(t, srv)
+		counter := 0
+		done := make(chan struct{})
+		for _, c := range clients {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				l := c.Lock("crowd")
+				for range rounds {
+					ctx, err := l.Lock(context.Background())
+					if !assert.NoError(t, err) {
+						return
+					}
+					v := counter
+					time.Sleep(200 * time.Microsecond)
+					counter = v + 1
+					assert.NoError(t, l.Unlock(ctx))
+				}
+			}()
+		}
+		for range clients {
+			<-done
+		}
+		require.Equal(t, procs*rounds, counter, "two holders at once")
+		perAcq[procs] = float64(commandTotal(t, srv)-before) / float64(procs*rounds)
+		t.Logf("%d processes: %.2f commands run by Redis per acquisition", procs, perAcq[procs])
+		assert.LessOrEqual(t, perAcq[procs], 14.0, "%d processes", procs)
+		assert.Empty(t, heldKeys(t, srv.Client(), defaultLatch))
+	}
+}
+
+// commandTotal is the number of commands the server has run, those run by
+// scripts included (INFO commandstats).
+func commandTotal(t *testing.T, srv *redistest.Server) int64 {
+	t.Helper()
+	m, err := redistest.CommandCalls(context.Background(), srv.Client())
+	require.NoError(t, err)
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
