@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -454,14 +455,28 @@ func waitDone(t testing.TB, ctx context.Context) {
 	}
 }
 
-// Issue 18.1 (the property; this setup does not reproduce the old race: on
-// the code before the fix the delayed releases never landed, so it passed
-// there too): a release that reaches two of three masters late can never
-// delete the same owner's next hold there. The owner unlocks while masters
-// 1 and 2 are slow, locks again at once, and the late releases land after
-// the new grants: the new hold must survive on every master, and no other
-// process may get the lock while the owner's context is live.
+// Issue 18.1: a release that reaches two of three masters late never deletes
+// the same owner's next hold there. The owner (from an outer context) unlocks
+// while masters 1 and 2 are slow: their proxies hold the release requests
+// longer than the node timeout, so Unlock returns with master 0's answer
+// alone, and masters 1 and 2 still have the old grant. The owner locks again at once, and
+// the late releases land after the new grants. The new hold must survive on
+// a majority, its token must be greater than the first hold's, and no other
+// process may get the lock while the owner's context is live. In every other
+// round master 0 is slow during the re-lock as well, so that the re-lock is
+// granted, if at all, by masters 1 and 2 alone: on the code before the fix
+// they took it as a replay of the first grant and handed out its token again.
+//
+// The first Lock+Unlock teaches every master the scripts, as in any process
+// that has used the lock before. Without it the late release was an EVALSHA
+// of a script masters 1 and 2 did not know yet: its NOSCRIPT came back after
+// the caller had given up, so go-redis never sent the EVAL, the release never
+// ran, and this test passed on the code before the fix too.
+//
+// The delay is one way and longer than the node timeout (the issue's 400 ms
+// was against the 100 ms default; the tests use 500 ms for loaded machines).
 func TestRedLockLateReleaseNeverDeletesTheOwnersNextHold(t *testing.T) {
+	const slow = 700 * time.Millisecond
 	srvs := masters(t, 3)
 	proxies := make([]*redistest.Proxy, len(srvs))
 	clients := make([]*relock.Client, len(srvs))
@@ -473,31 +488,65 @@ func TestRedLockLateReleaseNeverDeletesTheOwnersNextHold(t *testing.T) {
 		t.Cleanup(func() { _ = clients[i].Close() })
 	}
 	r := relock.NewRedLock("late-owner", clients, testNodeTimeout)
-	owner := relock.NewOwner(context.Background())
-
-	first, err := r.Lock(owner)
-	require.NoError(t, err)
-	for _, i := range []int{1, 2} {
-		proxies[i].SetDelay(700 * time.Millisecond) // one way: longer than the node timeout (500 ms)
-	}
-	_ = r.Unlock(first) // masters 1 and 2 answer too late; their releases are in flight
-	for _, i := range []int{1, 2} {
-		proxies[i].SetDelay(0)
-	}
-	second, err := r.TryLock(owner, 5*time.Second, 0)
-	require.NoError(t, err)
-	time.Sleep(time.Second) // every late release has landed by now (held 700 ms)
-
 	other := relock.NewRedLock("late-owner", process(t, srvs), testNodeTimeout)
-	_, err = other.TryLock(context.Background(), 0, 0)
-	require.ErrorIs(t, err, relock.ErrNotObtained, "the owner's second hold must still hold a majority")
-	require.NoError(t, second.Err())
-	held := 0
-	for _, srv := range srvs {
-		if len(hgetall(t, srv.Client(), "relock:{late-owner}")) > 0 {
-			held++
+	bg := context.Background()
+	warm, err := r.Lock(bg)
+	require.NoError(t, err)
+	require.NoError(t, r.Unlock(warm))
+	slowDown := func(d time.Duration, masters ...int) {
+		for _, i := range masters {
+			proxies[i].SetDelay(d)
 		}
 	}
-	assert.GreaterOrEqual(t, held, 2, "a late release deleted the new grant")
-	require.NoError(t, r.Unlock(second))
+
+	for round := range 4 {
+		masterZeroSlow := round%2 == 1
+		t.Run(fmt.Sprintf("round %d, master 0 slow %v", round, masterZeroSlow), func(t *testing.T) {
+			t.Cleanup(func() { _, _ = other.ForceUnlock(bg) }) // a failed round leaves the lock free
+			owner := relock.NewOwner(bg)
+			first, err := r.Lock(owner)
+			require.NoError(t, err)
+			firstToken, err := r.Token(first)
+			require.NoError(t, err)
+
+			slowDown(slow, 1, 2)
+			_ = r.Unlock(first) // master 0 answers; 1 and 2 time out with the release not yet run
+			slowDown(0, 1, 2)
+			calm := time.Now() // nothing the proxies read after this is held
+			if masterZeroSlow {
+				slowDown(slow, 0)
+			}
+			second, err := r.TryLock(owner, 10*time.Second, 0)
+			if masterZeroSlow {
+				slowDown(0, 0)
+				calm = time.Now()
+			}
+			require.NoError(t, err)
+			secondToken, err := r.Token(second)
+			require.NoError(t, err)
+			time.Sleep(time.Until(calm.Add(slow + 300*time.Millisecond))) // every held request has landed
+
+			assert.Greater(t, secondToken, firstToken, "the re-lock's token")
+			require.NoError(t, second.Err(), "the owner's second hold ended")
+			validity, err := r.Validity(second)
+			require.NoError(t, err)
+			octx, err := other.TryLock(bg, 0, 0)
+			if err == nil {
+				otherToken, _ := other.Token(octx)
+				t.Fatalf("another process got the lock (token %d) while the owner holds it (token %d, first hold's %d, %v of validity left)",
+					otherToken, secondToken, firstToken, validity.Round(time.Millisecond))
+			}
+			require.ErrorIs(t, err, relock.ErrNotObtained)
+			held := 0
+			for _, srv := range srvs {
+				if len(hgetall(t, srv.Client(), "relock:{late-owner}")) > 0 {
+					held++
+				}
+			}
+			require.GreaterOrEqual(t, held, 2, "a late release deleted the new grant")
+			require.NoError(t, r.Unlock(second))
+			require.Eventually(t, func() bool { return allGone(t, srvs, "relock:{late-owner}") }, 5*time.Second, 10*time.Millisecond,
+				"the second hold was not released everywhere")
+		})
+	}
 }
