@@ -61,13 +61,25 @@
 //
 // # Waiting
 //
-// A blocked Lock sleeps on the lock's pub/sub channel through the Client's
-// one shared subscriber connection (one per node on a Cluster, with sharded
-// pub/sub), never polling: an unlock wakes one waiting goroutine per process
-// (all of them for read locks), a waiter that gives up passes its wake-up on,
-// and a re-subscription after a reconnect makes every waiter re-check. No
-// sleep outlasts the holder's remaining lease. Goroutines that arrive while
-// others of the process already wait queue behind them without a round trip.
+// A blocked Lock queues in Redis — in the lock hash itself, field ~q — and
+// sleeps on its Client's channel for that lock (<hash>:w:<client uuid>)
+// through the Client's one shared subscriber connection (one per node on a
+// Cluster, with sharded pub/sub), never polling. The final release hands
+// the lock over, in the same script, to the first queued waiter whose Client
+// still listens — PUBLISH counts the receivers, so a waiter whose process
+// died is skipped — and the grant ("<waiter id> <token>") ends that
+// waiter's wait with no further round trip: one release wakes one waiter in
+// one process, whatever the number of processes, and nothing is published
+// when nobody waits. A waiter that gives up leaves the queue, and releases a
+// grant that crossed its leaving (lock_abandon.lua). A re-subscription
+// after a reconnect makes every waiter re-check, and no sleep outlasts the
+// holder's remaining lease. Limits: a waiter whose process is frozen (not
+// dead) when it is granted keeps the lock for its lease, as a frozen holder
+// would; with classic pub/sub on a Cluster (WithShardedPubSub(false)),
+// PUBLISH counts one node's receivers only, so the first queued waiter is
+// granted listening or not, and a dead one's grant lasts its lease.
+// FairLock wakes its next waiter on that waiter's own channel, RWLock its
+// readers or next writer; they do not hand over yet.
 //
 // # Leases
 //
