@@ -24,7 +24,9 @@ import (
 // the holder's lease has not run out, the first attempt is skipped: it could
 // only fail, and the newcomer queues behind them (first come, first served
 // within the process) at no round trip.
-func (c *Client) wait(ctx context.Context, wait time.Duration, queue string, try func() (attempt, error)) (attempt, int, error) {
+//
+// s, when not nil, is the lock the Observer hears about (WaitStarted, Woken).
+func (c *Client) wait(ctx context.Context, s observed, wait time.Duration, queue string, try func() (attempt, error)) (attempt, int, error) {
 	tried := time.Now()
 	var a attempt
 	var err error
@@ -68,13 +70,16 @@ func (c *Client) wait(ctx context.Context, wait time.Duration, queue string, try
 			sleep = min(sleep, left)
 		}
 		timer.Reset(sleep)
-		slept++
+		if slept++; slept == 1 {
+			c.emitWaitStarted(ctx, s) // the caller reports the end when slept > 0
+		}
 		select {
 		case <-ctx.Done():
 			return a, slept, afterFault(notObtained(ctx), lastErr)
 		case <-c.closing:
 			return a, slept, ErrClientClosed
 		case <-w.signal():
+			c.emitWoken(ctx, s)
 		case <-timer.C:
 		}
 		tried = time.Now()
