@@ -164,7 +164,7 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 	// Scripts run detached from ctx: a script cancelled in flight may still
 	// have run, and a hold nobody knows of would be leaked until its lease.
 	dctx := context.WithoutCancel(ctx)
-	start := time.Now()
+	start := c.observedNow()
 	var started time.Time
 	unknown := "" // op of the last attempt whose outcome is unknown
 	attempts := 0

@@ -185,7 +185,7 @@ func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 	}
 	// Scripts run detached from ctx, as in lockWith.
 	dctx := context.WithoutCancel(ctx)
-	start := time.Now()
+	start := time.Now() // for the events of the parts' Clients, any of which may observe
 	var started time.Time
 	attempts := 0
 	var tokens []int64

@@ -198,6 +198,15 @@ func WithObserver(o *Observer) Option {
 // The emitters below are what the engine calls; each costs a nil check when
 // no Observer is set, and builds its event only when the hook is set.
 
+// observedNow is the start of a call for its events' durations: the time
+// now when an Observer is set, else the zero time (a clock read saved).
+func (c *Client) observedNow() time.Time {
+	if c.opts.observer == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
 // observed is what an event is about: a scheme, or a MultiLock (its wait).
 type observed interface{ info() LockInfo }
 
