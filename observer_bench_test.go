@@ -72,11 +72,13 @@ func BenchmarkObserver(b *testing.B) {
 }
 
 // BenchmarkObserverPaired runs the same pair, unset and set, interleaved in
-// blocks of 10 Lock+Unlock on one server, and reports each one's time per
-// Lock+Unlock and the overhead of set over unset in percent: slow phases of
-// a shared machine hit both alike. On a busy machine a run still varies by
-// several percent either way (an unset/unset pair does too); take the median
-// of many:
+// blocks of 10 Lock+Unlock on one server, and reports for each the wall time
+// and the CPU time of the test process (client, and miniredis when it is
+// the server) per Lock+Unlock, and the overhead of set over unset in
+// percent of both. Slow phases of a shared machine hit both alike, and CPU
+// time does not count the time other processes take the CPU. A run still
+// varies by several percent either way (an unset/unset pair does too); take
+// the median of many:
 //
 //	go test -run '^$' -bench ObserverPaired -count 20 .
 func BenchmarkObserverPaired(b *testing.B) {
@@ -85,47 +87,63 @@ func BenchmarkObserverPaired(b *testing.B) {
 		b.Run(be.name, func(b *testing.B) {
 			bk := be.new(b)
 			var n atomic.Int64
-			unset := bk.newClient(b).Lock("bench-unset")
-			set := bk.newClient(b, relock.WithObserver(cheapObserver(&n))).Lock("bench-set")
-			ctx := context.Background()
-			run := func(l *relock.Lock) time.Duration {
-				start := time.Now()
-				held, err := l.Lock(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Unlock(held); err != nil {
-					b.Fatal(err)
-				}
-				return time.Since(start)
+			locks := [2]*relock.Lock{
+				bk.newClient(b).Lock("bench-unset"),
+				bk.newClient(b, relock.WithObserver(cheapObserver(&n))).Lock("bench-set"),
 			}
-			var tUnset, tSet time.Duration
-			var nUnset, nSet int
+			ctx := context.Background()
+			var wall, cpu [2]time.Duration
+			var count [2]int
+			cpuOK := true
+			side := 0
+			var blockStart time.Time
+			var blockCPU time.Duration
+			endBlock := func() {
+				wall[side] += time.Since(blockStart)
+				c, ok := processCPU()
+				cpu[side] += c - blockCPU
+				cpuOK = cpuOK && ok
+			}
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				// Each b.Loop iteration is one Lock+Unlock of one of the two,
-				// alternating by block; which goes first in a pair of blocks
-				// alternates too.
-				useSet := (i/block)%2 == 1
-				if (i/(2*block))%2 == 1 {
-					useSet = !useSet
+				if i%block == 0 {
+					if i > 0 {
+						endBlock()
+					}
+					// Blocks alternate unset/set, and which of the two goes
+					// first in a pair of blocks alternates too.
+					side = (i / block) % 2
+					if (i/(2*block))%2 == 1 {
+						side = 1 - side
+					}
+					blockCPU, _ = processCPU()
+					blockStart = time.Now()
 				}
-				if useSet {
-					tSet += run(set)
-					nSet++
-				} else {
-					tUnset += run(unset)
-					nUnset++
+				held, err := locks[side].Lock(ctx)
+				if err != nil {
+					b.Fatal(err)
 				}
+				if err := locks[side].Unlock(held); err != nil {
+					b.Fatal(err)
+				}
+				count[side]++
 				i++
 			}
-			if nUnset > 0 && nSet > 0 {
-				u := float64(tUnset.Nanoseconds()) / float64(nUnset)
-				s := float64(tSet.Nanoseconds()) / float64(nSet)
-				b.ReportMetric(u, "unset-ns/op")
-				b.ReportMetric(s, "set-ns/op")
-				b.ReportMetric(100*(s-u)/u, "overhead-%")
+			endBlock()
+			if count[0] == 0 || count[1] == 0 {
+				return
+			}
+			per := func(d time.Duration, k int) float64 { return float64(d.Nanoseconds()) / float64(k) }
+			u, s := per(wall[0], count[0]), per(wall[1], count[1])
+			b.ReportMetric(u, "unset-ns/op")
+			b.ReportMetric(s, "set-ns/op")
+			b.ReportMetric(100*(s-u)/u, "overhead-%")
+			if cpuOK {
+				cu, cs := per(cpu[0], count[0]), per(cpu[1], count[1])
+				b.ReportMetric(cu, "unset-cpu-ns/op")
+				b.ReportMetric(cs, "set-cpu-ns/op")
+				b.ReportMetric(100*(cs-cu)/cu, "cpu-overhead-%")
 			}
 		})
 	}
