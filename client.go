@@ -108,7 +108,7 @@ func (c *Client) Close() error {
 		close(c.closing)
 		c.dog.close()
 		c.subs.close()
-		c.holds.cancelAll(ErrClientClosed)
+		c.cancelAll(ErrClientClosed)
 		c.bg.Wait()
 	})
 	return nil

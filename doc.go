@@ -100,6 +100,17 @@
 // increasing across restarts without persistence and failovers, under the
 // clock assumption stated on Lock.Token.
 //
+// # Observing
+//
+// WithObserver sets an Observer: optional funcs the Client calls when a hold
+// is acquired, released, renewed or lost (with a LossReason from a fixed
+// set), when a Lock starts to wait, is woken and stops waiting, and when a
+// subscriber connection comes back. Unset hooks cost a nil check; set ones
+// run synchronously and must not block. The hooks of a Lock or Unlock call
+// get that call's context. The extra/relockotel module turns them into
+// OpenTelemetry metrics and spans. Independently, the Client logs one Warn
+// line per loss and per subscriber outage, nothing per acquisition.
+//
 // # Where things live
 //
 //	client.go     Client, owners in the context (NewOwner, WithOwner), recheckHolds

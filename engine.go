@@ -164,7 +164,7 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 	// Scripts run detached from ctx: a script cancelled in flight may still
 	// have run, and a hold nobody knows of would be leaked until its lease.
 	dctx := context.WithoutCancel(ctx)
-	start := time.Now()
+	start := c.observedNow()
 	var started time.Time
 	unknown := "" // op of the last attempt whose outcome is unknown
 	attempts := 0
@@ -190,7 +190,7 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 		}
 		return a, err
 	}
-	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: req.lease}, try)
+	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: req.lease, obs: s}, try)
 	if err == nil && a.outcome != acquired {
 		err = fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
 	}
@@ -206,7 +206,7 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 		err = a.replication
 	}
 	if slept > 0 {
-		c.emitWait(s, start, attempts, err)
+		c.emitWait(ctx, s, start, attempts, err)
 	}
 	if err != nil {
 		s.abandon(dctx, req.owner, req.op)
@@ -219,7 +219,7 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 	}
 	hctx := c.grant(h, parent, a, lease, started)
 	c.keepPresence()
-	c.emitAcquired(s, start, attempts, slept > 0 || attempts > 1, false, a.token)
+	c.emitAcquired(ctx, s, start, attempts, slept > 0 || attempts > 1, false, a.token)
 	return hctx, nil
 }
 
@@ -242,7 +242,7 @@ func (c *Client) reenter(ctx, parent context.Context, h *hold, req acquireReq, l
 		}
 		a.gen = req.gen
 		hctx := c.grant(h, parent, a, lease, started)
-		c.emitAcquired(s, started, 1, false, true, a.token)
+		c.emitAcquired(ctx, s, started, 1, false, true, a.token)
 		return hctx, nil
 	case mismatch:
 		cause := fmt.Errorf("%w: the hold was gone when the owner re-entered", ErrLockLost)
@@ -300,11 +300,11 @@ func unlockWith(ctx context.Context, s scheme) error {
 	if err != nil {
 		c.observe(err)
 		c.unlockFailed(e, req, until)
-		c.emitReleased(s, since, req.final, err)
+		c.emitReleased(ctx, h, since, req.final, err)
 		return fmt.Errorf("relock: unlock not confirmed, retrying in the background until the lease ends: %w", err)
 	}
 	if out != notHeld {
-		c.emitReleased(s, since, out == released, nil)
+		c.emitReleased(ctx, h, since, out == released, nil)
 	}
 	switch out {
 	case released:

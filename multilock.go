@@ -119,6 +119,16 @@ func deploymentID(rdb redis.UniversalClient) string {
 // Locks returns the parts in the order they are acquired.
 func (m *MultiLock) Locks() []*Lock { return slices.Clone(m.parts) }
 
+// info names a MultiLock's wait for the Observer: its parts' names, in its
+// order, joined by ",".
+func (m *MultiLock) info() LockInfo {
+	names := make([]string, len(m.parts))
+	for i, p := range m.parts {
+		names[i] = p.Name()
+	}
+	return LockInfo{Name: strings.Join(names, ","), Kind: KindMultiLock}
+}
+
 // Lock blocks until every part is acquired or ctx ends, and returns the
 // context of the hold, which is cancelled when the MultiLock is unlocked
 // (cause ErrUnlocked) or when any part is lost (cause ErrLockLost: call
@@ -175,27 +185,34 @@ func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 	}
 	// Scripts run detached from ctx, as in lockWith.
 	dctx := context.WithoutCancel(ctx)
+	start := time.Now() // for the events of the parts' Clients, any of which may observe
 	var started time.Time
+	attempts := 0
 	var tokens []int64
 	var granted []string // per part: the generation it holds after the attempt
 	try := func() (attempt, error) {
 		started = time.Now()
+		attempts++
 		var a attempt
 		var err error
 		tokens, granted, a, err = m.acquire(dctx, o, holds, gens, lease)
 		return a, err
 	}
 	var a attempt
+	slept := 0
 	if reentry {
 		a, err = try() // re-entry never waits
 	} else {
-		a, _, err = m.groups[0].c.wait(ctx, waitSpec{wait: wait}, try)
+		a, slept, err = m.groups[0].c.wait(ctx, waitSpec{wait: wait, obs: m}, try)
+	}
+	if err == nil && a.outcome != acquired {
+		err = fmt.Errorf("relock: multilock: unexpected acquire outcome %d", a.outcome)
+	}
+	if slept > 0 {
+		m.groups[0].c.emitWait(ctx, m, start, attempts, err)
 	}
 	if err != nil {
 		return ctx, err
-	}
-	if a.outcome != acquired {
-		return ctx, fmt.Errorf("relock: multilock: unexpected acquire outcome %d", a.outcome)
 	}
 	// One context per part, each derived from the previous one: the last is
 	// cancelled as soon as any part's hold ends, with that part's cause, and
@@ -203,6 +220,9 @@ func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 	hctx := parent
 	for i, p := range m.parts {
 		hctx = p.c.grant(holds[i], hctx, attempt{outcome: acquired, gen: granted[i], token: tokens[i]}, lease, started)
+	}
+	for i, p := range m.parts {
+		p.c.emitAcquired(ctx, lockScheme{p}, start, attempts, slept > 0 || attempts > 1, gens[i] != "", tokens[i])
 	}
 	return hctx, nil
 }
@@ -353,6 +373,7 @@ type multiPart struct {
 	i     int
 	gen   string
 	final bool
+	since time.Time // when the part's hold was granted (for the Observer)
 }
 
 func (m *MultiLock) releaseGroup(ctx context.Context, g multiGroup, field, op string, parts []multiPart) ([]releaseOutcome, error) {
@@ -448,7 +469,7 @@ func (m *MultiLock) releaseEntries(ctx context.Context, o *owner, entries []*ent
 			} else {
 				final := len(e.h.entries) == 1
 				e.h.releasing = final
-				parts = append(parts, multiPart{i: i, gen: e.gen, final: final})
+				parts = append(parts, multiPart{i: i, gen: e.gen, final: final, since: e.h.since})
 			}
 			g.c.holds.mu.Unlock()
 		}
@@ -462,11 +483,14 @@ func (m *MultiLock) releaseEntries(ctx context.Context, o *owner, entries []*ent
 			e, c := entries[pt.i], g.c
 			switch {
 			case err != nil:
+				c.emitReleased(ctx, e.h, pt.since, pt.final, err)
 				c.unlockFailed(e, releaseReq{e.h.key.owner, op, pt.gen, pt.final}, e.h.expiresAt)
 				partErr(pt.i, err)
 			case out[j] == released:
+				c.emitReleased(ctx, e.h, pt.since, true, nil)
 				c.end(e.h, pt.gen, ErrUnlocked)
 			case out[j] == stillHeld:
+				c.emitReleased(ctx, e.h, pt.since, false, nil)
 				c.holds.mu.Lock()
 				c.endEntryLocked(e, ErrUnlocked)
 				c.holds.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,11 @@ type hold struct {
 	expiresAt time.Time
 	expiry    *time.Timer
 	drift     time.Duration // how much sooner than its lease the hold counts as gone (RedLock)
+
+	// told: the end of the generation was reported (a Lost, or a final
+	// Released when an Observer is set), so that no second end is. Reset
+	// by grant for a new generation.
+	told atomic.Bool
 }
 
 type holdKey struct{ id, owner string }
@@ -131,6 +137,7 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 	defer r.mu.Unlock()
 	if h.gen == "" {
 		h.gen, h.token, h.drift, h.since = a.gen, a.token, a.drift, started
+		h.told.Store(false)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	e := &entry{h: h, gen: h.gen, lease: lease, cancel: cancel}
@@ -181,7 +188,11 @@ func (c *Client) expire(h *hold, gen string) {
 	if h.gen != gen || time.Now().Before(h.expiresAt) {
 		return // already ended, or extended by a renewal or re-entry
 	}
-	c.endLocked(h, gen, fmt.Errorf("%w: lease expired", ErrLockLost))
+	reason := LossExpired
+	if h.watched {
+		reason = LossRenewalFailed // the watchdog's renewals failed until the lease it bought ran out
+	}
+	c.endLocked(h, gen, lossCause(reason, fmt.Errorf("%w: lease expired", ErrLockLost)))
 }
 
 // end ends generation gen of h with cause: every entry's context is
@@ -251,19 +262,26 @@ func (c *Client) endEntryLocked(e *entry, cause error) {
 }
 
 // cancelAll cancels every open hold's context with cause, keeping the
-// records so that Unlock can still release them.
-func (r *registry) cancelAll(cause error) {
+// records so that Unlock can still release them. For the Observer (and the
+// log) each open hold is lost: nothing renews it any more.
+func (c *Client) cancelAll(cause error) {
+	r := &c.holds
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, h := range r.m {
+		if h.gen != "" {
+			c.emitLost(h, cause)
+		}
 		for _, e := range h.entries {
 			e.cancel(cause)
 		}
 	}
 }
 
-// endAll ends every hold this Client has on the lock with registry id.
+// endAll ends every hold this Client has on the lock with registry id: a
+// ForceUnlock, whose cause it tags as such.
 func (c *Client) endAll(id string, cause error) {
+	cause = lossCause(LossForceUnlocked, cause)
 	r := &c.holds
 	r.mu.Lock()
 	defer r.mu.Unlock()

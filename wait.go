@@ -13,6 +13,7 @@ type waitSpec struct {
 	wait  time.Duration
 	id    string // "" : the scheme hands nothing over
 	lease time.Duration
+	obs   observed // the lock the Observer hears about (WaitStarted, Woken); nil: none
 }
 
 // wait is the package's one acquisition loop, shared by every lock type:
@@ -67,13 +68,16 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 			sleep = min(sleep, left)
 		}
 		timer.Reset(sleep)
-		slept++
+		if slept++; slept == 1 {
+			c.emitWaitStarted(ctx, spec.obs) // the caller reports the end when slept > 0
+		}
 		select {
 		case <-ctx.Done():
 			return a, slept, afterFault(notObtained(ctx), lastErr)
 		case <-c.closing:
 			return a, slept, ErrClientClosed
 		case <-w.signal():
+			c.emitWoken(ctx, spec.obs)
 			if h, ok := w.handedOver(); ok && time.Since(tried) < spec.lease/3 {
 				a = h
 				return a, slept, nil

@@ -198,7 +198,7 @@ func (d *watchdog) apply(holds []*hold, gens []string, results []int64, errs []e
 			}
 		case errs[i] == nil:
 			if !h.releasing {
-				d.c.endLocked(h, gens[i], fmt.Errorf("%w: the hold was gone when the watchdog checked it", ErrLockLost))
+				d.c.endLocked(h, gens[i], lossCause(LossGone, fmt.Errorf("%w: the hold was gone when the watchdog checked it", ErrLockLost)))
 			}
 		default:
 			// Retry soon; the hold's own timer ends it if the lease runs out.

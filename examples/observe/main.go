@@ -24,23 +24,26 @@ func main() {
 	ms := func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
 
 	obs := &relock.Observer{
-		Acquired: func(e relock.AcquiredEvent) {
+		Acquired: func(_ context.Context, e relock.AcquiredEvent) {
 			story.Say("  event", "acquired %s %q: waited %s, %d attempts, contended=%v reentry=%v token=%d",
 				e.Kind, e.Name, ms(e.Wait), e.Attempts, e.Contended, e.Reentry, e.Token)
 		},
-		Released: func(e relock.ReleasedEvent) {
+		Released: func(_ context.Context, e relock.ReleasedEvent) {
 			story.Say("  event", "released %s %q: held %s, final=%v err=%v", e.Kind, e.Name, ms(e.Held), e.Final, e.Err)
 		},
 		Renewed: func(e relock.RenewedEvent) {
 			story.Say("  event", "renewed %d holds in %s, %d failed", e.Holds, ms(e.Duration), e.Failed)
 		},
 		Lost: func(e relock.LostEvent) {
-			story.Say("  event", "lost %s %q after %s: %v", e.Kind, e.Name, ms(e.Held), e.Cause)
+			story.Say("  event", "lost %s %q after %s: %s (%v)", e.Kind, e.Name, ms(e.Held), e.Reason, e.Cause)
 		},
-		WaitEnded: func(e relock.WaitEvent) {
+		WaitStarted: func(_ context.Context, l relock.LockInfo) {
+			story.Say("  event", "wait started %s %q", l.Kind, l.Name)
+		},
+		WaitEnded: func(_ context.Context, e relock.WaitEvent) {
 			story.Say("  event", "wait ended %s %q: waited %s, %d attempts, not obtained=%v", e.Kind, e.Name, ms(e.Waited), e.Attempts, e.NotObtained)
 		},
-		Woken: func(l relock.LockInfo) {
+		Woken: func(_ context.Context, l relock.LockInfo) {
 			story.Say("  event", "woken %s %q", l.Kind, l.Name)
 		},
 		SubscriberReconnected: func(e relock.SubscriberEvent) {

@@ -1,12 +1,3 @@
-//go:build relock_integration
-
-// This test needs the core to report the holds a Close ends as losses
-// (LostEvent.Cause wrapping ErrClientClosed). Run it with
-//
-//	go test -tags relock_integration ./...
-//
-// The tag goes once it does.
-
 package relockotel_test
 
 import (
@@ -14,35 +5,46 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/extra/relockotel"
 )
 
 // A hold still open when its Client closes is a loss, cause client_closed,
-// and leaves the holds gauge.
+// and leaves the holds gauge; the deferred Unlock that still frees the lock
+// afterwards does not take it out a second time.
 func TestClientCloseIsALoss(t *testing.T) {
-	h := newHarness(t)
-	srv := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	c := relock.New(rdb, relock.WithObserver(h.obs))
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := newHarness(t)
+		c := relock.New(b.rdb, relock.WithObserver(h.obs))
+		orders := c.Lock("orders")
 
-	held, err := c.Lock("orders").Lock(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	must(t, c.Close())
-	<-held.Done()
-	if !errors.Is(context.Cause(held), relock.ErrClientClosed) {
-		t.Fatalf("cause %v", context.Cause(held))
-	}
+		held, err := orders.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := orders.Lock(held) // a re-entry: still one hold
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, c.Close())
+		<-held.Done()
+		if !errors.Is(context.Cause(held), relock.ErrClientClosed) {
+			t.Fatalf("cause %v", context.Cause(held))
+		}
+		must(t, orders.Unlock(inner))
+		must(t, orders.Unlock(held))
+		if n := b.rdb.Exists(context.Background(), orders.Key()).Val(); n != 0 {
+			t.Error("the Unlock after Close did not free the lock")
+		}
 
-	ms := h.metrics(t)
-	wantSum(t, ms, "relock.lock.acquisitions", set(kindLock, contended(no), reentry(no)), 1)
-	wantSum(t, ms, "relock.lock.losses", set(kindLock, cause(relockotel.CauseClientClosed)), 1)
-	wantSum(t, ms, "relock.locks.held", set(kindLock), 0)
-	wantHistCount(t, ms, "relock.lock.held", set(kindLock, lost(yes)), 1)
+		ms := h.metrics(t)
+		wantSum(t, ms, "relock.lock.acquisitions", set(kindLock, contended(no), reentry(no)), 1)
+		wantSum(t, ms, "relock.lock.acquisitions", set(kindLock, contended(no), reentry(yes)), 1)
+		wantSum(t, ms, "relock.lock.losses", set(kindLock, cause(relockotel.CauseClientClosed)), 1)
+		wantSum(t, ms, "relock.locks.held", set(kindLock), 0)
+		wantHistCount(t, ms, "relock.lock.held", set(kindLock, lost(yes)), 1)
+		if n := points(t, ms, "relock.lock.held"); n != 1 {
+			t.Errorf("relock.lock.held: %d data points, want only the loss", n)
+		}
+	})
 }

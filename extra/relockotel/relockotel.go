@@ -12,11 +12,20 @@
 //	relock.lock.acquisitions    counter         lock.kind, contended, reentry
 //	relock.lock.losses          counter         lock.kind, cause
 //	relock.locks.held           up-down counter lock.kind
+//	relock.lock.waiters         up-down counter lock.kind
 //	relock.renewals             counter         outcome (ok, failed)
 //	relock.subscriber.reconnects counter
 //
+// cause is one of a fixed set (the Cause* constants), taken from the core's
+// typed LostEvent.Reason, never from error text, so that it cannot add
+// series.
+//
 // A Lock that had to wait also gets a span "relock.wait" covering the wait,
-// with the attributes lock.kind, attempts and not_obtained.
+// with the attributes lock.kind, attempts and not_obtained. It is a child of
+// the span in the context the Lock was called with, and measurements of the
+// hooks that get that context record with it (so exemplars can link to the
+// caller's trace); losses, renewals and reconnects happen on the Client's own
+// goroutines and record without one.
 //
 // Lock names are left out of every attribute unless WithLockNameAttribute
 // turns them on: a name per user or per order would make a time series per
@@ -28,7 +37,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -56,13 +64,15 @@ const (
 	AttemptsKey    = attribute.Key("attempts")
 )
 
-// Values of the cause attribute of relock.lock.losses.
+// Values of the cause attribute of relock.lock.losses: the core's
+// relock.LossReason values, and other for a reason this package does not
+// know (one added to the core later).
 const (
-	CauseExpired       = "expired"        // a lease ran out
-	CauseGone          = "gone"           // Redis no longer had the hold (deleted, taken over)
-	CauseForceUnlocked = "force_unlocked" // ForceUnlock by this process
-	CauseRenewalFailed = "renewal_failed" // renewals failed until the lease ran out
-	CauseClientClosed  = "client_closed"  // the Client was closed while holding
+	CauseExpired       = string(relock.LossExpired)       // a lease ran out
+	CauseGone          = string(relock.LossGone)          // Redis no longer had the hold (deleted, restart, failover)
+	CauseForceUnlocked = string(relock.LossForceUnlocked) // ForceUnlock by this process
+	CauseRenewalFailed = string(relock.LossRenewalFailed) // renewals failed until the lease ran out
+	CauseClientClosed  = string(relock.LossClientClosed)  // the Client was closed while holding
 	CauseOther         = "other"
 )
 
@@ -138,6 +148,7 @@ func NewObserver(opts ...Option) (*relock.Observer, error) {
 		Released:              r.released,
 		Renewed:               r.renewed,
 		Lost:                  r.lost,
+		WaitStarted:           r.waitStarted,
 		WaitEnded:             r.waitEnded,
 		SubscriberReconnected: r.subscriberReconnected,
 	}, nil
@@ -149,7 +160,7 @@ type recorder struct {
 
 	wait, held                                metric.Float64Histogram
 	acquisitions, losses, renewals, reconnect metric.Int64Counter
-	holds                                     metric.Int64UpDownCounter
+	holds, waiters                            metric.Int64UpDownCounter
 
 	kinds   map[relock.Kind]*kindAttrs
 	renewOK []metric.AddOption
@@ -163,7 +174,7 @@ type kindAttrs struct {
 	acq   [2][2][]metric.AddOption    // [contended][reentry]
 	wait  [2][2][]metric.RecordOption // [contended][not_obtained]
 	held  [2][]metric.RecordOption    // [lost]
-	holds []metric.AddOption
+	holds []metric.AddOption          // lock.kind only; the waiters gauge uses it too
 	loss  [len(causes)][]metric.AddOption
 }
 
@@ -193,6 +204,9 @@ func newRecorder(cfg config) (*recorder, error) {
 	check(err)
 	r.holds, err = m.Int64UpDownCounter("relock.locks.held", metric.WithUnit("{hold}"),
 		metric.WithDescription("Holds this process has now (re-entries count once)"))
+	check(err)
+	r.waiters, err = m.Int64UpDownCounter("relock.lock.waiters", metric.WithUnit("{waiter}"),
+		metric.WithDescription("Lock calls of this process waiting for a busy lock now"))
 	check(err)
 	r.renewals, err = m.Int64Counter("relock.renewals", metric.WithUnit("{renewal}"),
 		metric.WithDescription("Hold renewals by the watchdog"))
@@ -280,8 +294,7 @@ func b2i(b bool) int {
 	return 0
 }
 
-func (r *recorder) acquired(e relock.AcquiredEvent) {
-	ctx := context.Background()
+func (r *recorder) acquired(ctx context.Context, e relock.AcquiredEvent) {
 	c, x := b2i(e.Contended), b2i(e.Reentry)
 	if ka := r.fast(e.LockInfo); ka != nil {
 		r.acquisitions.Add(ctx, 1, ka.acq[c][x]...)
@@ -302,18 +315,17 @@ func (r *recorder) acquired(e relock.AcquiredEvent) {
 // released ends a hold at its final Unlock. One whose release Redis did not
 // confirm ends too: the core gives it up and retries the release in the
 // background. One that found the hold lost is left to the Lost event.
-func (r *recorder) released(e relock.ReleasedEvent) {
+func (r *recorder) released(ctx context.Context, e relock.ReleasedEvent) {
 	if !e.Final || errors.Is(e.Err, relock.ErrLockLost) {
 		return
 	}
-	ctx := context.Background()
 	r.holds.Add(ctx, -1, r.add(e.LockInfo, func(ka *kindAttrs) []metric.AddOption { return ka.holds })...)
 	r.held.Record(ctx, e.Held.Seconds(), r.record(e.LockInfo, func(ka *kindAttrs) []metric.RecordOption { return ka.held[0] }, LostKey.Bool(false))...)
 }
 
 func (r *recorder) lost(e relock.LostEvent) {
 	ctx := context.Background()
-	i := causeIndex(e.Cause)
+	i := causeIndex(e.Reason)
 	r.losses.Add(ctx, 1, r.add(e.LockInfo, func(ka *kindAttrs) []metric.AddOption { return ka.loss[i] }, CauseKey.String(causes[i]))...)
 	r.holds.Add(ctx, -1, r.add(e.LockInfo, func(ka *kindAttrs) []metric.AddOption { return ka.holds })...)
 	r.held.Record(ctx, e.Held.Seconds(), r.record(e.LockInfo, func(ka *kindAttrs) []metric.RecordOption { return ka.held[1] }, LostKey.Bool(true))...)
@@ -329,10 +341,15 @@ func (r *recorder) renewed(e relock.RenewedEvent) {
 	}
 }
 
+func (r *recorder) waitStarted(ctx context.Context, info relock.LockInfo) {
+	r.waiters.Add(ctx, 1, r.add(info, func(ka *kindAttrs) []metric.AddOption { return ka.holds })...)
+}
+
 // waitEnded records the span of a wait, and the wait of a Lock that gave up
-// (the wait of one that got the lock is recorded by acquired).
-func (r *recorder) waitEnded(e relock.WaitEvent) {
-	ctx := context.Background()
+// (the wait of one that got the lock is recorded by acquired). The span is a
+// child of the caller's.
+func (r *recorder) waitEnded(ctx context.Context, e relock.WaitEvent) {
+	r.waiters.Add(ctx, -1, r.add(e.LockInfo, func(ka *kindAttrs) []metric.AddOption { return ka.holds })...)
 	if e.NotObtained {
 		r.wait.Record(ctx, e.Waited.Seconds(), r.record(e.LockInfo, func(ka *kindAttrs) []metric.RecordOption { return ka.wait[1][1] },
 			ContendedKey.Bool(true), NotObtainedKey.Bool(true))...)
@@ -353,26 +370,20 @@ func (r *recorder) subscriberReconnected(relock.SubscriberEvent) {
 	r.reconnect.Add(context.Background(), 1)
 }
 
-// causeIndex classifies the cause of a loss. The error types say
-// client_closed and lock lost; which kind of loss it was the core says only
-// in the message it wraps ErrLockLost with ("lease expired",
-// "force-unlocked"), so that is read last, and a loss it does not describe
-// counts as gone.
-func causeIndex(err error) int {
-	switch {
-	case errors.Is(err, relock.ErrClientClosed):
-		return causeClientClosed
-	case errors.Is(err, relock.ErrLockLost):
-		msg := err.Error()
-		switch {
-		case strings.Contains(msg, "force-unlocked"):
-			return causeForceUnlocked
-		case strings.Contains(msg, "renew"):
-			return causeRenewalFailed
-		case strings.Contains(msg, "expired"):
-			return causeExpired
-		}
+// causeIndex maps the core's loss reason to the index of its attribute
+// value; a reason this package does not know is other.
+func causeIndex(reason relock.LossReason) int {
+	switch reason {
+	case relock.LossExpired:
+		return causeExpired
+	case relock.LossGone:
 		return causeGone
+	case relock.LossForceUnlocked:
+		return causeForceUnlocked
+	case relock.LossRenewalFailed:
+		return causeRenewalFailed
+	case relock.LossClientClosed:
+		return causeClientClosed
 	}
 	return causeOther
 }

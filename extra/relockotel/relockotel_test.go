@@ -155,6 +155,8 @@ func cause(c string) attribute.KeyValue     { return relockotel.CauseKey.String(
 
 func info(name string, k relock.Kind) relock.LockInfo { return relock.LockInfo{Name: name, Kind: k} }
 
+var bg = context.Background()
+
 // Every Observer func, driven with events, lands in its instrument.
 func TestObserverRecordsEveryInstrument(t *testing.T) {
 	h := newHarness(t)
@@ -162,29 +164,33 @@ func TestObserverRecordsEveryInstrument(t *testing.T) {
 	orders := info("orders", relock.KindLock)
 
 	// Two uncontended acquisitions, one re-entry, one after a wait.
-	o.Acquired(relock.AcquiredEvent{LockInfo: orders, Wait: 2 * time.Millisecond, Attempts: 1, Token: 7})
-	o.Acquired(relock.AcquiredEvent{LockInfo: orders, Wait: 0, Reentry: true})
-	o.Released(relock.ReleasedEvent{LockInfo: orders, Held: time.Millisecond})                    // the re-entry
-	o.Released(relock.ReleasedEvent{LockInfo: orders, Held: 500 * time.Millisecond, Final: true}) // the hold
-	o.Acquired(relock.AcquiredEvent{LockInfo: orders, Wait: 3 * time.Millisecond, Attempts: 1})
-	o.WaitEnded(relock.WaitEvent{LockInfo: orders, Waited: 1500 * time.Millisecond, Attempts: 3})
-	o.Acquired(relock.AcquiredEvent{LockInfo: orders, Wait: 1500 * time.Millisecond, Attempts: 3, Contended: true})
+	o.Acquired(bg, relock.AcquiredEvent{LockInfo: orders, Wait: 2 * time.Millisecond, Attempts: 1, Token: 7})
+	o.Acquired(bg, relock.AcquiredEvent{LockInfo: orders, Wait: 0, Reentry: true})
+	o.Released(bg, relock.ReleasedEvent{LockInfo: orders, Held: time.Millisecond})                    // the re-entry
+	o.Released(bg, relock.ReleasedEvent{LockInfo: orders, Held: 500 * time.Millisecond, Final: true}) // the hold
+	o.Acquired(bg, relock.AcquiredEvent{LockInfo: orders, Wait: 3 * time.Millisecond, Attempts: 1})
+	o.WaitStarted(bg, orders)
+	o.WaitEnded(bg, relock.WaitEvent{LockInfo: orders, Waited: 1500 * time.Millisecond, Attempts: 3})
+	o.Acquired(bg, relock.AcquiredEvent{LockInfo: orders, Wait: 1500 * time.Millisecond, Attempts: 3, Contended: true})
 	// A Lock that gave up.
 	gaveUp := fmt.Errorf("%w: %w", relock.ErrNotObtained, context.DeadlineExceeded)
-	o.WaitEnded(relock.WaitEvent{LockInfo: info("orders", relock.KindFairLock), Waited: 250 * time.Millisecond,
+	o.WaitStarted(bg, info("orders", relock.KindFairLock))
+	o.WaitEnded(bg, relock.WaitEvent{LockInfo: info("orders", relock.KindFairLock), Waited: 250 * time.Millisecond,
 		Attempts: 2, NotObtained: true, Err: gaveUp})
 	// An Unlock that Redis did not confirm ends the hold all the same; one
 	// that found it lost leaves it to the Lost event.
-	o.Released(relock.ReleasedEvent{LockInfo: orders, Held: time.Second, Final: true, Err: errors.New("i/o timeout")})
-	o.Released(relock.ReleasedEvent{LockInfo: orders, Held: time.Second, Final: true, Err: relock.ErrLockLost})
-	// Losses, one per cause, as the core words them.
-	o.Lost(relock.LostEvent{LockInfo: orders, Held: 2 * time.Second, Cause: fmt.Errorf("%w: lease expired", relock.ErrLockLost)})
-	o.Acquired(relock.AcquiredEvent{LockInfo: info("w", relock.KindWriteLock), Wait: time.Millisecond, Attempts: 1})
-	o.Lost(relock.LostEvent{LockInfo: info("w", relock.KindWriteLock), Held: time.Second, Cause: fmt.Errorf("%w: force-unlocked", relock.ErrLockLost)})
-	o.Lost(relock.LostEvent{LockInfo: orders, Cause: relock.ErrLockLost})
-	o.Lost(relock.LostEvent{LockInfo: orders, Cause: fmt.Errorf("%w: renewals failed for 30s", relock.ErrLockLost)})
-	o.Lost(relock.LostEvent{LockInfo: orders, Cause: relock.ErrClientClosed})
-	o.Lost(relock.LostEvent{LockInfo: orders, Cause: errors.New("something else")})
+	o.Released(bg, relock.ReleasedEvent{LockInfo: orders, Held: time.Second, Final: true, Err: errors.New("i/o timeout")})
+	o.Released(bg, relock.ReleasedEvent{LockInfo: orders, Held: time.Second, Final: true, Err: relock.ErrLockLost})
+	// Losses, one per reason; the cause's text plays no part.
+	o.Lost(relock.LostEvent{LockInfo: orders, Held: 2 * time.Second, Reason: relock.LossExpired,
+		Cause: fmt.Errorf("%w: lease expired", relock.ErrLockLost)})
+	o.Acquired(bg, relock.AcquiredEvent{LockInfo: info("w", relock.KindWriteLock), Wait: time.Millisecond, Attempts: 1})
+	o.Lost(relock.LostEvent{LockInfo: info("w", relock.KindWriteLock), Held: time.Second, Reason: relock.LossForceUnlocked,
+		Cause: relock.ErrLockLost})
+	o.Lost(relock.LostEvent{LockInfo: orders, Reason: relock.LossGone, Cause: fmt.Errorf("%w: force-unlocked (misleading text)", relock.ErrLockLost)})
+	o.Lost(relock.LostEvent{LockInfo: orders, Reason: relock.LossRenewalFailed, Cause: relock.ErrLockLost})
+	o.Lost(relock.LostEvent{LockInfo: orders, Reason: relock.LossClientClosed, Cause: relock.ErrClientClosed})
+	o.Lost(relock.LostEvent{LockInfo: orders, Reason: relock.LossReason("from a later core"), Cause: errors.New("something else")})
 	// The watchdog and the subscriber.
 	o.Renewed(relock.RenewedEvent{Holds: 5, Failed: 2, Duration: time.Millisecond, Err: errors.New("timeout")})
 	o.Renewed(relock.RenewedEvent{Holds: 3})
@@ -225,6 +231,10 @@ func TestObserverRecordsEveryInstrument(t *testing.T) {
 	// are made up like this; the sums are what matter.
 	wantSum(t, ms, "relock.locks.held", set(kindLock), 1-5)
 	wantSum(t, ms, "relock.locks.held", set(kindWrite), 0)
+
+	// Every wait ended: no waiter left.
+	wantSum(t, ms, "relock.lock.waiters", set(kindLock), 0)
+	wantSum(t, ms, "relock.lock.waiters", set(kindFair), 0)
 
 	wantSum(t, ms, "relock.renewals", set(relockotel.OutcomeKey.String("ok")), 6)
 	wantSum(t, ms, "relock.renewals", set(relockotel.OutcomeKey.String("failed")), 2)
@@ -298,11 +308,12 @@ func TestLockNameAttribute(t *testing.T) {
 	h := newHarness(t, relockotel.WithLockNameAttribute(true))
 	o := h.obs
 	for _, name := range []string{"a", "b", "a"} {
-		o.Acquired(relock.AcquiredEvent{LockInfo: info(name, relock.KindLock), Wait: time.Millisecond})
-		o.Released(relock.ReleasedEvent{LockInfo: info(name, relock.KindLock), Held: time.Millisecond, Final: true})
+		o.Acquired(bg, relock.AcquiredEvent{LockInfo: info(name, relock.KindLock), Wait: time.Millisecond})
+		o.Released(bg, relock.ReleasedEvent{LockInfo: info(name, relock.KindLock), Held: time.Millisecond, Final: true})
 	}
-	o.Lost(relock.LostEvent{LockInfo: info("a", relock.KindLock), Cause: relock.ErrClientClosed})
-	o.WaitEnded(relock.WaitEvent{LockInfo: info("a", relock.KindLock), Waited: time.Second, Attempts: 2})
+	o.Lost(relock.LostEvent{LockInfo: info("a", relock.KindLock), Reason: relock.LossClientClosed, Cause: relock.ErrClientClosed})
+	o.WaitStarted(bg, info("a", relock.KindLock))
+	o.WaitEnded(bg, relock.WaitEvent{LockInfo: info("a", relock.KindLock), Waited: time.Second, Attempts: 2})
 
 	ms := h.metrics(t)
 	nameA, nameB := relockotel.NameKey.String("a"), relockotel.NameKey.String("b")
@@ -312,6 +323,7 @@ func TestLockNameAttribute(t *testing.T) {
 	wantSum(t, ms, "relock.locks.held", set(kindLock, nameB), 0)
 	wantSum(t, ms, "relock.lock.losses", set(kindLock, nameA, cause(relockotel.CauseClientClosed)), 1)
 	wantHist(t, ms, "relock.lock.held", set(kindLock, nameB, lost(no)), 1, 0.001)
+	wantSum(t, ms, "relock.lock.waiters", set(kindLock, nameA), 0)
 	spans := h.spans.GetSpans()
 	if len(spans) != 1 {
 		t.Fatalf("%d spans, want 1", len(spans))
@@ -323,7 +335,7 @@ func TestLockNameAttribute(t *testing.T) {
 
 	// A kind added to the core later still gets its own attribute value.
 	h2 := newHarness(t)
-	h2.obs.Acquired(relock.AcquiredEvent{LockInfo: info("x", relock.Kind("semaphore")), Wait: time.Millisecond})
+	h2.obs.Acquired(bg, relock.AcquiredEvent{LockInfo: info("x", relock.Kind("semaphore")), Wait: time.Millisecond})
 	wantSum(t, h2.metrics(t), "relock.lock.acquisitions",
 		set(relockotel.KindKey.String("semaphore"), contended(no), reentry(no)), 1)
 }
@@ -335,12 +347,11 @@ func TestDefaultProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs.Acquired(relock.AcquiredEvent{LockInfo: info("a", relock.KindLock)})
-	obs.WaitEnded(relock.WaitEvent{LockInfo: info("a", relock.KindLock), Waited: time.Second})
-	for _, f := range []any{obs.Acquired, obs.Released, obs.Renewed, obs.Lost, obs.WaitEnded, obs.SubscriberReconnected} {
-		if f == nil {
-			t.Error("a hook is nil")
-		}
+	obs.Acquired(bg, relock.AcquiredEvent{LockInfo: info("a", relock.KindLock)})
+	obs.WaitEnded(bg, relock.WaitEvent{LockInfo: info("a", relock.KindLock), Waited: time.Second})
+	if obs.Acquired == nil || obs.Released == nil || obs.Renewed == nil || obs.Lost == nil ||
+		obs.WaitStarted == nil || obs.WaitEnded == nil || obs.SubscriberReconnected == nil {
+		t.Error("a hook is nil")
 	}
 }
 
@@ -351,9 +362,9 @@ func TestAcquireReleaseAllocations(t *testing.T) {
 	o := h.obs
 	acq := relock.AcquiredEvent{LockInfo: info("orders", relock.KindLock), Wait: time.Millisecond, Attempts: 1}
 	rel := relock.ReleasedEvent{LockInfo: info("orders", relock.KindLock), Held: time.Millisecond, Final: true}
-	o.Acquired(acq)
-	o.Released(rel)
-	if n := testing.AllocsPerRun(1000, func() { o.Acquired(acq); o.Released(rel) }); n > 0 {
+	o.Acquired(bg, acq)
+	o.Released(bg, rel)
+	if n := testing.AllocsPerRun(1000, func() { o.Acquired(bg, acq); o.Released(bg, rel) }); n > 0 {
 		t.Errorf("Acquired+Released allocate %v times, want 0", n)
 	}
 }
@@ -369,7 +380,69 @@ func BenchmarkAcquiredReleased(b *testing.B) {
 	rel := relock.ReleasedEvent{LockInfo: info("orders", relock.KindLock), Held: time.Millisecond, Final: true}
 	b.ReportAllocs()
 	for b.Loop() {
-		o.Acquired(acq)
-		o.Released(rel)
+		o.Acquired(bg, acq)
+		o.Released(bg, rel)
+	}
+}
+
+// The waiters gauge follows WaitStarted and WaitEnded, per kind: it counts
+// the waits under way when the reader collects.
+func TestWaitersGauge(t *testing.T) {
+	h := newHarness(t)
+	o := h.obs
+	orders, fair := info("orders", relock.KindLock), info("queue", relock.KindFairLock)
+	o.WaitStarted(bg, orders)
+	o.WaitStarted(bg, orders)
+	o.WaitStarted(bg, fair)
+	ms := h.metrics(t)
+	wantSum(t, ms, "relock.lock.waiters", set(kindLock), 2)
+	wantSum(t, ms, "relock.lock.waiters", set(kindFair), 1)
+	if m := ms["relock.lock.waiters"]; m.Unit != "{waiter}" {
+		t.Errorf("unit %q", m.Unit)
+	} else if s, ok := m.Data.(metricdata.Sum[int64]); !ok || s.IsMonotonic {
+		t.Errorf("relock.lock.waiters is %T (monotonic %v), want a non-monotonic sum", m.Data, ok && s.IsMonotonic)
+	}
+
+	o.WaitEnded(bg, relock.WaitEvent{LockInfo: orders, Waited: time.Millisecond, Attempts: 2})
+	o.WaitEnded(bg, relock.WaitEvent{LockInfo: fair, Waited: time.Millisecond, Attempts: 2, NotObtained: true,
+		Err: relock.ErrNotObtained})
+	ms = h.metrics(t)
+	wantSum(t, ms, "relock.lock.waiters", set(kindLock), 1)
+	wantSum(t, ms, "relock.lock.waiters", set(kindFair), 0)
+}
+
+// The wait span is a child of the span in the Lock caller's context.
+func TestWaitSpanHasTheCallersParent(t *testing.T) {
+	h := newHarness(t)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewInMemoryExporter()))
+	defer tp.Shutdown(bg)
+	ctx, parent := tp.Tracer("app").Start(bg, "handle request")
+	h.obs.WaitStarted(ctx, info("orders", relock.KindLock))
+	h.obs.WaitEnded(ctx, relock.WaitEvent{LockInfo: info("orders", relock.KindLock), Waited: time.Millisecond, Attempts: 2})
+	parent.End()
+	spans := h.spans.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	if got, want := spans[0].Parent.SpanID(), parent.SpanContext().SpanID(); got != want {
+		t.Errorf("wait span's parent %v, want the caller's span %v", got, want)
+	}
+	if spans[0].SpanContext.TraceID() != parent.SpanContext().TraceID() {
+		t.Error("the wait span is not in the caller's trace")
+	}
+}
+
+// A reason the package does not know, and one a hook gets from a newer core,
+// maps to other: the cause attribute is a fixed set whatever the core sends.
+func TestLossCauseIsBounded(t *testing.T) {
+	h := newHarness(t, relockotel.WithLockNameAttribute(false))
+	for i := range 50 {
+		h.obs.Lost(relock.LostEvent{LockInfo: info("orders", relock.KindLock), Reason: relock.LossReason(fmt.Sprint("r", i)),
+			Cause: fmt.Errorf("%w: attempt %d", relock.ErrLockLost, i)})
+	}
+	ms := h.metrics(t)
+	wantSum(t, ms, "relock.lock.losses", set(kindLock, cause(relockotel.CauseOther)), 50)
+	if n := points(t, ms, "relock.lock.losses"); n != 1 {
+		t.Errorf("%d series of losses, want 1", n)
 	}
 }
