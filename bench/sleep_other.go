@@ -1,0 +1,21 @@
+//go:build !linux
+
+package bench
+
+import (
+	"context"
+	"time"
+)
+
+// pollSleep sleeps d between two polls of the floor, or returns ctx's error
+// (see sleep_linux.go; elsewhere, a Go timer).
+func pollSleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
