@@ -14,15 +14,31 @@ type Result struct {
 	Elapsed time.Duration // wall time of the runs
 	// Latency holds one Lock+Unlock time per cycle (1-worker scenarios).
 	Latency []time.Duration
+	// Wait holds, for every acquisition, the time its Lock call took (from
+	// the call to its return; with Depth > 1, the re-entries too): the
+	// queueing a worker sees, hand-offs to others included.
+	Wait []time.Duration
 	// Handoff holds, for each acquisition of a shared key after the first,
-	// the time from the previous holder's Unlock returning to this Lock
-	// returning (0 when this Lock returned first: the release had taken
-	// effect in Redis before its reply arrived).
+	// the hand-off time: from the moment the previous holder's Unlock
+	// returned to the moment this acquisition's Lock returned, both read on
+	// the benchmark's one monotonic clock (every "process" is in the same OS
+	// process, so the two ends are comparable). "Previous" is in hold order,
+	// taken from a sequence number read inside the critical section. It is
+	// the time the lock stood idle as the applications see it: the release's
+	// reply, the wake-up or poll, the next attempt's round trip. It is 0 when
+	// this Lock returned first (the release had taken effect in Redis before
+	// its reply reached the releaser). In a free-for-all the next holder may
+	// be the releaser itself (see Reacquired).
 	Handoff   []time.Duration
 	PerWorker []int64 // cycles per worker
 	// Reacquired counts the acquisitions of a shared key by the worker that
 	// held it just before: the releaser took it back ahead of the waiters.
 	Reacquired int64
+	// ToWaiter counts the acquisitions of a shared key by a worker whose
+	// Lock call started before the previous holder called Unlock: hand-offs
+	// to a waiter, as opposed to a newcomer or the releaser grabbing a free
+	// lock.
+	ToWaiter int64
 
 	// Violations counts acquisitions that found another holder inside the
 	// critical section, or whose update of a shared counter was lost.
@@ -39,8 +55,10 @@ func (r *Result) merge(o *Result) {
 	r.Ops += o.Ops
 	r.Elapsed += o.Elapsed
 	r.Latency = append(r.Latency, o.Latency...)
+	r.Wait = append(r.Wait, o.Wait...)
 	r.Handoff = append(r.Handoff, o.Handoff...)
 	r.Reacquired += o.Reacquired
+	r.ToWaiter += o.ToWaiter
 	if r.PerWorker == nil {
 		r.PerWorker = make([]int64, len(o.PerWorker))
 	}

@@ -71,9 +71,11 @@ func (g *guard) awaitOther(ctx context.Context, seq int64) {
 
 // cycle is one worker's record of one acquisition.
 type cycle struct {
-	worker           int
-	seq              int64
-	locked, unlocked time.Duration // since the run's start
+	worker int
+	seq    int64
+	// Since the run's start: when Lock was called and returned, when Unlock
+	// was called and returned.
+	called, locked, releasing, unlocked time.Duration
 }
 
 // workload runs sc for one library on its lockers until ctx ends.
@@ -89,6 +91,7 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 		abandoned bool // the run was reported stuck: late workers keep out
 		cycles    [][]cycle
 		latency   []time.Duration
+		waits     []time.Duration
 		errs      atomic.Int64
 		firstErr  atomic.Pointer[string]
 		viol      atomic.Int64
@@ -110,7 +113,7 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 				name = "k" + strconv.Itoa(w)
 			}
 			var mine []cycle
-			var lat []time.Duration
+			var lat, wait []time.Duration
 			for ctx.Err() == nil {
 				t0 := time.Since(start)
 				u, err := lock(ctx, l, name, sc.Depth)
@@ -122,6 +125,7 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 					continue
 				}
 				locked := time.Since(start)
+				wait = append(wait, locked-t0)
 				if g.holders.Add(1) != 1 {
 					viol.Add(1)
 				}
@@ -131,15 +135,14 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 				if sc.PassOn {
 					g.acquired()
 				}
-				if sc.Hold > 0 {
-					time.Sleep(sc.Hold)
-				}
+				hold(sc)
 				g.holders.Add(-1)
+				releasing := time.Since(start)
 				if err := unlock(u); err != nil {
 					fail("unlock", err)
 				}
 				unlocked := time.Since(start)
-				mine = append(mine, cycle{w, seq, locked, unlocked})
+				mine = append(mine, cycle{w, seq, t0, locked, releasing, unlocked})
 				if sc.Workers == 1 {
 					lat = append(lat, unlocked-t0)
 				}
@@ -154,6 +157,7 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 			}
 			cycles = append(cycles, mine)
 			latency = append(latency, lat...)
+			waits = append(waits, wait...)
 			res.PerWorker[w] = int64(len(mine))
 		})
 	}
@@ -184,10 +188,25 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 		res.FirstError = *s
 	}
 	res.Latency = latency
+	res.Wait = waits
 	if !sc.OwnKeys && sc.Workers > 1 && res.Violations == 0 {
-		res.Handoff, res.Reacquired = handoffs(cycles)
+		res.Handoff, res.Reacquired, res.ToWaiter = handoffs(cycles)
 	}
 	return res
+}
+
+// hold spends sc.Hold inside the critical section: asleep, or for
+// HoldBusy, working (yielding between checks of the clock).
+func hold(sc Scenario) {
+	switch {
+	case sc.Hold <= 0:
+	case sc.HoldBusy:
+		for t := time.Now(); time.Since(t) < sc.Hold; {
+			runtime.Gosched()
+		}
+	default:
+		time.Sleep(sc.Hold)
+	}
 }
 
 // lock takes the lock and re-enters it depth-1 times; the returned
@@ -227,9 +246,11 @@ func unlock(holds []Unlocker) error {
 
 // handoffs puts the workers' cycles in hold order (the sequence numbers
 // taken inside the critical section are that order when no violation
-// occurred), measures each gap between an Unlock and the next Lock, and
-// counts the holds that went to the worker that had just released.
-func handoffs(perWorker [][]cycle) (gaps []time.Duration, reacquired int64) {
+// occurred), measures each gap between an Unlock and the next Lock (see
+// Result.Handoff), counts the holds that went to the worker that had just
+// released, and those that went to a worker already waiting in Lock when
+// the previous holder called Unlock.
+func handoffs(perWorker [][]cycle) (gaps []time.Duration, reacquired, toWaiter int64) {
 	var all []cycle
 	for _, c := range perWorker {
 		all = append(all, c...)
@@ -237,10 +258,13 @@ func handoffs(perWorker [][]cycle) (gaps []time.Duration, reacquired int64) {
 	slices.SortFunc(all, func(a, b cycle) int { return int(a.seq - b.seq) })
 	gaps = make([]time.Duration, 0, max(0, len(all)-1))
 	for i := 1; i < len(all); i++ {
-		gaps = append(gaps, max(0, all[i].locked-all[i-1].unlocked))
-		if all[i].worker == all[i-1].worker {
+		prev, next := all[i-1], all[i]
+		gaps = append(gaps, max(0, next.locked-prev.unlocked))
+		if next.worker == prev.worker {
 			reacquired++
+		} else if next.called < prev.releasing {
+			toWaiter++
 		}
 	}
-	return gaps, reacquired
+	return gaps, reacquired, toWaiter
 }
