@@ -120,13 +120,8 @@ func runOne(ctx context.Context, admin *redis.Client, cfg Config, sc Scenario, l
 			return nil, err
 		}
 		lockers = append(lockers, l)
-		// Connect and load the scripts outside the measured window.
-		u, err := lock(ctx, l, "warmup", max(1, sc.Depth))
-		if err != nil {
-			return nil, fmt.Errorf("warm-up lock: %w", err)
-		}
-		if err := unlock(u); err != nil {
-			return nil, fmt.Errorf("warm-up unlock: %w", err)
+		if err := warmUp(ctx, l, max(1, sc.Depth)); err != nil {
+			return nil, err
 		}
 	}
 	// What the warm-ups started in the background (subscriptions, client
@@ -151,6 +146,38 @@ func runOne(ctx context.Context, admin *redis.Client, cfg Config, sc Scenario, l
 	res.Server = server
 	return res, nil
 }
+
+// warmUp connects l and loads its scripts outside the measured window: it
+// locks and unlocks a key of its own. An attempt that takes longer than
+// warmUpTimeout is given up and tried again: under load, rueidislock's
+// acquire can time out (its 20 ms TryNextAfter) on a free key, after which
+// its Lock waits for an invalidation that nothing sends (seen: a smoke test
+// stuck for minutes in the warm-up).
+func warmUp(ctx context.Context, l Locker, depth int) error {
+	var err error
+	for range warmUpTries {
+		wctx, cancel := context.WithTimeout(ctx, warmUpTimeout)
+		var u []Unlocker
+		if u, err = lock(wctx, l, "warmup", depth); err == nil {
+			err = unlock(u)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("warm-up unlock: %w", err)
+			}
+			return nil
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("warm-up lock, %d tries: %w", warmUpTries, err)
+}
+
+const (
+	warmUpTries   = 3
+	warmUpTimeout = 3 * time.Second
+)
 
 // closeAll closes every Locker of a run, all at once: with 64 processes,
 // closing them one by one would add their shutdowns (subscribers, watchdogs,
