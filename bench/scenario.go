@@ -22,10 +22,9 @@ type Scenario struct {
 	// Hold is how long a worker stays in the critical section (0: a few
 	// atomic operations and a yield, the mutual-exclusion check).
 	Hold time.Duration
-	// HoldBusy spends Hold working (spinning, yielding to other goroutines)
-	// instead of sleeping: time.Sleep cannot sleep less than about a
-	// millisecond on Linux.
-	HoldBusy bool
+	// ShortHold spends Hold in a kernel sleep (see kernelSleep): time.Sleep
+	// cannot sleep less than about a millisecond on Linux.
+	ShortHold bool
 	// PassOn makes a worker that released the lock wait until another worker
 	// has taken it (or passOnTimeout) before it tries again, so that every
 	// acquisition is a hand-off to a waiter. Without it, the releaser usually
@@ -58,8 +57,8 @@ const (
 	Reentrant3  = "reentrant3"
 )
 
-// tinyHold is the critical section of the many-process scenarios: CPU work,
-// about one loopback round trip long.
+// tinyHold is the critical section of the many-process scenarios, about one
+// loopback round trip long: a short call to some other service, say.
 const tinyHold = 100 * time.Microsecond
 
 // Scenarios returns the scenarios, in the order they run.
@@ -78,13 +77,16 @@ const tinyHold = 100 * time.Microsecond
 //     one process re-locking next to an idle audience, close to the
 //     uncontended cycle whatever the wake-up mechanism, and the N−1 waiters
 //     would hardly be measured.
-//   - A critical section of tinyHold, spent working: with no hold at all,
-//     the process that just released (back in Lock the moment the next one
-//     got the lock) would reach the free lock as early as the waiters, and
-//     the last two holders would take turns. 100 µs lets its first attempt
-//     fail, so that it waits like everyone else (the "handed to a waiter"
-//     row shows how often that held). Spent busy since time.Sleep cannot
-//     sleep less than about 1 ms on Linux.
+//   - A critical section of tinyHold: with no hold at all, the process that
+//     just released (back in Lock the moment the next one got the lock)
+//     would reach the free lock as early as the waiters, and the last two
+//     holders would take turns. 100 µs lets its first attempt fail, so that
+//     it waits like everyone else (the "handed to a waiter" row shows how
+//     often that held). It is slept in the kernel, since time.Sleep cannot
+//     sleep less than about 1 ms on Linux, and not spun: a spinning holder
+//     competes for the 2 cores with the pollers' threads and, descheduled,
+//     stretches its hold by whole time slices (seen: the floor's rate
+//     dropping tenfold in some rounds).
 //
 // Acquisitions/s is then 1 ÷ (hold + hand-off + the holder's Unlock round
 // trip), and the commands per acquisition include the work of all N−1
@@ -99,11 +101,11 @@ func Scenarios() []Scenario {
 		},
 		{
 			ID: Procs16, Title: "2. 16 processes on one key, 100 µs critical section, each release handed to a waiter",
-			Workers: 16, Processes: 16, Hold: tinyHold, HoldBusy: true, PassOn: true, Headline: true,
+			Workers: 16, Processes: 16, Hold: tinyHold, ShortHold: true, PassOn: true, Headline: true,
 		},
 		{
 			ID: Procs64, Title: "3. 64 processes on one key, 100 µs critical section, each release handed to a waiter",
-			Workers: 64, Processes: 64, Hold: tinyHold, HoldBusy: true, PassOn: true, Headline: true,
+			Workers: 64, Processes: 64, Hold: tinyHold, ShortHold: true, PassOn: true, Headline: true,
 		},
 		{
 			// Saturated: the lock is held ~100% of the time, every process

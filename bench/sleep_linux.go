@@ -21,8 +21,15 @@ func pollSleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	kernelSleep(d)
+	return ctx.Err()
+}
+
+// kernelSleep blocks its goroutine's thread in nanosleep for d: precise to
+// the kernel's timer slack (~50 µs), where a Go timer of less than 1 ms
+// sleeps about 1 ms when the runtime is idle.
+func kernelSleep(d time.Duration) {
 	ts := syscall.NsecToTimespec(int64(d))
 	for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
 	}
-	return ctx.Err()
 }

@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"time"
 )
 
@@ -17,5 +18,13 @@ func pollSleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// kernelSleep spends d: elsewhere than on Linux, spinning (yielding to other
+// goroutines), since a Go timer may sleep much longer than a short d.
+func kernelSleep(d time.Duration) {
+	for t := time.Now(); time.Since(t) < d; {
+		runtime.Gosched()
 	}
 }

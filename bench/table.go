@@ -93,7 +93,7 @@ func metricsFor(sc Scenario, clients int) []metric {
 		per = "process"
 	}
 	out := []metric{m("acquisitions/s", rate, fmtRate)}
-	if sc.Hold > 0 && !sc.HoldBusy { // a sleep: the rest of each cycle is the lock's
+	if sc.Hold > 0 && !sc.ShortHold { // the rest of each cycle is the lock's
 		out = append(out, m(fmt.Sprintf("share of the %.0f/s ideal", sc.IdealRate()), func(r *Result, sc Scenario) float64 {
 			return r.Rate() / sc.IdealRate()
 		}, fmtPercent))

@@ -195,15 +195,12 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 	return res
 }
 
-// hold spends sc.Hold inside the critical section: asleep, or for
-// HoldBusy, working (yielding between checks of the clock).
+// hold spends sc.Hold inside the critical section, asleep.
 func hold(sc Scenario) {
 	switch {
 	case sc.Hold <= 0:
-	case sc.HoldBusy:
-		for t := time.Now(); time.Since(t) < sc.Hold; {
-			runtime.Gosched()
-		}
+	case sc.ShortHold:
+		kernelSleep(sc.Hold)
 	default:
 		time.Sleep(sc.Hold)
 	}
