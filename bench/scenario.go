@@ -26,10 +26,11 @@ type Scenario struct {
 	// cannot sleep less than about a millisecond on Linux.
 	ShortHold bool
 	// PassOn makes a worker that released the lock wait until another worker
-	// has taken it (or passOnTimeout) before it tries again, so that every
-	// acquisition is a hand-off to a waiter. Without it, the releaser usually
-	// takes the lock straight back, and a polling library's waiters are
-	// never measured at all.
+	// has taken it (or passOnTimeout) before it tries again, and the new
+	// holder wait until that worker is back in Lock before it starts its
+	// Hold, so that every acquisition is a hand-off to a waiter. Without it,
+	// the releaser usually takes the lock straight back, and a polling
+	// library's waiters are never measured at all.
 	PassOn bool
 	// Depth > 1 re-enters the hold Depth-1 times before unlocking as often
 	// (only libraries that implement Reentrant run such a scenario).
@@ -77,16 +78,19 @@ const tinyHold = 100 * time.Microsecond
 //     one process re-locking next to an idle audience, close to the
 //     uncontended cycle whatever the wake-up mechanism, and the N−1 waiters
 //     would hardly be measured.
-//   - A critical section of tinyHold: with no hold at all, the process that
-//     just released (back in Lock the moment the next one got the lock)
-//     would reach the free lock as early as the waiters, and the last two
-//     holders would take turns. 100 µs lets its first attempt fail, so that
-//     it waits like everyone else (the "handed to a waiter" row shows how
-//     often that held). It is slept in the kernel, since time.Sleep cannot
-//     sleep less than about 1 ms on Linux, and not spun: a spinning holder
-//     competes for the 2 cores with the pollers' threads and, descheduled,
-//     stretches its hold by whole time slices (seen: the floor's rate
-//     dropping tenfold in some rounds).
+//   - A critical section of tinyHold, started once the previous holder is
+//     back in Lock (PassOn): with no hold at all, that process, back the
+//     moment the next one got the lock, would reach the free lock as early
+//     as the waiters, and the last two holders would take turns. 100 µs
+//     from its Lock call lets its first attempt fail, so that it waits like
+//     everyone else; without the wait for it, a process descheduled for
+//     more than the hold on the loaded machine still took turns that way
+//     (10-18% of the acquisitions, in the "handed to a waiter" row). It is
+//     slept in the kernel, since time.Sleep cannot sleep less than about
+//     1 ms on Linux, and not spun: a spinning holder competes for the 2
+//     cores with the pollers' threads and, descheduled, stretches its hold
+//     by whole time slices (seen: the floor's rate dropping tenfold in some
+//     rounds).
 //
 // Acquisitions/s is then 1 ÷ (hold + hand-off + the holder's Unlock round
 // trip), and the commands per acquisition include the work of all N−1

@@ -28,9 +28,14 @@ type guard struct {
 	seq     atomic.Int64
 
 	// taken is closed and replaced at every acquisition: workers of a PassOn
-	// scenario wait on it for someone else to take the lock.
-	mu    sync.Mutex
-	taken chan struct{}
+	// scenario wait on it for someone else to take the lock. back is the
+	// number of holds whose holder is back in Lock, counted from the first
+	// and without gaps as far as PassOn needs; rejoined is closed and
+	// replaced when it grows.
+	mu       sync.Mutex
+	taken    chan struct{}
+	back     int64
+	rejoined chan struct{}
 }
 
 // passOnTimeout bounds a PassOn worker's wait for another worker to take
@@ -57,6 +62,46 @@ func (g *guard) awaitOther(ctx context.Context, seq int64) {
 		ch := g.taken
 		g.mu.Unlock()
 		if g.seq.Load() > seq+1 {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-timeout.C:
+			return
+		}
+	}
+}
+
+// rejoin records that the holder of hold seq (0 the first) is about to
+// call Lock again.
+func (g *guard) rejoin(seq int64) {
+	g.mu.Lock()
+	if seq+1 > g.back {
+		g.back = seq + 1
+		if g.rejoined != nil {
+			close(g.rejoined)
+		}
+		g.rejoined = make(chan struct{})
+	}
+	g.mu.Unlock()
+}
+
+// awaitRejoin waits until the holder of the hold before hold seq is back in
+// Lock (see rejoin), ctx ends or passOnTimeout passes.
+func (g *guard) awaitRejoin(ctx context.Context, seq int64) {
+	timeout := time.NewTimer(passOnTimeout)
+	defer timeout.Stop()
+	for {
+		g.mu.Lock()
+		ok := g.back >= seq
+		if g.rejoined == nil {
+			g.rejoined = make(chan struct{})
+		}
+		ch := g.rejoined
+		g.mu.Unlock()
+		if ok {
 			return
 		}
 		select {
@@ -134,6 +179,7 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 				g.seq.Store(seq + 1)
 				if sc.PassOn {
 					g.acquired()
+					g.awaitRejoin(ctx, seq)
 				}
 				hold(sc)
 				g.holders.Add(-1)
@@ -148,6 +194,7 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 				}
 				if sc.PassOn {
 					g.awaitOther(ctx, seq)
+					g.rejoin(seq)
 				}
 			}
 			mu.Lock()
