@@ -173,3 +173,14 @@ func TestTableShowsRatiosAgainstTheFloor(t *testing.T) {
 	assert.Contains(t, out, "| 4.00 | 11.00 (2.75×) |")
 	assert.Equal(t, 2+5, strings.Count(out, "\n"), "header, separator and 5 metrics")
 }
+
+// One starved round must not set a library's rate.
+func TestRateIsTheMedianOfTheRounds(t *testing.T) {
+	r := &Result{Ops: 100, Elapsed: time.Second, Rates: []float64{100}}
+	r.merge(&Result{Ops: 10, Elapsed: time.Second, Rates: []float64{10}})
+	r.merge(&Result{Ops: 120, Elapsed: time.Second, Rates: []float64{120}})
+	assert.InDelta(t, 100, r.Rate(), 1e-9)
+	r.merge(&Result{Ops: 110, Elapsed: time.Second, Rates: []float64{110}})
+	assert.InDelta(t, 105, r.Rate(), 1e-9)
+	assert.InDelta(t, 85, r.totalRate(), 1e-9)
+}

@@ -224,6 +224,7 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 	for _, c := range cycles {
 		res.Ops += int64(len(c))
 	}
+	res.Rates = []float64{res.totalRate()}
 	var counted int64
 	for i := range guards {
 		counted += guards[i].seq.Load()
