@@ -15,7 +15,7 @@ const floorLease = 30 * time.Second
 
 // floorRetry is how often the floor polls a busy lock. It has no wake-up
 // mechanism; 1 ms keeps its hand-off near the network's own latency, at a
-// price in commands that the report shows.
+// price in commands that the report shows. See pollSleep for how it sleeps.
 const floorRetry = time.Millisecond
 
 // floorRelease deletes the key only if it still holds our token.
@@ -39,7 +39,6 @@ type floorLocker struct {
 func (f *floorLocker) Lock(ctx context.Context, name string) (Unlocker, error) {
 	key := f.prefix + name
 	token := randomToken()
-	var timer *time.Timer
 	for {
 		ok, err := f.rdb.SetNX(ctx, key, token, floorLease).Result()
 		if err != nil {
@@ -48,16 +47,8 @@ func (f *floorLocker) Lock(ctx context.Context, name string) (Unlocker, error) {
 		if ok {
 			return floorHold{f.rdb, key, token}, nil
 		}
-		if timer == nil {
-			timer = time.NewTimer(floorRetry)
-			defer timer.Stop()
-		} else {
-			timer.Reset(floorRetry)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timer.C:
+		if err := pollSleep(ctx, floorRetry); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func startServer(t *testing.T) *Server {
 // The CI smoke run: every library through every scenario, briefly.
 func TestEveryLibraryRunsEveryScenario(t *testing.T) {
 	srv := startServer(t)
+	goroutines := runtime.NumGoroutine()
 	rep, err := Run(context.Background(), Config{Addr: srv.Addr, Duration: 150 * time.Millisecond, Rounds: 1, Clients: 2})
 	require.NoError(t, err)
 
@@ -48,9 +50,11 @@ func TestEveryLibraryRunsEveryScenario(t *testing.T) {
 			assert.False(t, res.Stuck, "%s in %s", lib.Name, sc.ID)
 			assert.GreaterOrEqual(t, res.Server, res.Sent, "%s in %s: Redis runs at least what is sent", lib.Name, sc.ID)
 			assert.GreaterOrEqual(t, res.SentPerOp(), 2.0, "%s in %s: a cycle is at least Lock and Unlock", lib.Name, sc.ID)
-			if sc.ID == OneKey {
-				assert.Len(t, res.Handoff, int(res.Ops-1), "%s: one hand-off per acquisition after the first", lib.Name)
+			if !sc.OwnKeys && sc.Workers > 1 {
+				assert.Len(t, res.Handoff, int(res.Ops-1), "%s in %s: one hand-off per acquisition after the first", lib.Name, sc.ID)
 			}
+			assert.Len(t, res.PerWorker, sc.Workers)
+			assert.Len(t, res.Wait, int(res.Ops), "%s in %s: one Lock time per acquisition", lib.Name, sc.ID)
 		}
 	}
 
@@ -59,6 +63,16 @@ func TestEveryLibraryRunsEveryScenario(t *testing.T) {
 	keys, err := rdb.Keys(context.Background(), keyRoot+"*").Result()
 	require.NoError(t, err)
 	assert.Empty(t, keys, "every run deletes its keys")
+
+	// Every Locker of every run was closed: no connection but this test's
+	// own is left, nor any goroutine the libraries started.
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		list, err := rdb.ClientList(context.Background()).Result()
+		require.NoError(c, err)
+		assert.Equal(c, 1, strings.Count(strings.TrimSpace(list), "\n")+1, "connections open, this test's included")
+	}, 5*time.Second, 50*time.Millisecond)
+	assert.Eventually(t, func() bool { return runtime.NumGoroutine() <= goroutines+2 }, 5*time.Second, 50*time.Millisecond,
+		"goroutines left running: %d before the run, %d after", goroutines, runtime.NumGoroutine())
 
 	var table, chart bytes.Buffer
 	rep.WriteTable(&table)
@@ -116,12 +130,20 @@ func TestMutualExclusionCheckCatchesABrokenLock(t *testing.T) {
 
 func TestHandoffsFollowHoldOrder(t *testing.T) {
 	ms := time.Millisecond
-	gaps, back := handoffs([][]cycle{
-		{{worker: 0, seq: 0, locked: 0, unlocked: 1 * ms}, {worker: 0, seq: 1, locked: 2 * ms, unlocked: 3 * ms}},
-		{{worker: 1, seq: 2, locked: 7 * ms, unlocked: 8 * ms}, {worker: 1, seq: 3, locked: 7900 * time.Microsecond, unlocked: 9 * ms}},
+	gaps, back, waiter := handoffs([][]cycle{
+		{
+			{worker: 0, seq: 0, called: 0, locked: 0, releasing: 900 * time.Microsecond, unlocked: 1 * ms},
+			{worker: 0, seq: 1, called: 1 * ms, locked: 2 * ms, releasing: 2 * ms, unlocked: 3 * ms},
+		},
+		{
+			// Waiting since 1 ms, before worker 0 released at 2 ms.
+			{worker: 1, seq: 2, called: 1 * ms, locked: 7 * ms, releasing: 7 * ms, unlocked: 8 * ms},
+			{worker: 1, seq: 3, called: 7900 * time.Microsecond, locked: 7900 * time.Microsecond, releasing: 8 * ms, unlocked: 9 * ms},
+		},
 	})
 	assert.Equal(t, []time.Duration{1 * ms, 4 * ms, 0}, gaps, "a Lock returning before the previous Unlock counts as 0")
 	assert.Equal(t, int64(2), back)
+	assert.Equal(t, int64(1), waiter, "only worker 1's first hold went to a waiter")
 }
 
 func TestPercentile(t *testing.T) {
@@ -150,4 +172,15 @@ func TestTableShowsRatiosAgainstTheFloor(t *testing.T) {
 	assert.Contains(t, out, "| 100/s | 80/s (0.80×) |")
 	assert.Contains(t, out, "| 4.00 | 11.00 (2.75×) |")
 	assert.Equal(t, 2+5, strings.Count(out, "\n"), "header, separator and 5 metrics")
+}
+
+// One starved round must not set a library's rate.
+func TestRateIsTheMedianOfTheRounds(t *testing.T) {
+	r := &Result{Ops: 100, Elapsed: time.Second, Rates: []float64{100}}
+	r.merge(&Result{Ops: 10, Elapsed: time.Second, Rates: []float64{10}})
+	r.merge(&Result{Ops: 120, Elapsed: time.Second, Rates: []float64{120}})
+	assert.InDelta(t, 100, r.Rate(), 1e-9)
+	r.merge(&Result{Ops: 110, Elapsed: time.Second, Rates: []float64{110}})
+	assert.InDelta(t, 105, r.Rate(), 1e-9)
+	assert.InDelta(t, 85, r.totalRate(), 1e-9)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -14,30 +13,23 @@ import (
 )
 
 // headline is one group of bars in the chart: a speed relative to the
-// floor's, higher is better.
+// floor's in one scenario, higher is better.
 type headline struct {
-	label string
-	speed func(lib, floor *Result) float64
+	label    string
+	scenario string
+	speed    func(lib, floor *Result) float64
 }
-
-// minHandoff keeps a hand-off of 0 (the Lock returned before the previous
-// Unlock's reply) from making a ratio infinite.
-const minHandoff = time.Microsecond
 
 func headlines() []headline {
 	rate := func(l, f *Result) float64 { return l.Rate() / f.Rate() }
 	return []headline{
-		{"uncontended\ncycles/s", rate},
-		{"64 goroutines, 64 keys\ncycles/s", rate},
-		{"16 goroutines, 1 key\nacquisitions/s", rate},
-		{"16 goroutines, 1 key\nhand-off p50 speed", func(l, f *Result) float64 {
-			return float64(max(Percentile(f.Handoff, 50), minHandoff)) / float64(max(Percentile(l.Handoff, 50), minHandoff))
-		}},
-		{"8 goroutines, 2 ms hold\nacquisitions/s", rate},
+		{"uncontended\ncycles/s", Uncontended, rate},
+		{"16 processes, 1 key\nacquisitions/s", Procs16, rate},
+		{"64 processes, 1 key\nacquisitions/s", Procs64, rate},
+		{"8 processes, 2 ms hold\nacquisitions/s", Procs8Hold, rate},
+		{"64 processes, 64 keys\ncycles/s", Procs64Keys, rate},
 	}
 }
-
-var headlineScenarios = []string{Uncontended, ManyKeys, OneKey, OneKey, Hold2ms}
 
 // WriteChart renders the headline ratios as a grouped bar chart in format
 // "svg" (or "png", "pdf"): one group per headline, one bar per library other
@@ -63,7 +55,7 @@ func (r *Report) WriteChart(w io.Writer, format string) error {
 		vals := make(plotter.Values, len(hs))
 		labels := plotter.XYLabels{XYs: make(plotter.XYs, len(hs)), Labels: make([]string, len(hs))}
 		for j, h := range hs {
-			lr, fr := r.Result(headlineScenarios[j], l.Name), r.Result(headlineScenarios[j], FloorName)
+			lr, fr := r.Result(h.scenario, l.Name), r.Result(h.scenario, FloorName)
 			v := math.NaN()
 			if lr != nil && fr != nil {
 				v = h.speed(lr, fr)

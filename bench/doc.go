@@ -8,6 +8,12 @@
 // that a noisy machine hurts every library alike. Results are reported as
 // ratios against the floor. The command is ./bench (go run ./bench).
 //
+// A "process" is one Locker: its own go-redis or rueidis client and
+// connections, and for relock its own Client (subscriber, watchdog), as a
+// separate program would have; all of them run in the benchmark's one OS
+// process. The headline scenarios give every worker a process of its own;
+// the others have goroutines share a few, as goroutines of one program do.
+//
 // The module is separate from relock's so that the library's go.mod gains
 // none of the peers as dependencies.
 package bench

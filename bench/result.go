@@ -12,17 +12,34 @@ type Result struct {
 
 	Ops     int64         // completed Lock…Unlock cycles
 	Elapsed time.Duration // wall time of the runs
+	Rates   []float64     // cycles per second of each round's run
 	// Latency holds one Lock+Unlock time per cycle (1-worker scenarios).
 	Latency []time.Duration
+	// Wait holds, for every acquisition, the time its Lock call took (from
+	// the call to its return; with Depth > 1, the re-entries too): the
+	// queueing a worker sees, hand-offs to others included.
+	Wait []time.Duration
 	// Handoff holds, for each acquisition of a shared key after the first,
-	// the time from the previous holder's Unlock returning to this Lock
-	// returning (0 when this Lock returned first: the release had taken
-	// effect in Redis before its reply arrived).
+	// the hand-off time: from the moment the previous holder's Unlock
+	// returned to the moment this acquisition's Lock returned, both read on
+	// the benchmark's one monotonic clock (every "process" is in the same OS
+	// process, so the two ends are comparable). "Previous" is in hold order,
+	// taken from a sequence number read inside the critical section. It is
+	// the time the lock stood idle as the applications see it: the release's
+	// reply, the wake-up or poll, the next attempt's round trip. It is 0 when
+	// this Lock returned first (the release had taken effect in Redis before
+	// its reply reached the releaser). In a free-for-all the next holder may
+	// be the releaser itself (see Reacquired).
 	Handoff   []time.Duration
 	PerWorker []int64 // cycles per worker
 	// Reacquired counts the acquisitions of a shared key by the worker that
 	// held it just before: the releaser took it back ahead of the waiters.
 	Reacquired int64
+	// ToWaiter counts the acquisitions of a shared key by a worker whose
+	// Lock call started before the previous holder called Unlock: hand-offs
+	// to a waiter, as opposed to a newcomer or the releaser grabbing a free
+	// lock.
+	ToWaiter int64
 
 	// Violations counts acquisitions that found another holder inside the
 	// critical section, or whose update of a shared counter was lost.
@@ -38,9 +55,12 @@ type Result struct {
 func (r *Result) merge(o *Result) {
 	r.Ops += o.Ops
 	r.Elapsed += o.Elapsed
+	r.Rates = append(r.Rates, o.Rates...)
 	r.Latency = append(r.Latency, o.Latency...)
+	r.Wait = append(r.Wait, o.Wait...)
 	r.Handoff = append(r.Handoff, o.Handoff...)
 	r.Reacquired += o.Reacquired
+	r.ToWaiter += o.ToWaiter
 	if r.PerWorker == nil {
 		r.PerWorker = make([]int64, len(o.PerWorker))
 	}
@@ -57,8 +77,27 @@ func (r *Result) merge(o *Result) {
 	r.Server += o.Server
 }
 
-// Rate is cycles per second.
+// Rate is cycles per second: the median of the rounds' rates. On the
+// shared machine a round sometimes runs at a fraction of the others' rate
+// (seen: the floor at 16 processes, 80/s in one round and 600-1400/s in the
+// five others, as other tenants' load starved its polling threads); the
+// median keeps such a round from setting a library's figure, the sum of all
+// rounds would not.
 func (r *Result) Rate() float64 {
+	if len(r.Rates) == 0 {
+		return r.totalRate()
+	}
+	rates := slices.Clone(r.Rates)
+	slices.Sort(rates)
+	n := len(rates)
+	if n%2 == 1 {
+		return rates[n/2]
+	}
+	return (rates[n/2-1] + rates[n/2]) / 2
+}
+
+// totalRate is all rounds' cycles over all rounds' time.
+func (r *Result) totalRate() float64 {
 	if r.Elapsed <= 0 {
 		return 0
 	}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,7 +18,7 @@ type Config struct {
 	Addr      string        // Redis host:port, shared by every library
 	Duration  time.Duration // of one library's run of one scenario, per round
 	Rounds    int           // each round runs every scenario for every library
-	Clients   int           // Lockers ("processes") per library; workers alternate between them
+	Clients   int           // Lockers ("processes") per library in the shared-Client scenarios (Scenario.Processes 0)
 	Libraries []Library     // default Libraries()
 	Scenarios []Scenario    // default Scenarios()
 	Progress  io.Writer     // one line per run; nil for none
@@ -110,28 +111,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func runOne(ctx context.Context, admin *redis.Client, cfg Config, sc Scenario, lib Library, prefix string) (*Result, error) {
 	defer cleanup(admin, prefix)
 	counter := &Counter{}
-	lockers := make([]Locker, 0, cfg.Clients)
-	defer func() {
-		for _, l := range lockers {
-			_ = l.Close()
-		}
-	}()
-	for range cfg.Clients {
+	n := sc.processes(cfg.Clients)
+	lockers := make([]Locker, 0, n)
+	defer func() { closeAll(lockers) }() // the lockers made so far
+	for range n {
 		l, err := lib.New(cfg.Addr, prefix, counter)
 		if err != nil {
 			return nil, err
 		}
 		lockers = append(lockers, l)
-		// Connect and load the scripts outside the measured window.
-		u, err := lock(ctx, l, "warmup", max(1, sc.Depth))
-		if err != nil {
-			return nil, fmt.Errorf("warm-up lock: %w", err)
-		}
-		if err := unlock(u); err != nil {
-			return nil, fmt.Errorf("warm-up unlock: %w", err)
+		if err := warmUp(ctx, l, max(1, sc.Depth)); err != nil {
+			return nil, err
 		}
 	}
-	before, err := CommandStats(ctx, admin)
+	// What the warm-ups started in the background (subscriptions, client
+	// tracking) must not land in the measured window.
+	before, err := settle(ctx, admin)
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +146,75 @@ func runOne(ctx context.Context, admin *redis.Client, cfg Config, sc Scenario, l
 	res.Server = server
 	return res, nil
 }
+
+// warmUp connects l and loads its scripts outside the measured window: it
+// locks and unlocks a key of its own. An attempt that takes longer than
+// warmUpTimeout is given up and tried again: under load, rueidislock's
+// acquire can time out (its 20 ms TryNextAfter) on a free key, after which
+// its Lock waits for an invalidation that nothing sends (seen: a smoke test
+// stuck for minutes in the warm-up).
+func warmUp(ctx context.Context, l Locker, depth int) error {
+	var err error
+	for range warmUpTries {
+		wctx, cancel := context.WithTimeout(ctx, warmUpTimeout)
+		var u []Unlocker
+		if u, err = lock(wctx, l, "warmup", depth); err == nil {
+			err = unlock(u)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("warm-up unlock: %w", err)
+			}
+			return nil
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("warm-up lock, %d tries: %w", warmUpTries, err)
+}
+
+const (
+	warmUpTries   = 3
+	warmUpTimeout = 3 * time.Second
+)
+
+// closeAll closes every Locker of a run, all at once: with 64 processes,
+// closing them one by one would add their shutdowns (subscribers, watchdogs,
+// connections) up.
+func closeAll(lockers []Locker) {
+	var wg sync.WaitGroup
+	for _, l := range lockers {
+		wg.Go(func() { _ = l.Close() })
+	}
+	wg.Wait()
+}
+
+// settle returns INFO commandstats once Redis ran no command (INFO aside)
+// between two readings settleEvery apart, or after settleMax.
+func settle(ctx context.Context, admin *redis.Client) (map[string]int64, error) {
+	prev, err := CommandStats(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+	for deadline := time.Now().Add(settleMax); time.Now().Before(deadline); {
+		time.Sleep(settleEvery)
+		cur, err := CommandStats(ctx, admin)
+		if err != nil {
+			return nil, err
+		}
+		if n, _ := statsDelta(prev, cur); n == 0 {
+			return cur, nil
+		}
+		prev = cur
+	}
+	return prev, nil
+}
+
+const (
+	settleEvery = 5 * time.Millisecond
+	settleMax   = 500 * time.Millisecond
+)
 
 // cleanup deletes the run's keys (relock's unlock latches and fencing
 // counters, expired or not), outside the measured window.

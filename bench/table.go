@@ -39,54 +39,92 @@ func fmtDuration(v float64) string {
 	}
 }
 
-func fmtRate(v float64) string  { return fmt.Sprintf("%.0f/s", v) }
-func fmtCount(v float64) string { return fmt.Sprintf("%.2f", v) }
-func fmtInt(v float64) string   { return fmt.Sprintf("%.0f", v) }
+func fmtRate(v float64) string    { return fmt.Sprintf("%.0f/s", v) }
+func fmtCount(v float64) string   { return fmt.Sprintf("%.2f", v) }
+func fmtInt(v float64) string     { return fmt.Sprintf("%.0f", v) }
+func fmtPercent(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) }
 
 func fmtFairness(v float64) string {
 	if math.IsInf(v, 1) {
-		return "∞ (a worker got none)"
+		return "∞ (one got none)"
 	}
 	return fmt.Sprintf("%.2f", v)
 }
 
-func metrics() []metric {
-	p50 := durationOf(func(r *Result) time.Duration { return Percentile(r.Latency, 50) })
-	p99 := durationOf(func(r *Result) time.Duration { return Percentile(r.Latency, 99) })
+// metricsFor returns the rows of scenario sc, clients being the Config's
+// number of shared Clients.
+func metricsFor(sc Scenario, clients int) []metric {
+	pct := func(p float64, f func(*Result) []time.Duration) func(*Result, Scenario) float64 {
+		return durationOf(func(r *Result) time.Duration { return Percentile(f(r), p) })
+	}
+	latency := func(r *Result) []time.Duration { return r.Latency }
+	wait := func(r *Result) []time.Duration { return r.Wait }
+	handoff := func(r *Result) []time.Duration { return r.Handoff }
 	rate := func(r *Result, _ Scenario) float64 { return r.Rate() }
 	sent := func(r *Result, _ Scenario) float64 { return r.SentPerOp() }
 	server := func(r *Result, _ Scenario) float64 { return r.ServerPerOp() }
 	viol := func(r *Result, _ Scenario) float64 { return float64(r.Violations) }
-	return []metric{
-		{scenario: Uncontended, label: "Lock+Unlock p50", value: p50, format: fmtDuration},
-		{scenario: Uncontended, label: "Lock+Unlock p99", value: p99, format: fmtDuration},
-		{scenario: Uncontended, label: "cycles/s", value: rate, format: fmtRate},
-		{scenario: Uncontended, label: "commands sent / cycle", value: sent, format: fmtCount},
-		{scenario: Uncontended, label: "commands run by Redis / cycle", value: server, format: fmtCount},
-		{scenario: ManyKeys, label: "cycles/s", value: rate, format: fmtRate},
-		{scenario: ManyKeys, label: "commands sent / cycle", value: sent, format: fmtCount},
-		{scenario: OneKey, label: "acquisitions/s", value: rate, format: fmtRate},
-		{scenario: OneKey, label: "hand-off p50", value: durationOf(func(r *Result) time.Duration { return Percentile(r.Handoff, 50) }), format: fmtDuration},
-		{scenario: OneKey, label: "hand-off p99", value: durationOf(func(r *Result) time.Duration { return Percentile(r.Handoff, 99) }), format: fmtDuration},
-		{scenario: OneKey, label: "commands sent / acquisition", value: sent, format: fmtCount},
-		{scenario: OneKey, label: "commands run by Redis / acquisition", value: server, format: fmtCount},
-		{scenario: OneKey, label: "mutual-exclusion violations", value: viol, format: fmtInt, noRatio: true},
-		{scenario: Hold2ms, label: "acquisitions/s", value: rate, format: fmtRate},
-		{scenario: Hold2ms, label: "share of the 500/s ideal", value: func(r *Result, sc Scenario) float64 {
-			return r.Rate() / sc.IdealRate()
-		}, format: func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) }},
-		{scenario: Hold2ms, label: "hand-off p50", value: durationOf(func(r *Result) time.Duration { return Percentile(r.Handoff, 50) }), format: fmtDuration},
-		{scenario: Hold2ms, label: "taken back by the releaser", value: func(r *Result, _ Scenario) float64 {
-			return float64(r.Reacquired) / float64(max(1, r.Ops-1))
-		}, format: func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) }, noRatio: true},
-		{scenario: Hold2ms, label: "fairness: max/min acquisitions per goroutine", value: func(r *Result, _ Scenario) float64 { return r.Fairness() }, format: fmtFairness},
-		{scenario: Hold2ms, label: "commands sent / acquisition", value: sent, format: fmtCount},
-		{scenario: Hold2ms, label: "mutual-exclusion violations", value: viol, format: fmtInt, noRatio: true},
-		{scenario: Reentrant3, label: "3×Lock + 3×Unlock p50", value: p50, format: fmtDuration},
-		{scenario: Reentrant3, label: "3×Lock + 3×Unlock p99", value: p99, format: fmtDuration},
-		{scenario: Reentrant3, label: "cycles/s", value: rate, format: fmtRate},
-		{scenario: Reentrant3, label: "commands sent / cycle", value: sent, format: fmtCount},
+	m := func(label string, value func(*Result, Scenario) float64, format func(float64) string) metric {
+		return metric{scenario: sc.ID, label: label, value: value, format: format}
 	}
+	switch {
+	case sc.Workers == 1:
+		cycle := "Lock+Unlock"
+		if sc.Depth > 1 {
+			cycle = fmt.Sprintf("%d×Lock + %d×Unlock", sc.Depth, sc.Depth)
+		}
+		return []metric{
+			m(cycle+" p50", pct(50, latency), fmtDuration),
+			m(cycle+" p99", pct(99, latency), fmtDuration),
+			m("cycles/s", rate, fmtRate),
+			m("commands sent / cycle", sent, fmtCount),
+			m("commands run by Redis / cycle", server, fmtCount),
+		}
+	case sc.OwnKeys:
+		return []metric{
+			m("cycles/s", rate, fmtRate),
+			m("Lock p99", pct(99, wait), fmtDuration),
+			m("commands sent / cycle", sent, fmtCount),
+			m("commands run by Redis / cycle", server, fmtCount),
+		}
+	}
+	per := "goroutine"
+	if sc.perProcess(clients) {
+		per = "process"
+	}
+	out := []metric{m("acquisitions/s", rate, fmtRate)}
+	if sc.Hold > 0 && !sc.ShortHold { // the rest of each cycle is the lock's
+		out = append(out, m(fmt.Sprintf("share of the %.0f/s ideal", sc.IdealRate()), func(r *Result, sc Scenario) float64 {
+			return r.Rate() / sc.IdealRate()
+		}, fmtPercent))
+	}
+	out = append(out,
+		m("hand-off p50", pct(50, handoff), fmtDuration),
+		m("hand-off p99", pct(99, handoff), fmtDuration),
+		m("Lock p99 (time in Lock)", pct(99, wait), fmtDuration),
+	)
+	share := func(label string, n func(*Result) int64) metric {
+		t := m(label, func(r *Result, _ Scenario) float64 {
+			if len(r.Handoff) == 0 {
+				return math.NaN()
+			}
+			return float64(n(r)) / float64(len(r.Handoff))
+		}, fmtPercent)
+		t.noRatio = true
+		return t
+	}
+	out = append(out, share("handed to a waiter", func(r *Result) int64 { return r.ToWaiter }))
+	if !sc.PassOn {
+		out = append(out, share("taken back by the releaser", func(r *Result) int64 { return r.Reacquired }))
+	}
+	v := m("mutual-exclusion violations", viol, fmtInt)
+	v.noRatio = true
+	return append(out,
+		m("max/min acquisitions per "+per, func(r *Result, _ Scenario) float64 { return r.Fairness() }, fmtFairness),
+		m("commands sent / acquisition", sent, fmtCount),
+		m("commands run by Redis / acquisition", server, fmtCount),
+		v,
+	)
 }
 
 // baselineOf returns the floor result a ratio of scenario sc is taken
@@ -108,17 +146,41 @@ func (r *Report) scenario(id string) (Scenario, bool) {
 	return Scenario{}, false
 }
 
-// WriteTable writes the results as a markdown table: one column per
-// library, each cell the value and, in parentheses, its ratio to the floor's
-// (library ÷ floor; for scenario 5, to the floor's uncontended cycle).
+// WriteTable writes the results as markdown tables, the headline scenarios
+// first, then the shared-Client ones: one column per library, each cell the
+// value and, in parentheses, its ratio to the floor's (library ÷ floor; for
+// the reentrant scenario, to the floor's uncontended cycle).
 func (r *Report) WriteTable(w io.Writer) {
+	var head, shared []Scenario
+	for _, sc := range r.Config.Scenarios {
+		if sc.Headline {
+			head = append(head, sc)
+		} else {
+			shared = append(shared, sc)
+		}
+	}
+	if len(head) > 0 && len(shared) > 0 {
+		fmt.Fprintf(w, "#### One Client per process\n\n")
+	}
+	r.writeTable(w, head)
+	if len(head) > 0 && len(shared) > 0 {
+		fmt.Fprintf(w, "\n#### Goroutines sharing %d Client(s)\n\n", r.Config.Clients)
+	}
+	r.writeTable(w, shared)
+}
+
+func (r *Report) writeTable(w io.Writer, scs []Scenario) {
+	rows := r.rows(scs)
+	if len(rows) == 0 {
+		return
+	}
 	libs := r.Config.Libraries
 	fmt.Fprintf(w, "| scenario | metric |")
 	for _, l := range libs {
 		fmt.Fprintf(w, " %s |", l.Name)
 	}
 	fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("---|", len(libs)))
-	for _, m := range r.rows() {
+	for _, m := range rows {
 		sc, _ := r.scenario(m.scenario)
 		base := r.baselineOf(sc)
 		fmt.Fprintf(w, "| %s | %s |", sc.Title, m.label)
@@ -130,19 +192,15 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 }
 
-// rows is metrics() for the scenarios that ran, plus an errors row for each
-// scenario in which some library had errors or got stuck.
-func (r *Report) rows() []metric {
+// rows is metricsFor the scenarios of scs that ran, plus an errors row for
+// each scenario in which some library had errors or got stuck.
+func (r *Report) rows(scs []Scenario) []metric {
 	var out []metric
-	for _, sc := range r.Config.Scenarios {
+	for _, sc := range scs {
 		if r.Results[sc.ID] == nil {
 			continue
 		}
-		for _, m := range metrics() {
-			if m.scenario == sc.ID {
-				out = append(out, m)
-			}
-		}
+		out = append(out, metricsFor(sc, r.Config.Clients)...)
 		bad := false
 		for _, res := range r.Results[sc.ID] {
 			bad = bad || res.Errors > 0 || res.Stuck

@@ -3,49 +3,151 @@ package bench
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
+	"time"
 )
 
-// The issue's targets, checked on the one run's ratios.
+// The issue's targets (issue 14), checked on the ratios of one run. Figures
+// on a shared machine are noisy: the report says met or missed for this run,
+// it does not fail anything.
 const (
-	targetUncontended = 1.15 // relock's uncontended p50 ÷ the floor's, at most
-	targetHandoff     = 10   // a polling library's hand-off p50 ÷ relock's, at least
-	targetCommands    = 4    // commands relock sends per contended acquisition, at most
+	// 16 and 64 processes on one key.
+	targetLockRate    = 1.0  // Lock acquisitions/s ÷ the floor's, at least
+	targetLockServer  = 12   // commands run by Redis per Lock acquisition, at most
+	targetFlat        = 1.25 // Lock's commands at 64 processes ÷ at 16, at most ("flat in N")
+	targetFairRate    = 0.8  // FairLock acquisitions/s ÷ the floor's, at least
+	targetFairServer  = 16   // commands run by Redis per FairLock acquisition, at most
+	targetHoldP99     = 10 * time.Millisecond
+	targetHoldFair    = 1.2 // Lock's max/min acquisitions per process, at most
+	targetKeysLock    = 1.0 // 64 keys: Lock cycles/s ÷ the floor's, at least
+	targetKeysFair    = 0.9 // 64 keys: FairLock cycles/s ÷ the floor's, at least
+	targetUncontended = 0.95
 )
 
-// pollers are the libraries that wait by polling with a backoff.
-var pollers = []string{"redsync", "redislock"}
+// The libraries the targets are about.
+const (
+	relockName = "relock"
+	fairName   = "relock-fair"
+)
 
 // WriteTargets writes the issue's targets with the run's numbers, as a
-// markdown list.
+// markdown list: one line per target, met or missed, or "not run" when a
+// scenario or library the target needs was left out.
+//
+// On the 8-process, 2 ms hold scenario the p99 target is checked on the
+// hand-off p99, not on the time spent in Lock. That scenario is saturated
+// (each process calls Lock again as soon as it released), so by Little's law
+// the mean time in Lock is at least N−1 holds — 14 ms here — for any lock
+// that gives the processes equal shares, which the max/min ≤ 1.2 target asks
+// for: a Lock p99 ≤ 10 ms and max/min ≤ 1.2 cannot both hold. The hand-off
+// is the lock's own delay on each hold; the line shows the Lock p99 too.
 func (r *Report) WriteTargets(w io.Writer) {
-	verdict := func(ok bool) string {
-		if ok {
-			return "met"
+	line := func(what, figures string, ok bool) {
+		verdict := "met"
+		if !ok {
+			verdict = "**missed**"
 		}
-		return "**missed**"
+		fmt.Fprintf(w, "- %s: %s — %s\n", what, figures, verdict)
 	}
-	if rl, fl := r.Result(Uncontended, "relock"), r.Result(Uncontended, FloorName); rl != nil && fl != nil {
-		x := float64(Percentile(rl.Latency, 50)) / float64(Percentile(fl.Latency, 50))
-		y := fl.Rate() / rl.Rate()
-		fmt.Fprintf(w, "- Uncontended Lock+Unlock within %.2f× the floor: p50 %.2f×, cycles/s %.2f× fewer — %s\n",
-			targetUncontended, x, y, verdict(x <= targetUncontended))
+	notRun := func(what string) { fmt.Fprintf(w, "- %s: not run\n", what) }
+
+	// rate is lib's rate ÷ the floor's in scenario id.
+	rate := func(id, lib string) (float64, bool) {
+		l, f := r.Result(id, lib), r.Result(id, FloorName)
+		if l == nil || f == nil || f.Rate() == 0 {
+			return 0, false
+		}
+		return l.Rate() / f.Rate(), true
 	}
-	if rl := r.Result(OneKey, "relock"); rl != nil {
-		mine := Percentile(rl.Handoff, 50)
-		for _, p := range pollers {
-			pr := r.Result(OneKey, p)
-			if pr == nil || mine <= 0 {
+
+	// 16 and 64 processes on one key.
+	for _, k := range []struct {
+		lib           string
+		minRate, cmds float64
+		flat          bool
+	}{
+		{relockName, targetLockRate, targetLockServer, true},
+		{fairName, targetFairRate, targetFairServer, false},
+	} {
+		for _, id := range []string{Procs16, Procs64} {
+			what := fmt.Sprintf("%s, %s: acquisitions/s at least %.2f× the floor", r.title(id), k.lib, k.minRate)
+			x, ok := rate(id, k.lib)
+			if !ok {
+				notRun(what)
 				continue
 			}
-			x := float64(Percentile(pr.Handoff, 50)) / float64(mine)
-			fmt.Fprintf(w, "- Contended hand-off p50 at least %d× faster than %s: %.0f× (%s vs %s) — %s\n",
-				targetHandoff, p, x, fmtDuration(float64(Percentile(pr.Handoff, 50))), fmtDuration(float64(mine)),
-				verdict(x >= targetHandoff))
+			line(what, fmt.Sprintf("%.2f× (%s vs %s)", x,
+				fmtRate(r.Result(id, k.lib).Rate()), fmtRate(r.Result(id, FloorName).Rate())), x >= k.minRate)
 		}
-		fmt.Fprintf(w, "- At most %d Redis commands per contended acquisition: %.2f sent (%.2f run by Redis, scripts' inner calls included) — %s\n",
-			targetCommands, rl.SentPerOp(), rl.ServerPerOp(), verdict(rl.SentPerOp() <= targetCommands))
+		what := fmt.Sprintf("16 and 64 processes on one key, %s: at most %.0f commands run by Redis per acquisition", k.lib, k.cmds)
+		if k.flat {
+			what += fmt.Sprintf(", flat in the number of processes (64's ≤ %.2f× 16's)", targetFlat)
+		}
+		a, b := r.Result(Procs16, k.lib), r.Result(Procs64, k.lib)
+		if a == nil || b == nil {
+			notRun(what)
+			continue
+		}
+		ca, cb := a.ServerPerOp(), b.ServerPerOp()
+		ok := ca <= k.cmds && cb <= k.cmds
+		growth := cb / ca
+		if k.flat {
+			ok = ok && growth <= targetFlat
+		}
+		line(what, fmt.Sprintf("%.2f at 16, %.2f at 64 (%.2f×)", ca, cb, growth), ok && !math.IsNaN(growth))
 	}
+
+	// 8 processes, 2 ms hold.
+	for _, lib := range []string{relockName, fairName} {
+		what := fmt.Sprintf("%s, %s: hand-off p99 at most %s", r.title(Procs8Hold), lib, fmtDuration(float64(targetHoldP99)))
+		if lib == relockName {
+			what += fmt.Sprintf(", max/min acquisitions per process at most %.1f", targetHoldFair)
+		}
+		res := r.Result(Procs8Hold, lib)
+		if res == nil {
+			notRun(what)
+			continue
+		}
+		p99 := Percentile(res.Handoff, 99)
+		figures := fmt.Sprintf("hand-off p99 %s (Lock p99 %s)", fmtDuration(float64(p99)), fmtDuration(float64(Percentile(res.Wait, 99))))
+		ok := p99 >= 0 && p99 <= targetHoldP99
+		if lib == relockName {
+			figures += ", max/min " + fmtFairness(res.Fairness())
+			ok = ok && res.Fairness() <= targetHoldFair
+		}
+		line(what, figures, ok)
+	}
+
+	// 64 keys: the processes' row is the target's; the shared-Client row is
+	// shown too, as the one earlier reports had.
+	for _, id := range []string{Procs64Keys, ManyKeys} {
+		for _, k := range []struct {
+			lib string
+			min float64
+		}{{relockName, targetKeysLock}, {fairName, targetKeysFair}} {
+			what := fmt.Sprintf("%s, %s: cycles/s at least %.2f× the floor", r.title(id), k.lib, k.min)
+			x, ok := rate(id, k.lib)
+			if !ok {
+				notRun(what)
+				continue
+			}
+			line(what, fmt.Sprintf("%.2f×", x), x >= k.min)
+		}
+	}
+
+	// Uncontended.
+	what := fmt.Sprintf("%s, %s: cycles/s at least %.2f× the floor", r.title(Uncontended), relockName, targetUncontended)
+	if x, ok := rate(Uncontended, relockName); ok {
+		figures := fmt.Sprintf("%.2f×", x)
+		if y, ok := rate(Uncontended, fairName); ok {
+			figures += fmt.Sprintf(" (%s: %.2f×, no target)", fairName, y)
+		}
+		line(what, figures, x >= targetUncontended)
+	} else {
+		notRun(what)
+	}
+
 	var bad []string
 	for id, byLib := range r.Results {
 		for lib, res := range byLib {
@@ -62,11 +164,20 @@ func (r *Report) WriteTargets(w io.Writer) {
 	}
 }
 
+// title is scenario id's title, or id when the run did not include it.
+func (r *Report) title(id string) string {
+	if sc, ok := r.scenario(id); ok {
+		return sc.Title
+	}
+	return id
+}
+
 // WriteSetup writes what the run was measured on and how each library
 // waits, as a markdown list.
 func (r *Report) WriteSetup(w io.Writer) {
 	c := r.Config
-	fmt.Fprintf(w, "- Redis %s at %s; %s, %d CPUs; %d round(s) of %v per library and scenario; %d client(s) (\"processes\") per library\n",
+	fmt.Fprintf(w, "- Redis %s at %s; %s, %d CPUs; %d round(s) of %v per library and scenario; "+
+		"headline scenarios: one client (\"process\") per worker; shared-Client scenarios: %d client(s) per library\n",
 		r.RedisVersion, c.Addr, r.GoVersion, r.CPUs, c.Rounds, c.Duration, c.Clients)
 	paths := make([]string, 0, len(r.Versions))
 	for p := range r.Versions {

@@ -28,9 +28,14 @@ type guard struct {
 	seq     atomic.Int64
 
 	// taken is closed and replaced at every acquisition: workers of a PassOn
-	// scenario wait on it for someone else to take the lock.
-	mu    sync.Mutex
-	taken chan struct{}
+	// scenario wait on it for someone else to take the lock. back is the
+	// number of holds whose holder is back in Lock, counted from the first
+	// and without gaps as far as PassOn needs; rejoined is closed and
+	// replaced when it grows.
+	mu       sync.Mutex
+	taken    chan struct{}
+	back     int64
+	rejoined chan struct{}
 }
 
 // passOnTimeout bounds a PassOn worker's wait for another worker to take
@@ -69,11 +74,53 @@ func (g *guard) awaitOther(ctx context.Context, seq int64) {
 	}
 }
 
+// rejoin records that the holder of hold seq (0 the first) is about to
+// call Lock again.
+func (g *guard) rejoin(seq int64) {
+	g.mu.Lock()
+	if seq+1 > g.back {
+		g.back = seq + 1
+		if g.rejoined != nil {
+			close(g.rejoined)
+		}
+		g.rejoined = make(chan struct{})
+	}
+	g.mu.Unlock()
+}
+
+// awaitRejoin waits until the holder of the hold before hold seq is back in
+// Lock (see rejoin), ctx ends or passOnTimeout passes.
+func (g *guard) awaitRejoin(ctx context.Context, seq int64) {
+	timeout := time.NewTimer(passOnTimeout)
+	defer timeout.Stop()
+	for {
+		g.mu.Lock()
+		ok := g.back >= seq
+		if g.rejoined == nil {
+			g.rejoined = make(chan struct{})
+		}
+		ch := g.rejoined
+		g.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-timeout.C:
+			return
+		}
+	}
+}
+
 // cycle is one worker's record of one acquisition.
 type cycle struct {
-	worker           int
-	seq              int64
-	locked, unlocked time.Duration // since the run's start
+	worker int
+	seq    int64
+	// Since the run's start: when Lock was called and returned, when Unlock
+	// was called and returned.
+	called, locked, releasing, unlocked time.Duration
 }
 
 // workload runs sc for one library on its lockers until ctx ends.
@@ -89,6 +136,7 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 		abandoned bool // the run was reported stuck: late workers keep out
 		cycles    [][]cycle
 		latency   []time.Duration
+		waits     []time.Duration
 		errs      atomic.Int64
 		firstErr  atomic.Pointer[string]
 		viol      atomic.Int64
@@ -110,7 +158,7 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 				name = "k" + strconv.Itoa(w)
 			}
 			var mine []cycle
-			var lat []time.Duration
+			var lat, wait []time.Duration
 			for ctx.Err() == nil {
 				t0 := time.Since(start)
 				u, err := lock(ctx, l, name, sc.Depth)
@@ -122,6 +170,7 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 					continue
 				}
 				locked := time.Since(start)
+				wait = append(wait, locked-t0)
 				if g.holders.Add(1) != 1 {
 					viol.Add(1)
 				}
@@ -130,21 +179,22 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 				g.seq.Store(seq + 1)
 				if sc.PassOn {
 					g.acquired()
+					g.awaitRejoin(ctx, seq)
 				}
-				if sc.Hold > 0 {
-					time.Sleep(sc.Hold)
-				}
+				hold(sc)
 				g.holders.Add(-1)
+				releasing := time.Since(start)
 				if err := unlock(u); err != nil {
 					fail("unlock", err)
 				}
 				unlocked := time.Since(start)
-				mine = append(mine, cycle{w, seq, locked, unlocked})
+				mine = append(mine, cycle{w, seq, t0, locked, releasing, unlocked})
 				if sc.Workers == 1 {
 					lat = append(lat, unlocked-t0)
 				}
 				if sc.PassOn {
 					g.awaitOther(ctx, seq)
+					g.rejoin(seq)
 				}
 			}
 			mu.Lock()
@@ -154,6 +204,7 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 			}
 			cycles = append(cycles, mine)
 			latency = append(latency, lat...)
+			waits = append(waits, wait...)
 			res.PerWorker[w] = int64(len(mine))
 		})
 	}
@@ -173,6 +224,7 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 	for _, c := range cycles {
 		res.Ops += int64(len(c))
 	}
+	res.Rates = []float64{res.totalRate()}
 	var counted int64
 	for i := range guards {
 		counted += guards[i].seq.Load()
@@ -184,10 +236,22 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 		res.FirstError = *s
 	}
 	res.Latency = latency
+	res.Wait = waits
 	if !sc.OwnKeys && sc.Workers > 1 && res.Violations == 0 {
-		res.Handoff, res.Reacquired = handoffs(cycles)
+		res.Handoff, res.Reacquired, res.ToWaiter = handoffs(cycles)
 	}
 	return res
+}
+
+// hold spends sc.Hold inside the critical section, asleep.
+func hold(sc Scenario) {
+	switch {
+	case sc.Hold <= 0:
+	case sc.ShortHold:
+		kernelSleep(sc.Hold)
+	default:
+		time.Sleep(sc.Hold)
+	}
 }
 
 // lock takes the lock and re-enters it depth-1 times; the returned
@@ -227,9 +291,11 @@ func unlock(holds []Unlocker) error {
 
 // handoffs puts the workers' cycles in hold order (the sequence numbers
 // taken inside the critical section are that order when no violation
-// occurred), measures each gap between an Unlock and the next Lock, and
-// counts the holds that went to the worker that had just released.
-func handoffs(perWorker [][]cycle) (gaps []time.Duration, reacquired int64) {
+// occurred), measures each gap between an Unlock and the next Lock (see
+// Result.Handoff), counts the holds that went to the worker that had just
+// released, and those that went to a worker already waiting in Lock when
+// the previous holder called Unlock.
+func handoffs(perWorker [][]cycle) (gaps []time.Duration, reacquired, toWaiter int64) {
 	var all []cycle
 	for _, c := range perWorker {
 		all = append(all, c...)
@@ -237,10 +303,13 @@ func handoffs(perWorker [][]cycle) (gaps []time.Duration, reacquired int64) {
 	slices.SortFunc(all, func(a, b cycle) int { return int(a.seq - b.seq) })
 	gaps = make([]time.Duration, 0, max(0, len(all)-1))
 	for i := 1; i < len(all); i++ {
-		gaps = append(gaps, max(0, all[i].locked-all[i-1].unlocked))
-		if all[i].worker == all[i-1].worker {
+		prev, next := all[i-1], all[i]
+		gaps = append(gaps, max(0, next.locked-prev.unlocked))
+		if next.worker == prev.worker {
 			reacquired++
+		} else if next.called < prev.releasing {
+			toWaiter++
 		}
 	}
-	return gaps, reacquired
+	return gaps, reacquired, toWaiter
 }

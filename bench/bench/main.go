@@ -1,9 +1,10 @@
 // Command bench runs relock and its peers through the same scenarios on one
 // Redis and prints a markdown table of ratios against the floor.
 //
-//	go run ./bench                    # starts its own redis-server
+//	go run ./bench                    # starts its own redis-server; ~6 minutes
 //	go run ./bench -redis host:port   # uses that Redis (writes keys under relockbench:*)
-//	go run ./bench -duration 200ms -rounds 1 -svg ''   # CI smoke
+//	go run ./bench -duration 200ms -rounds 1 -svg ''   # a quick look, ~15 s
+//	go run ./bench -scenarios p16,p64 -libs relock,relock-fair   # some rows only
 //
 // Run it from the bench module's directory.
 package main
@@ -33,9 +34,9 @@ func main() {
 
 func run() error {
 	addr := flag.String("redis", "", "Redis host:port to use; empty starts a redis-server on a free 127.0.0.1 port")
-	duration := flag.Duration("duration", 500*time.Millisecond, "length of one library's run of one scenario, per round")
+	duration := flag.Duration("duration", time.Second, "length of one library's run of one scenario, per round")
 	rounds := flag.Int("rounds", 6, "rounds; each runs every scenario for every library, interleaved")
-	clients := flag.Int("clients", 2, "clients (\"processes\") per library; the goroutines of a scenario alternate between them")
+	clients := flag.Int("clients", 2, "clients (\"processes\") per library in the shared-Client scenarios, whose goroutines alternate between them; the headline scenarios have one per worker")
 	svg := flag.String("svg", "../docs/bench.svg", "where to write the SVG chart of the headline ratios (.png also works); empty for none")
 	quiet := flag.Bool("q", false, "no progress lines on stderr")
 	scenarios := flag.String("scenarios", "", "comma-separated scenario IDs to run (default all: "+ids(bench.Scenarios())+")")
