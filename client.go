@@ -156,6 +156,9 @@ func (c *Client) publishCommand() string {
 	return "publish"
 }
 
+// latchArg is the unlock latch's lifetime, as the release scripts take it.
+func (c *Client) latchArg() int64 { return c.opts.unlockLatch.Milliseconds() }
+
 // fencingArg tells an acquire script whether to hand out fencing tokens.
 func (c *Client) fencingArg() string {
 	if c.opts.fencing {

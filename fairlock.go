@@ -128,9 +128,7 @@ func (l *FairLock) ForceUnlock(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n, err := fairForceReleaseScript.Run(context.WithoutCancel(ctx), l.c.rdb,
-		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.chPrefix, l.keys.tail},
-		l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()
+	n, err := fairForceReleaseCall(l.c, l.keys).run(context.WithoutCancel(ctx), l.c.rdb).Int64()
 	if err != nil {
 		return false, wrapRedis("force unlock", err)
 	}
@@ -269,13 +267,12 @@ func (s fairScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, 
 // The hold's hash has Lock's fields, so Lock's renewal script fits, and
 // fair holds share its batches.
 func (s fairScheme) renewal(_, gen string, lease time.Duration) renewal {
-	return renewal{script: lockRenewScript, keys: []string{s.l.keys.hash}, args: []any{gen, lease.Milliseconds()}}
+	return renewal{call: lockRenewCall(s.l.keys.hash, gen, lease)}
 }
 
 func (s fairScheme) abandon(ctx context.Context, owner string) {
 	l := s.l
-	err := fairAbandonScript.Run(ctx, l.c.rdb,
-		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.chPrefix}, owner, l.c.publishCommand()).Err()
+	err := fairAbandonCall(l.c, l.keys, owner).run(ctx, l.c.rdb).Err()
 	if err != nil {
 		// Not fatal: the waiter's deadline evicts it.
 		l.c.log.Warn("relock: could not leave a fair lock's queue; it will be evicted at its deadline",

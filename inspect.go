@@ -159,16 +159,6 @@ type LockChannels struct {
 	RWWrite string
 }
 
-// inspectKeys are the keys of one name the inspect script reads, in its
-// KEYS order.
-func inspectKeys(ks keyspace) []string {
-	return []string{
-		ks.key(""), ks.key("fence"),
-		ks.key("fair"), ks.key("fair:fence"), ks.key("fair:queue"), ks.key("fair:timeouts"),
-		ks.key("rw"), ks.key("rw:fence"), ks.key("rw:writers"),
-	}
-}
-
 // Inspect reads, in one atomic script and without changing anything, the
 // state of every kind of lock called name: holders with hold counts and
 // remaining leases, fencing tokens, FairLock waiters and RWLock readers,
@@ -185,7 +175,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (*LockState, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := inspectScript.Run(ctx, c.rdb, inspectKeys(ks)).Slice()
+	res, err := inspectCall(ks).run(ctx, c.rdb).Slice()
 	if err != nil {
 		return nil, wrapRedis("inspect", err)
 	}
@@ -515,18 +505,14 @@ func (c *Client) ListLocks(ctx context.Context, pattern string) ([]LockSummary, 
 // inspectMany inspects several names in one pipeline (split per node on a
 // Cluster), loading the script where a node does not know it yet.
 func (c *Client) inspectMany(ctx context.Context, kss []keyspace) ([]*LockState, error) {
-	pipe := c.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(kss))
+	calls := make([]scriptCall, len(kss))
 	for i, ks := range kss {
-		cmds[i] = inspectScript.EvalSha(ctx, pipe, inspectKeys(ks))
+		calls[i] = inspectCall(ks)
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per command
+	cmds, _ := evalPipeline(ctx, c.rdb, calls, nil)
 	out := make([]*LockState, 0, len(kss))
 	for i, ks := range kss {
 		res, err := cmds[i].Slice()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			res, err = inspectScript.Run(ctx, c.rdb, inspectKeys(ks)).Slice()
-		}
 		if err != nil {
 			return nil, wrapRedis("inspect", err)
 		}

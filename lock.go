@@ -112,9 +112,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n, err := lockForceReleaseScript.Run(context.WithoutCancel(ctx), l.c.rdb,
-		[]string{l.keys.hash, l.keys.channel, l.keys.tail}, l.c.publishCommand(), wakeAll,
-		l.c.opts.unlockLatch.Milliseconds()).Int64()
+	n, err := lockForceReleaseCall(l.c, l.keys).run(context.WithoutCancel(ctx), l.c.rdb).Int64()
 	if err != nil {
 		return false, wrapRedis("force unlock", err)
 	}
@@ -285,7 +283,7 @@ func parseRelease(n int64) (releaseOutcome, error) {
 }
 
 func (s lockScheme) renewal(_, gen string, lease time.Duration) renewal {
-	return renewal{script: lockRenewScript, keys: []string{s.l.keys.hash}, args: []any{gen, lease.Milliseconds()}}
+	return renewal{call: lockRenewCall(s.l.keys.hash, gen, lease)}
 }
 
 func (lockScheme) abandon(context.Context, string) {}

@@ -305,15 +305,12 @@ func (m *MultiLock) cleanUp(g multiGroup, o *owner, op string, gens []string, le
 }
 
 func (m *MultiLock) acquireGroup(ctx context.Context, g multiGroup, field, op string, gens []string, lease time.Duration) ([]int64, error) {
-	keys := make([]string, 0, 2*len(g.parts))
-	args := make([]any, 0, 4+len(g.parts))
-	args = append(args, field, op, lease.Milliseconds(), g.c.fencingArg())
-	for _, i := range g.parts {
-		p := m.parts[i]
-		keys = append(keys, p.keys.hash, p.keys.tail)
-		args = append(args, gens[i])
+	ks := make([]lockKeys, len(g.parts))
+	held := make([]string, len(g.parts))
+	for j, i := range g.parts {
+		ks[j], held[j] = m.parts[i].keys, gens[i]
 	}
-	res, err := multiAcquireScript.Run(ctx, g.c.rdb, keys, args...).Int64Slice()
+	res, err := multiAcquireCall(g.c, ks, held, field, op, lease).run(ctx, g.c.rdb).Int64Slice()
 	if err != nil {
 		return nil, wrapRedis("multilock acquire", err)
 	}
@@ -357,15 +354,13 @@ type multiPart struct {
 
 func (m *MultiLock) releaseGroup(ctx context.Context, g multiGroup, field, op string, parts []multiPart) ([]releaseOutcome, error) {
 	c := g.c
-	keys := make([]string, 0, 4*len(parts))
-	args := make([]any, 0, 5+2*len(parts))
-	args = append(args, field, op, c.publishCommand(), c.opts.unlockLatch.Milliseconds(), wakeOne)
-	for _, pt := range parts {
-		p := m.parts[pt.i]
-		keys = append(keys, p.keys.hash, p.keys.channel, p.keys.latchPrefix+op, p.keys.tail)
-		args = append(args, pt.gen, boolArg(pt.final))
+	ks := make([]lockKeys, len(parts))
+	gens := make([]string, len(parts))
+	final := make([]bool, len(parts))
+	for j, pt := range parts {
+		ks[j], gens[j], final[j] = m.parts[pt.i].keys, pt.gen, pt.final
 	}
-	res, err := multiReleaseScript.Run(ctx, c.rdb, keys, args...).Int64Slice()
+	res, err := multiReleaseCall(c, ks, gens, final, field, op).run(ctx, c.rdb).Int64Slice()
 	if err != nil {
 		return nil, wrapRedis("multilock release", err)
 	}

@@ -270,8 +270,7 @@ func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	res, errs := fanOut(r, context.WithoutCancel(ctx), func(ctx context.Context, l *Lock) (int64, error) {
-		return lockForceReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.keys.tail},
-			l.c.publishCommand(), wakeAll, l.c.opts.unlockLatch.Milliseconds()).Int64()
+		return lockForceReleaseCall(l.c, l.keys).run(ctx, l.c.rdb).Int64()
 	})
 	r.home.endAll(r.id, fmt.Errorf("%w: force-unlocked", ErrLockLost))
 	freed, failed := 0, 0
@@ -441,7 +440,7 @@ func (r *RedLock) spreadToken(ctx context.Context, field, gen string, granted []
 		if !lag[l] {
 			return 0, nil
 		}
-		return redFenceScript.Run(ctx, l.c.rdb, []string{l.keys.hash}, gen, token).Int64()
+		return redFenceCall(l.keys.hash, gen, token).run(ctx, l.c.rdb).Int64()
 	})
 	for i, l := range r.nodes {
 		if !lag[l] {
@@ -502,7 +501,7 @@ func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 	return renewal{run: func(ctx context.Context) (int64, error) {
 		start := time.Now()
 		res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
-			v, err := lockRenewScript.Run(ctx, l.c.rdb, []string{l.keys.hash}, gen, lease.Milliseconds()).Int64Slice()
+			v, err := lockRenewCall(l.keys.hash, gen, lease).run(ctx, l.c.rdb).Int64Slice()
 			if err == nil && len(v) != 1 {
 				err = fmt.Errorf("renewal script returned %d values, want 1", len(v))
 			}

@@ -221,10 +221,7 @@ func (m rwMode) forceUnlock(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	k := m.l.keys
-	n, err := rwForceReleaseScript.Run(context.WithoutCancel(ctx), m.l.c.rdb,
-		[]string{k.hash, k.writers, k.readCh, k.writeCh, k.tail}, m.kind, m.l.c.publishCommand(),
-		m.l.c.opts.unlockLatch.Milliseconds()).Int64()
+	n, err := rwForceReleaseCall(m.l.c, m.l.keys, m.kind).run(context.WithoutCancel(ctx), m.l.c.rdb).Int64()
 	if err != nil {
 		return false, wrapRedis("force unlock", err)
 	}
@@ -242,7 +239,7 @@ func (m rwMode) state(ctx context.Context) ([]int64, error) {
 	if o := ownerFrom(ctx); o != nil {
 		owner = o.field(m.l.c)
 	}
-	res, err := rwStateScript.Run(ctx, m.l.c.rdb, []string{m.l.keys.hash}, owner).Int64Slice()
+	res, err := rwStateCall(m.l.keys.hash, owner).run(ctx, m.l.c.rdb).Int64Slice()
 	if err != nil {
 		return nil, wrapRedis("state", err)
 	}
@@ -305,21 +302,17 @@ func (m rwMode) info() LockInfo {
 func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := m.l
 	k := l.keys
-	var res []int64
-	var repl, err error
-	if m.kind == "r" {
-		res, repl, err = l.c.evalAcquire(ctx, rwReadAcquireScript, []string{k.hash, k.writers},
-			r.owner, r.op, r.gen, r.lease.Milliseconds())
-	} else {
+	call := rwReadAcquireCall(k, r)
+	if m.kind == "w" {
 		if r.gen == "" {
 			// Known locally: no round trip for the error.
 			if gen, _, _ := l.c.holds.find(l.ReadLock().m.holdID(), r.owner); gen != "" {
 				return attempt{}, ErrUpgrade
 			}
 		}
-		res, repl, err = l.c.evalAcquire(ctx, rwWriteAcquireScript, []string{k.hash, k.writers, k.tail},
-			r.owner, r.op, r.gen, r.lease.Milliseconds(), l.c.fencingArg(), l.c.opts.waiterTimeout.Milliseconds())
+		call = rwWriteAcquireCall(l.c, k, r)
 	}
+	res, repl, err := l.c.runAcquire(ctx, call)
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
 	}
@@ -344,10 +337,7 @@ func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 
 func (m rwMode) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := m.l
-	k := l.keys
-	n, err := rwReleaseScript.Run(ctx, l.c.rdb,
-		[]string{k.hash, k.writers, k.readCh, k.writeCh, k.latchPrefix + r.op, k.tail},
-		r.owner, r.op, r.gen, m.kind, boolArg(r.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()
+	n, err := rwReleaseCall(l.c, l.keys, m.kind, r).run(ctx, l.c.rdb).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}
@@ -355,8 +345,7 @@ func (m rwMode) release(ctx context.Context, r releaseReq) (releaseOutcome, erro
 }
 
 func (m rwMode) renewal(owner, gen string, lease time.Duration) renewal {
-	return renewal{script: rwRenewScript, keys: []string{m.l.keys.hash},
-		args: []any{m.kind + "g:" + owner, m.kind + "d:" + owner, gen, lease.Milliseconds()}}
+	return renewal{call: rwRenewCall(m.l.keys.hash, m.kind, owner, gen, lease)}
 }
 
 // abandon withdraws a writer's claim; readers leave no trace while waiting.
@@ -365,9 +354,7 @@ func (m rwMode) abandon(ctx context.Context, owner string) {
 		return
 	}
 	l := m.l
-	k := l.keys
-	err := rwAbandonScript.Run(ctx, l.c.rdb, []string{k.hash, k.writers, k.readCh, k.writeCh},
-		owner, l.c.publishCommand()).Err()
+	err := rwAbandonCall(l.c, l.keys, owner).run(ctx, l.c.rdb).Err()
 	if err != nil {
 		l.c.log.Warn("relock: could not withdraw a waiting writer's claim; it lapses at the waiter timeout",
 			"lock", l.ks.name, "err", err)
