@@ -46,9 +46,7 @@ var ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot ta
 // WithUnlockLatch). An RWLock, a Lock and a
 // FairLock of the same name are different locks.
 type RWLock struct {
-	c    *Client
-	ks   keyspace
-	err  error
+	base // Name and the queries' plumbing
 	keys rwKeys
 }
 
@@ -56,33 +54,21 @@ type rwKeys struct {
 	hash, writers, tail, latchPrefix, readCh, writeCh string
 }
 
+func rwKeysOf(ks keyspace) rwKeys {
+	return rwKeys{hash: ks.key("rw"), writers: ks.key("rw:writers"), tail: ks.key("rw:tail"),
+		latchPrefix: ks.key("rw:latch:"), readCh: ks.key("rw:rch"), writeCh: ks.key("rw:wch")}
+}
+
 // RWLock returns the read/write lock called name. It sends nothing to
 // Redis. An empty or oversized name does not panic: every method of its read
 // and write locks then fails with ErrInvalidArgument.
 func (c *Client) RWLock(name string) *RWLock {
-	l := &RWLock{c: c}
-	if c == nil {
-		l.err = c.usable()
-		return l
-	}
-	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
-		l.err = err
-		return l
-	}
-	l.ks, l.err = newKeyspace(c.opts.prefix, name)
-	l.keys = rwKeys{
-		hash:        l.ks.key("rw"),
-		writers:     l.ks.key("rw:writers"),
-		tail:        l.ks.key("rw:tail"),
-		latchPrefix: l.ks.key("rw:latch:"),
-		readCh:      l.ks.key("rw:rch"),
-		writeCh:     l.ks.key("rw:wch"),
+	l := &RWLock{}
+	if l.init(c, name) {
+		l.keys = rwKeysOf(l.ks)
 	}
 	return l
 }
-
-// Name returns the name the lock was created with.
-func (l *RWLock) Name() string { return l.ks.name }
 
 // Key returns the Redis key of the lock's hash.
 func (l *RWLock) Key() string { return l.keys.hash }
@@ -189,10 +175,7 @@ func (w *WriteLock) TTL(ctx context.Context) (time.Duration, error) { return w.m
 // (read holds have none). It reports ErrNotHeld when ctx's owner holds no
 // write hold of this Client.
 func (w *WriteLock) Token(ctx context.Context) (int64, error) {
-	if w.m.l.err != nil {
-		return 0, w.m.l.err
-	}
-	return tokenOf(ctx, w.m)
+	return w.m.l.token(ctx, w.m)
 }
 
 // rwMode is one side of an RWLock ("r" or "w"): the scheme of its holds and
@@ -203,35 +186,18 @@ type rwMode struct {
 }
 
 func (m rwMode) tryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	if m.l.err != nil {
-		return ctx, m.l.err
-	}
-	return lockWith(ctx, m, wait, lease)
+	return m.l.tryLock(ctx, m, wait, lease)
 }
 
-func (m rwMode) unlock(ctx context.Context) error {
-	if m.l.err != nil {
-		return m.l.err
-	}
-	return unlockWith(ctx, m)
-}
+func (m rwMode) unlock(ctx context.Context) error { return m.l.unlock(ctx, m) }
 
 func (m rwMode) forceUnlock(ctx context.Context) (bool, error) {
-	ctx, err := m.check(ctx)
-	if err != nil {
-		return false, err
-	}
-	n, err := rwForceReleaseCall(m.l.c, m.l.keys, m.kind).run(context.WithoutCancel(ctx), m.l.c.rdb).Int64()
-	if err != nil {
-		return false, wrapRedis("force unlock", err)
-	}
-	m.l.c.endAll(m.holdID(), fmt.Errorf("%w: force-unlocked", ErrLockLost))
-	return n == 1, nil
+	return m.l.forceUnlock(ctx, m.holdID(), rwForceReleaseCall(m.l.c, m.l.keys, m.kind))
 }
 
 // state runs rw_state: {readers, writer, owner's reads, owner's writes}.
 func (m rwMode) state(ctx context.Context) ([]int64, error) {
-	ctx, err := m.check(ctx)
+	ctx, err := m.l.check(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -271,20 +237,7 @@ func (m rwMode) holdCount(ctx context.Context) (int, error) {
 	return int(st[3]), nil
 }
 
-func (m rwMode) ttl(ctx context.Context) (time.Duration, error) {
-	ctx, err := m.check(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return keyTTL(ctx, m.l.c, m.l.keys.hash)
-}
-
-func (m rwMode) check(ctx context.Context) (context.Context, error) {
-	if m.l.err != nil {
-		return nil, m.l.err
-	}
-	return checkQuery(m.l.c, ctx)
-}
+func (m rwMode) ttl(ctx context.Context) (time.Duration, error) { return m.l.pttl(ctx, m.l.keys.hash) }
 
 // The scheme: read and write holds are separate records (distinct holdIDs),
 // each with its own count, lease and watchdog item.
