@@ -156,6 +156,15 @@ func (c *Client) publishCommand() string {
 	return "publish"
 }
 
+// leaseFor is the lease a hold asked with lease is taken with: the watchdog
+// lease for 0.
+func (c *Client) leaseFor(lease time.Duration) time.Duration {
+	if lease == 0 {
+		return c.opts.watchdogLease
+	}
+	return lease
+}
+
 // latchArg is the unlock latch's lifetime, as the release scripts take it.
 func (c *Client) latchArg() int64 { return c.opts.unlockLatch.Milliseconds() }
 

@@ -70,16 +70,31 @@ const (
 	mismatch                // the generation the Client holds is gone from Redis: lost
 )
 
-// attempt is the result of one run of an acquire script.
+// attempt is the result of one run of an acquire script: what every scheme
+// returns.
 type attempt struct {
 	outcome outcome
 	gen     string        // acquired: the hold's generation (set by the engine)
 	token   int64         // acquired: fencing token of the hold
 	retryIn time.Duration // busy: the remaining lease of the holder (< 0: unknown)
 	channel string        // busy: where the holder's release is announced ("" to poll at retryIn)
-	subs    *subscriber   // busy: which Client carries channel (nil: the scheme's)
-	cause   error         // busy: why, when it is not simply another holder (joined to ErrNotObtained)
-	drift   time.Duration // acquired: how much sooner than its lease the hold must count as gone (RedLock)
+	attemptExtras
+}
+
+// attemptExtras are the results of one feature each, which only some
+// schemes return.
+//
+// TODO(issue 17): they belong to the schemes that need them, as a RedLock's
+// drift (driftingScheme) and a MultiLock's per-part grants (part) do. Each
+// is still read or set where this restructuring stayed out, the acquire and
+// wait path being rewritten at the same time: subs by subscriber.follow
+// (pubsub.go), cause by attempt.notObtained (wait.go), replication by
+// lockScheme's and fairScheme's acquire. Then: cause can become the error of
+// a busy attempt, replication a result of runAcquire kept by the scheme, and
+// subs part of the channel's name (a channel of another Client).
+type attemptExtras struct {
+	subs  *subscriber // busy: which Client carries channel (nil: the scheme's) — MultiLock
+	cause error       // busy: why, when it is not simply another holder (joined to ErrNotObtained) — RedLock
 	// acquired with WithReplicas: why the grant did not reach the replicas
 	// (nil: it did). lockWith then undoes the grant.
 	replication error
@@ -220,10 +235,7 @@ func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context
 	}
 	defer func() { <-h.sem }()
 
-	sendLease := lease
-	if sendLease == 0 {
-		sendLease = c.opts.watchdogLease
-	}
+	sendLease := c.leaseFor(lease)
 	if gen := c.holds.generation(h); gen != "" {
 		return c.reenter(ctx, parent, h, acquireReq{field, c.newOp(), gen, sendLease}, lease)
 	}
@@ -279,7 +291,7 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 		}
 		return ctx, err
 	}
-	hctx := c.grant(h, parent, a, lease, started)
+	hctx := c.grant(h, parent, a.gen, a.token, lease, started)
 	c.keepPresence()
 	c.emitAcquired(s, start, attempts, slept > 0 || attempts > 1, false, a.token)
 	return hctx, nil
@@ -302,8 +314,7 @@ func (c *Client) reenter(ctx, parent context.Context, h *hold, req acquireReq, l
 		if a.replication != nil {
 			return ctx, a.replication
 		}
-		a.gen = req.gen
-		hctx := c.grant(h, parent, a, lease, started)
+		hctx := c.grant(h, parent, req.gen, a.token, lease, started)
 		c.emitAcquired(s, started, 1, false, true, a.token)
 		return hctx, nil
 	case mismatch:

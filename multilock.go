@@ -202,7 +202,7 @@ func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 	// carries one entry per part, which Unlock ends.
 	hctx := parent
 	for i, p := range m.parts {
-		hctx = p.c.grant(holds[i], hctx, attempt{outcome: acquired, gen: granted[i], token: tokens[i]}, lease, started)
+		hctx = p.c.grant(holds[i], hctx, granted[i], tokens[i], lease, started)
 	}
 	return hctx, nil
 }
@@ -274,7 +274,8 @@ func (m *MultiLock) acquire(ctx context.Context, o *owner, holds []*hold, gens [
 			continue
 		case 0:
 			p := m.parts[g.parts[res[1]-1]]
-			a := attempt{outcome: busy, retryIn: leaseLeft(res[2]), channel: p.keys.channel, subs: p.c.subs}
+			a := attempt{outcome: busy, retryIn: leaseLeft(res[2]), channel: p.keys.channel}
+			a.subs = p.c.subs
 			return nil, nil, a, m.rollback(ctx, o, gi, gens, granted, nil)
 		}
 		i := g.parts[res[1]-1]

@@ -400,7 +400,7 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 			ok = r.spreadToken(ctx, field, gen, granted, replies, token, &failures)
 		}
 		if ok && req.lease-time.Since(start)-drift > 0 {
-			return attempt{outcome: acquired, token: token, drift: drift}, nil
+			return attempt{outcome: acquired, token: token}, nil
 		}
 		if ok {
 			failures = append(failures, fmt.Errorf("the round took %v, longer than the lease %v less drift", time.Since(start), req.lease))
@@ -417,7 +417,9 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 		}
 		return attempt{}, fmt.Errorf("relock: redlock re-entry: %w", cause)
 	}
-	return attempt{outcome: busy, retryIn: r.jitter(), cause: cause}, nil
+	a := attempt{outcome: busy, retryIn: r.jitter()}
+	a.cause = cause
+	return a, nil
 }
 
 // spreadToken makes sure a majority of the masters has its counter at token
@@ -534,3 +536,7 @@ func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 }
 
 func (redScheme) abandon(context.Context, string) {}
+
+// drift makes a RedLock hold count as gone drift(lease) before its lease ends
+// (see driftingScheme).
+func (s redScheme) drift(lease time.Duration) time.Duration { return s.r.driftFor(lease) }
