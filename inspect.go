@@ -280,8 +280,29 @@ type rwHold struct {
 // and '~' metadata are not shown. Nil when nobody holds or waits.
 func rwState(key string, fields []string, fence string, writers []string, nowMs int64) *RWState {
 	rw := &RWState{Key: key}
-	reads := map[string]*rwHold{}
-	writes := map[string]*rwHold{}
+	reads, writes, token, tokenSeen := rwHolds(fields)
+	rw.Readers = liveHolders(reads, nowMs)
+	if w := liveHolders(writes, nowMs); len(w) > 0 {
+		rw.Writer = &w[0]
+	}
+	switch {
+	case rw.Writer == nil:
+	case tokenSeen:
+		rw.Token = token
+	case fence != "":
+		rw.Token, _ = strconv.ParseInt(fence, 10, 64)
+	}
+	rw.WritersWaiting = waitingWriters(writers, nowMs)
+	if len(rw.Readers) == 0 && rw.Writer == nil && len(rw.WritersWaiting) == 0 {
+		return nil
+	}
+	return rw
+}
+
+// rwHolds gathers an RWLock hash's fields per owner, read and write holds
+// apart, and its token field "~t", if any.
+func rwHolds(fields []string) (reads, writes map[string]*rwHold, token int64, tokenSeen bool) {
+	reads, writes = map[string]*rwHold{}, map[string]*rwHold{}
 	get := func(m map[string]*rwHold, owner string) *rwHold {
 		h := m[owner]
 		if h == nil {
@@ -290,11 +311,10 @@ func rwState(key string, fields []string, fence string, writers []string, nowMs 
 		}
 		return h
 	}
-	tokenSeen := false
 	for i := 0; i+1 < len(fields); i += 2 {
 		f, v := fields[i], fields[i+1]
 		if f == "~t" {
-			rw.Token, _ = strconv.ParseInt(v, 10, 64)
+			token, _ = strconv.ParseInt(v, 10, 64)
 			tokenSeen = true
 			continue
 		}
@@ -314,40 +334,37 @@ func rwState(key string, fields []string, fence string, writers []string, nowMs 
 			get(writes, owner).deadline = n
 		}
 	}
-	live := func(m map[string]*rwHold) []Holder {
-		var out []Holder
-		for owner, h := range m {
-			if h.count > 0 && h.deadline > nowMs {
-				out = append(out, Holder{Owner: owner, Count: int(h.count), Lease: time.Duration(h.deadline-nowMs) * time.Millisecond})
-			}
+	return reads, writes, token, tokenSeen
+}
+
+// liveHolders are the holds of m whose deadline has not passed, by owner.
+func liveHolders(m map[string]*rwHold, nowMs int64) []Holder {
+	var out []Holder
+	for owner, h := range m {
+		if h.count > 0 && h.deadline > nowMs {
+			out = append(out, Holder{Owner: owner, Count: int(h.count), Lease: time.Duration(h.deadline-nowMs) * time.Millisecond})
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Owner < out[j].Owner })
-		return out
 	}
-	rw.Readers = live(reads)
-	if w := live(writes); len(w) > 0 {
-		rw.Writer = &w[0]
-	}
-	if rw.Writer == nil {
-		rw.Token = 0
-	} else if !tokenSeen && fence != "" {
-		rw.Token, _ = strconv.ParseInt(fence, 10, 64)
-	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Owner < out[j].Owner })
+	return out
+}
+
+// waitingWriters reads the waiting writers' claims (ZRANGE WITHSCORES),
+// leaving out those whose deadline has passed.
+func waitingWriters(writers []string, nowMs int64) []Waiter {
+	var out []Waiter
 	for i := 0; i+1 < len(writers); i += 2 {
 		dl, _ := strconv.ParseFloat(writers[i+1], 64)
 		if int64(dl) <= nowMs {
 			continue
 		}
-		rw.WritersWaiting = append(rw.WritersWaiting, Waiter{
+		out = append(out, Waiter{
 			Owner:     writers[i],
 			Deadline:  time.UnixMilli(int64(dl)),
 			Remaining: time.Duration(int64(dl)-nowMs) * time.Millisecond,
 		})
 	}
-	if len(rw.Readers) == 0 && rw.Writer == nil && len(rw.WritersWaiting) == 0 {
-		return nil
-	}
-	return rw
+	return out
 }
 
 // zsetScores reads ZRANGE WITHSCORES's flat reply as member → integer score.
@@ -442,6 +459,27 @@ func (c *Client) ListLocks(ctx context.Context, pattern string) ([]LockSummary, 
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
+	kss, err := c.lockNames(ctx, pattern)
+	if err != nil {
+		return nil, err
+	}
+	var out []LockSummary
+	const batch = 100
+	for start := 0; start < len(kss); start += batch {
+		states, err := c.inspectMany(ctx, kss[start:min(start+batch, len(kss))])
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range states {
+			out = append(out, summarize(st)...)
+		}
+	}
+	return out, nil
+}
+
+// lockNames SCANs for the names matching pattern that have a lock's state
+// key (see ListLocks), and returns them sorted.
+func (c *Client) lockNames(ctx context.Context, pattern string) ([]keyspace, error) {
 	if pattern == "" {
 		pattern = "*"
 	}
@@ -487,19 +525,7 @@ func (c *Client) ListLocks(ctx context.Context, pattern string) ([]LockSummary, 
 		kss = append(kss, ks)
 	}
 	sort.Slice(kss, func(i, j int) bool { return kss[i].name < kss[j].name })
-
-	var out []LockSummary
-	const batch = 100
-	for start := 0; start < len(kss); start += batch {
-		states, err := c.inspectMany(ctx, kss[start:min(start+batch, len(kss))])
-		if err != nil {
-			return nil, err
-		}
-		for _, st := range states {
-			out = append(out, summarize(st)...)
-		}
-	}
-	return out, nil
+	return kss, nil
 }
 
 // inspectMany inspects several names in one pipeline (split per node on a

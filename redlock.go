@@ -372,47 +372,28 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 		}
 		return res, err
 	})
-	var granted []int
-	var failures []error
-	lost := 0
-	var token int64
-	for i, err := range errs {
-		if err != nil {
-			failures = append(failures, err)
-			continue
-		}
-		switch replies[i][0] {
-		case 1:
-			granted = append(granted, i)
-			token = max(token, replies[i][1])
-		case 0:
-			failures = append(failures, fmt.Errorf("master %s: held by another owner", deploymentID(r.nodes[i].c.rdb)))
-		default:
-			lost++
-			failures = append(failures, fmt.Errorf("master %s: %w", deploymentID(r.nodes[i].c.rdb), ErrLockLost))
-		}
-	}
+	v := r.count(replies, errs)
 	gen := cmp.Or(req.gen, req.op)
 	drift := r.driftFor(req.lease)
-	if len(granted) >= r.quorum {
+	if len(v.granted) >= r.quorum {
 		ok := true
 		if req.gen == "" && fencing == "1" {
-			ok = r.spreadToken(ctx, field, gen, granted, replies, token, &failures)
+			ok = r.spreadToken(ctx, field, gen, v.granted, replies, v.token, &v.failures)
 		}
 		if ok && req.lease-time.Since(start)-drift > 0 {
-			return attempt{outcome: acquired, token: token}, nil
+			return attempt{outcome: acquired, token: v.token}, nil
 		}
 		if ok {
-			failures = append(failures, fmt.Errorf("the round took %v, longer than the lease %v less drift", time.Since(start), req.lease))
+			v.failures = append(v.failures, fmt.Errorf("the round took %v, longer than the lease %v less drift", time.Since(start), req.lease))
 		}
 	}
 	// Undo this round everywhere: a master that granted, or that may have
 	// executed the request without answering in time, lets this round's
 	// grant go; the others answer "not held" and change nothing.
 	s.release(ctx, releaseReq{owner: req.owner, op: r.home.newOp(), gen: gen, final: req.gen == ""})
-	cause := fmt.Errorf("%d of %d masters granted, %d needed: %w", len(granted), len(r.nodes), r.quorum, errors.Join(failures...))
+	cause := fmt.Errorf("%d of %d masters granted, %d needed: %w", len(v.granted), len(r.nodes), r.quorum, errors.Join(v.failures...))
 	if req.gen != "" {
-		if lost > len(r.nodes)-r.quorum {
+		if v.lost > len(r.nodes)-r.quorum {
 			return attempt{outcome: mismatch}, nil
 		}
 		return attempt{}, fmt.Errorf("relock: redlock re-entry: %w", cause)
@@ -420,6 +401,36 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 	a := attempt{outcome: busy, retryIn: r.jitter()}
 	a.cause = cause
 	return a, nil
+}
+
+// redVotes is what the masters answered to one round's acquire.
+type redVotes struct {
+	granted  []int   // the masters that granted
+	token    int64   // the largest token among them
+	lost     int     // how many no longer had the caller's generation
+	failures []error // why the others did not grant
+}
+
+// count reads a round's replies (see fanOut).
+func (r *RedLock) count(replies [][]int64, errs []error) redVotes {
+	var v redVotes
+	for i, err := range errs {
+		if err != nil {
+			v.failures = append(v.failures, err)
+			continue
+		}
+		switch replies[i][0] {
+		case 1:
+			v.granted = append(v.granted, i)
+			v.token = max(v.token, replies[i][1])
+		case 0:
+			v.failures = append(v.failures, fmt.Errorf("master %s: held by another owner", deploymentID(r.nodes[i].c.rdb)))
+		default:
+			v.lost++
+			v.failures = append(v.failures, fmt.Errorf("master %s: %w", deploymentID(r.nodes[i].c.rdb), ErrLockLost))
+		}
+	}
+	return v
 }
 
 // spreadToken makes sure a majority of the masters has its counter at token
