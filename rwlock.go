@@ -94,9 +94,7 @@ type WriteLock struct{ m rwMode }
 // none waits, or ctx's owner already reads or writes — or ctx ends, and
 // returns the hold's context, renewed by the watchdog. Errors are as for
 // Lock.Lock.
-func (r *ReadLock) Lock(ctx context.Context) (context.Context, error) {
-	return r.TryLock(ctx, WaitForever, 0)
-}
+func (r *ReadLock) Lock(ctx context.Context) (context.Context, error) { return r.m.lock(ctx) }
 
 // TryLock is Lock.TryLock for a read hold.
 func (r *ReadLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
@@ -121,10 +119,7 @@ func (r *ReadLock) IsLocked(ctx context.Context) (bool, error) { return r.m.isLo
 func (r *ReadLock) HoldCount(ctx context.Context) (int, error) { return r.m.holdCount(ctx) }
 
 // HeldBy reports whether ctx's owner holds a read hold, as Redis sees it.
-func (r *ReadLock) HeldBy(ctx context.Context) (bool, error) {
-	n, err := r.m.holdCount(ctx)
-	return n > 0, err
-}
+func (r *ReadLock) HeldBy(ctx context.Context) (bool, error) { return r.m.heldBy(ctx) }
 
 // TTL returns the RWLock's remaining lease: that of its longest-lived hold,
 // read or write (0 when nobody holds it).
@@ -134,9 +129,7 @@ func (r *ReadLock) TTL(ctx context.Context) (time.Duration, error) { return r.m.
 // — or ctx ends, and returns the hold's context, renewed by the watchdog.
 // While it waits, new readers queue behind it. If ctx's owner holds a read
 // hold it returns ErrUpgrade at once; other errors are as for Lock.Lock.
-func (w *WriteLock) Lock(ctx context.Context) (context.Context, error) {
-	return w.TryLock(ctx, WaitForever, 0)
-}
+func (w *WriteLock) Lock(ctx context.Context) (context.Context, error) { return w.m.lock(ctx) }
 
 // TryLock is Lock.TryLock for the write hold, with ErrUpgrade as for Lock.
 // When wait ends first the writer's claim is withdrawn, so readers it held
@@ -163,10 +156,7 @@ func (w *WriteLock) IsLocked(ctx context.Context) (bool, error) { return w.m.isL
 func (w *WriteLock) HoldCount(ctx context.Context) (int, error) { return w.m.holdCount(ctx) }
 
 // HeldBy reports whether ctx's owner holds the write lock, as Redis sees it.
-func (w *WriteLock) HeldBy(ctx context.Context) (bool, error) {
-	n, err := w.m.holdCount(ctx)
-	return n > 0, err
-}
+func (w *WriteLock) HeldBy(ctx context.Context) (bool, error) { return w.m.heldBy(ctx) }
 
 // TTL returns the RWLock's remaining lease, as ReadLock.TTL.
 func (w *WriteLock) TTL(ctx context.Context) (time.Duration, error) { return w.m.ttl(ctx) }
@@ -187,6 +177,10 @@ type rwMode struct {
 
 func (m rwMode) tryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	return m.l.tryLock(ctx, m, wait, lease)
+}
+
+func (m rwMode) lock(ctx context.Context) (context.Context, error) {
+	return m.tryLock(ctx, WaitForever, 0)
 }
 
 func (m rwMode) unlock(ctx context.Context) error { return m.l.unlock(ctx, m) }
@@ -235,6 +229,11 @@ func (m rwMode) holdCount(ctx context.Context) (int, error) {
 		return int(st[2]), nil
 	}
 	return int(st[3]), nil
+}
+
+func (m rwMode) heldBy(ctx context.Context) (bool, error) {
+	n, err := m.holdCount(ctx)
+	return n > 0, err
 }
 
 func (m rwMode) ttl(ctx context.Context) (time.Duration, error) { return m.l.pttl(ctx, m.l.keys.hash) }

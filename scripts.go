@@ -40,7 +40,7 @@ var scriptFiles embed.FS
 
 // newScript makes one script of the files scripts/<name>.lua, in order: the
 // preludes a script uses (acquire_common, release_common, fair_common,
-// rw_common; never run on their own), then the script itself.
+// rw_common, renew_common; never run on their own), then the script itself.
 func newScript(names ...string) *redis.Script {
 	var src strings.Builder
 	for _, name := range names {
@@ -78,7 +78,7 @@ func lockForceReleaseCall(c *Client, k lockKeys) scriptCall {
 		[]any{c.publishCommand(), wakeAll, c.latchArg()}}
 }
 
-var lockRenewScript = newScript("lock_renew")
+var lockRenewScript = newScript("renew_common", "lock_renew")
 
 // lockRenewCall renews generation gen of the exclusive hold whose hash is
 // hash to lease (0: only checks it). It is one item of a batch: calls of it
@@ -167,7 +167,7 @@ func rwReleaseCall(c *Client, k rwKeys, kind string, r releaseReq) scriptCall {
 		[]any{r.owner, r.op, r.gen, kind, boolArg(r.final), c.publishCommand(), c.latchArg()}}
 }
 
-var rwRenewScript = newScript("rw_common", "rw_renew")
+var rwRenewScript = newScript("rw_common", "renew_common", "rw_renew")
 
 // rwRenewCall renews (lease 0: checks) generation gen of owner's hold of the
 // given kind: one item of a batch, as lockRenewCall.
