@@ -191,12 +191,8 @@ func (c *Client) Channels(name string) (LockChannels, error) {
 	if err != nil {
 		return LockChannels{}, err
 	}
-	return LockChannels{
-		Lock:       ks.key("ch"),
-		FairPrefix: ks.key("fair:ch:"),
-		RWRead:     ks.key("rw:rch"),
-		RWWrite:    ks.key("rw:wch"),
-	}, nil
+	rw := rwKeysOf(ks)
+	return LockChannels{Lock: lockKeysOf(ks).channel, FairPrefix: fairKeysOf(ks).chPrefix, RWRead: rw.readCh, RWWrite: rw.writeCh}, nil
 }
 
 // parseInspect reads the inspect script's reply (see scripts/inspect.lua).
