@@ -45,6 +45,11 @@ type partedScheme interface {
 	parts() []scheme
 }
 
+func isParted(s scheme) bool {
+	_, ok := s.(partedScheme)
+	return ok
+}
+
 // records returns the schemes whose hold records a call on s works on, in
 // the order their semaphores are taken: s itself, or a partedScheme's parts.
 func records(s scheme) []scheme {
@@ -301,7 +306,7 @@ func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context
 		return ctx, err
 	}
 	parent, o := withNewOwner(ctx)
-	k := &lockCall{s: s, c: s.client(), parent: parent, lease: lease, parts: make([]part, len(recs))}
+	k := &lockCall{s: s, c: s.client(), parted: isParted(s), parent: parent, lease: lease, parts: make([]part, len(recs))}
 	for i, r := range recs {
 		k.parts[i].h = r.client().holds.enter(r, o.field(r.client()))
 	}
@@ -326,6 +331,7 @@ func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context
 type lockCall struct {
 	s      scheme
 	c      *Client         // s.client(): where the call waits and is reported
+	parted bool            // s is a partedScheme
 	parent context.Context // ctx with its owner: the parent of the hold context
 	lease  time.Duration   // as asked: 0 for the watchdog's
 	parts  []part
@@ -333,7 +339,7 @@ type lockCall struct {
 
 // request is the acquire request of the call, but for its op.
 func (k *lockCall) request() acquireReq {
-	if _, ok := k.s.(partedScheme); ok {
+	if k.parted {
 		return acquireReq{lease: k.lease, parts: k.parts}
 	}
 	p := k.parts[0]
@@ -343,7 +349,6 @@ func (k *lockCall) request() acquireReq {
 // acquireNew takes a lock the owner does not hold, waiting up to wait.
 func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.Context, error) {
 	s, c := k.s, k.c
-	_, parted := s.(partedScheme)
 	// Scripts run detached from ctx: a script cancelled in flight may still
 	// have run, and a hold nobody knows of would be leaked until its lease.
 	dctx := context.WithoutCancel(ctx)
@@ -362,7 +367,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 			// A definite answer settles earlier unknown attempts too: a
 			// grant of theirs would have been taken over by this one.
 			unknown, a.gen = "", req.op
-		case outcomeUnknown(err) && !parted: // a partedScheme frees its parts itself
+		case outcomeUnknown(err) && !k.parted: // a partedScheme frees its parts itself
 			unknown = req.op
 		}
 		return a, err
@@ -434,10 +439,9 @@ func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 // the last, which the caller gets, is cancelled as soon as the hold of any
 // record ends, with its cause, and carries every entry, which Unlock ends.
 func (k *lockCall) grant(a attempt, started time.Time) context.Context {
-	_, parted := k.s.(partedScheme)
 	hctx := k.parent
 	for _, p := range k.parts {
-		if !parted {
+		if !k.parted {
 			p.gen, p.token = a.gen, a.token
 		}
 		c := p.h.client()
@@ -465,7 +469,7 @@ func unlockWith(ctx context.Context, s scheme) error {
 	if o == nil {
 		return fmt.Errorf("%w: the context carries no owner; pass the context Lock returned", ErrNotHeld)
 	}
-	k := unlockCall{s: s, c: s.client(), parts: make([]part, len(recs))}
+	k := unlockCall{s: s, c: s.client(), parted: isParted(s), parts: make([]part, len(recs))}
 	for i, r := range recs {
 		e := entryFrom(ctx, r.client(), r.holdID())
 		if e == nil || e.h.key.owner != o.field(r.client()) {
@@ -495,9 +499,10 @@ func unlockWith(ctx context.Context, s scheme) error {
 
 // An unlockCall is one Unlock in the engine.
 type unlockCall struct {
-	s     scheme
-	c     *Client // s.client(): where the call is reported
-	parts []part
+	s      scheme
+	c      *Client // s.client(): where the call is reported
+	parted bool    // s is a partedScheme
+	parts  []part
 }
 
 // prepare marks the parts whose entry is live and sets their requests. An
@@ -529,7 +534,7 @@ func (k *unlockCall) prepare() (errs []error, live int) {
 // go-redis client's own timeouts.
 func (k *unlockCall) release(ctx context.Context) {
 	dctx := context.WithoutCancel(ctx)
-	if _, ok := k.s.(partedScheme); ok {
+	if k.parted {
 		_, _ = k.s.release(dctx, releaseReq{parts: k.parts})
 		return
 	}
@@ -598,7 +603,7 @@ func (k *unlockCall) settle() []error {
 
 // partErr names the part err is about, for a partedScheme.
 func (k *unlockCall) partErr(p *part, err error) error {
-	if _, ok := k.s.(partedScheme); !ok {
+	if !k.parted {
 		return err
 	}
 	return fmt.Errorf("%s part %q: %w", k.s.info().Kind, p.h.scheme.info().Name, err)
@@ -607,7 +612,7 @@ func (k *unlockCall) partErr(p *part, err error) error {
 // result is the error Unlock returns for the parts' failures: a
 // partedScheme's joined (errors.Join), another's as it is (it has one part).
 func (k *unlockCall) result(errs []error) error {
-	if _, ok := k.s.(partedScheme); ok || len(errs) != 1 {
+	if k.parted || len(errs) != 1 {
 		return errors.Join(errs...)
 	}
 	return errs[0]
