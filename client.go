@@ -167,6 +167,18 @@ func (c *Client) blindHandOverArg() string {
 	return "0"
 }
 
+// leaseFor is the lease a hold asked with lease is taken with: the watchdog
+// lease for 0.
+func (c *Client) leaseFor(lease time.Duration) time.Duration {
+	if lease == 0 {
+		return c.opts.watchdogLease
+	}
+	return lease
+}
+
+// latchArg is the unlock latch's lifetime, as the release scripts take it.
+func (c *Client) latchArg() int64 { return c.opts.unlockLatch.Milliseconds() }
+
 // fencingArg tells an acquire script whether to hand out fencing tokens.
 func (c *Client) fencingArg() string {
 	if c.opts.fencing {

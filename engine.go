@@ -33,19 +33,97 @@ type scheme interface {
 	abandon(ctx context.Context, owner, waiter string)
 }
 
+// A partedScheme keeps its hold in the records of other schemes, its parts
+// (MultiLock: one Lock per part, each in its own Client's registry), instead
+// of a record of its own. The engine enters, serialises, grants and ends
+// every part's record as it does the one record of another scheme; the
+// partedScheme's acquire and release run all the parts at once. They find
+// the parts in the request (acquireReq.parts, releaseReq.parts) and leave
+// each part's result there.
+type partedScheme interface {
+	scheme
+	parts() []scheme
+}
+
+func isParted(s scheme) bool {
+	_, ok := s.(partedScheme)
+	return ok
+}
+
+// records returns the schemes whose hold records a call on s works on, in
+// the order their semaphores are taken: s itself, or a partedScheme's parts.
+func records(s scheme) []scheme {
+	if p, ok := s.(partedScheme); ok {
+		return p.parts()
+	}
+	return []scheme{s}
+}
+
+// A part is one hold record a Lock or Unlock call works on — the lock's own,
+// or one part's of a partedScheme — and its share of the call.
+type part struct {
+	h *hold
+	// Lock: the generation held when the call began ("" for none), then
+	// the generation and token of the grant (set by a partedScheme's acquire
+	// when it grants).
+	held, gen string
+	token     int64
+	// Unlock: the entry it ends; live when that has not ended yet, and then
+	// its request (whose op a partedScheme's release sets), lease end, start
+	// and the release's outcome or error.
+	e            *entry
+	live         bool
+	req          releaseReq
+	until, since time.Time
+	out          releaseOutcome
+	err          error
+}
+
+// serialise takes the semaphores of the parts' records in order, so that
+// two calls of one owner over overlapping parts cannot deadlock, and
+// returns how many it took. It gives up when ctx ends. Either way the caller
+// calls leave.
+func serialise(ctx context.Context, parts []part) (int, error) {
+	for i, p := range parts {
+		select {
+		case p.h.sem <- struct{}{}:
+		case <-ctx.Done():
+			return i, notObtained(ctx)
+		}
+	}
+	return len(parts), nil
+}
+
+// leave gives back the first taken semaphores and ends the call's use of
+// every part's record.
+func leave(parts []part, taken int) {
+	for i := taken - 1; i >= 0; i-- {
+		<-parts[i].h.sem
+	}
+	for _, p := range parts {
+		p.h.client().holds.exit(p.h)
+	}
+}
+
 // acquireReq is one run of an acquire script. op names this very request
 // (a replay of it is recognised by it); gen is the generation the owner
 // holds, "" for a new acquisition, whose generation will be op.
+//
+// For a partedScheme, owner and gen are per part, in parts, and lease is as
+// asked (0: each part's watchdog lease).
 type acquireReq struct {
 	owner, op, gen string
 	lease          time.Duration
+	parts          []part
 }
 
 // releaseReq is one run of a release script; final says the Client has no
 // other entry of this hold, so the lock is freed whatever the count says.
+// For a partedScheme, the requests are per part, in parts.
 type releaseReq struct {
 	owner, op, gen string
 	final          bool
+	parts          []part
 }
 
 // A handingScheme queues its waiters in Redis and has its releases hand
@@ -70,16 +148,31 @@ const (
 	mismatch                // the generation the Client holds is gone from Redis: lost
 )
 
-// attempt is the result of one run of an acquire script.
+// attempt is the result of one run of an acquire script: what every scheme
+// returns.
 type attempt struct {
 	outcome outcome
 	gen     string        // acquired: the hold's generation (set by the engine)
 	token   int64         // acquired: fencing token of the hold
 	retryIn time.Duration // busy: the remaining lease of the holder (< 0: unknown)
 	channel string        // busy: where the holder's release is announced ("" to poll at retryIn)
-	subs    *subscriber   // busy: which Client carries channel (nil: the scheme's)
-	cause   error         // busy: why, when it is not simply another holder (joined to ErrNotObtained)
-	drift   time.Duration // acquired: how much sooner than its lease the hold must count as gone (RedLock)
+	attemptExtras
+}
+
+// attemptExtras are the results of one feature each, which only some
+// schemes return.
+//
+// TODO(issue 17): they belong to the schemes that need them, as a RedLock's
+// drift (driftingScheme) and a MultiLock's per-part grants (part) do. Each
+// is still read or set where this restructuring stayed out, the acquire and
+// wait path being rewritten at the same time: subs by subscriber.follow
+// (pubsub.go), cause by attempt.notObtained (wait.go), replication by
+// lockScheme's and fairScheme's acquire. Then: cause can become the error of
+// a busy attempt, replication a result of runAcquire kept by the scheme, and
+// subs part of the channel's name (a channel of another Client).
+type attemptExtras struct {
+	subs  *subscriber // busy: which Client carries channel (nil: the scheme's) — MultiLock
+	cause error       // busy: why, when it is not simply another holder (joined to ErrNotObtained) — RedLock
 	// acquired with WithReplicas: why the grant did not reach the replicas
 	// (nil: it did). lockWith then undoes the grant.
 	replication error
@@ -98,13 +191,77 @@ const (
 // items' args in the same order. The script returns one integer per item:
 // 1 renewed, 0 gone.
 type renewal struct {
-	script *redis.Script
-	keys   []string
-	args   []any
+	call scriptCall
 	// run, when set, renews the hold by itself instead of joining a batch:
 	// for a hold spread over several deployments (RedLock), which no single
 	// script call can reach. It returns 1 renewed, 0 gone, like a script.
 	run func(ctx context.Context) (int64, error)
+}
+
+// runAcquire runs an acquire script's call and returns its integer reply.
+// With WithReplicas it pipelines a WAIT after the script (see replicas.go);
+// repl is then non-nil when the script's writes did not reach the replicas.
+// A WAIT after an attempt that wrote nothing (the lock was busy) returns at
+// once.
+func (c *Client) runAcquire(ctx context.Context, sc scriptCall) (vals []int64, repl error, err error) {
+	if c.opts.replicas == 0 {
+		vals, err = sc.run(ctx, c.rdb).Int64Slice()
+		return vals, nil, err
+	}
+	target, err := c.waitTarget(ctx, sc.keys[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	var wait *redis.IntCmd
+	cmds, _ := evalPipeline(ctx, target, []scriptCall{sc}, func(pipe redis.Pipeliner) { wait = c.queueWait(ctx, pipe) })
+	if vals, err = cmds[0].Int64Slice(); err != nil {
+		return nil, nil, err
+	}
+	return vals, c.replicated(wait), nil
+}
+
+// evalPipeline sends calls in one pipeline on target by EVALSHA, then sends
+// again, by EVAL in a second pipeline, those the server did not know yet
+// (NOSCRIPT): a script's source crosses the network once per server. after,
+// when set, adds commands at the end of each pipeline sent (WithReplicas's
+// WAIT). It returns each call's reply, in order, and how many pipelines it
+// sent.
+func evalPipeline(ctx context.Context, target redis.Cmdable, calls []scriptCall, after func(redis.Pipeliner)) ([]*redis.Cmd, int) {
+	cmds := make([]*redis.Cmd, len(calls))
+	if len(calls) == 0 {
+		return cmds, 0
+	}
+	send := func(eval bool, todo []int) {
+		pipe := target.Pipeline()
+		for _, i := range todo {
+			sc := calls[i]
+			if eval {
+				cmds[i] = sc.script.Eval(ctx, pipe, sc.keys, sc.args...)
+			} else {
+				cmds[i] = sc.script.EvalSha(ctx, pipe, sc.keys, sc.args...)
+			}
+		}
+		if after != nil {
+			after(pipe)
+		}
+		_, _ = pipe.Exec(ctx) // errors are read per command
+	}
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
+	}
+	send(false, all)
+	var missing []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		return cmds, 1
+	}
+	send(true, missing)
+	return cmds, 2
 }
 
 // checkLockArgs validates what every Lock/TryLock receives, before anything
@@ -130,40 +287,63 @@ func checkLockArgs(ctx context.Context, wait, lease time.Duration) error {
 // (never nil), so that the common `ctx, err = l.Lock(ctx)` keeps a usable
 // context.
 func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context.Context, error) {
-	c := s.client()
-	if err := c.usable(); err != nil {
-		return ctx, err
+	recs := records(s)
+	for _, r := range recs {
+		if err := r.client().usable(); err != nil {
+			return ctx, err
+		}
 	}
 	if err := checkLockArgs(ctx, wait, lease); err != nil {
 		return ctx, err
 	}
 	parent, o := withNewOwner(ctx)
-	field := o.field(c)
-	h := c.holds.enter(s, field)
-	defer c.holds.exit(h)
-	select {
-	case h.sem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx, notObtained(ctx)
+	k := &lockCall{s: s, c: s.client(), parted: isParted(s), parent: parent, lease: lease, parts: make([]part, len(recs))}
+	for i, r := range recs {
+		k.parts[i].h = r.client().holds.enter(r, o.field(r.client()))
 	}
-	defer func() { <-h.sem }()
+	taken, err := serialise(ctx, k.parts)
+	defer leave(k.parts, taken)
+	if err != nil {
+		return ctx, err
+	}
+	held := true
+	for i := range k.parts {
+		p := &k.parts[i]
+		p.held = p.h.client().holds.generation(p.h)
+		held = held && p.held != ""
+	}
+	if held {
+		return k.reenter(ctx)
+	}
+	return k.acquireNew(ctx, wait)
+}
 
-	sendLease := lease
-	if sendLease == 0 {
-		sendLease = c.opts.watchdogLease
+// A lockCall is one Lock or TryLock in the engine.
+type lockCall struct {
+	s      scheme
+	c      *Client         // s.client(): where the call waits and is reported
+	parted bool            // s is a partedScheme
+	parent context.Context // ctx with its owner: the parent of the hold context
+	lease  time.Duration   // as asked: 0 for the watchdog's
+	parts  []part
+}
+
+// request is the acquire request of the call, but for its op.
+func (k *lockCall) request() acquireReq {
+	if k.parted {
+		return acquireReq{lease: k.lease, parts: k.parts}
 	}
-	if gen := c.holds.generation(h); gen != "" {
-		return c.reenter(ctx, parent, h, acquireReq{field, c.newOp(), gen, sendLease}, lease)
-	}
-	return c.acquireNew(ctx, parent, h, acquireReq{owner: field, lease: sendLease}, wait, lease)
+	p := k.parts[0]
+	return acquireReq{owner: p.h.key.owner, gen: p.held, lease: k.c.leaseFor(k.lease)}
 }
 
 // acquireNew takes a lock the owner does not hold, waiting up to wait.
-func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq, wait, lease time.Duration) (context.Context, error) {
-	s := h.scheme
+func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.Context, error) {
+	s, c := k.s, k.c
 	// Scripts run detached from ctx: a script cancelled in flight may still
 	// have run, and a hold nobody knows of would be leaked until its lease.
 	dctx := context.WithoutCancel(ctx)
+	req := k.request()
 	start := c.observedNow()
 	var started time.Time
 	unknown := "" // op of the last attempt whose outcome is unknown
@@ -185,7 +365,7 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 			// A definite answer settles earlier unknown attempts too: a
 			// grant of theirs would have been taken over by this one.
 			unknown, a.gen = "", req.op
-		case outcomeUnknown(err):
+		case outcomeUnknown(err) && !k.parted: // a partedScheme frees its parts itself
 			unknown = req.op
 		}
 		return a, err
@@ -200,7 +380,7 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 	if err == nil && a.replication != nil {
 		// Take the unreplicated grant back now, as documented; only if that
 		// fails does the background release take over.
-		if _, rerr := s.release(dctx, releaseReq{req.owner, c.newOp(), a.gen, true}); rerr != nil {
+		if _, rerr := s.release(dctx, releaseReq{owner: req.owner, op: c.newOp(), gen: a.gen, final: true}); rerr != nil {
 			unknown = a.gen
 		}
 		err = a.replication
@@ -213,13 +393,12 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 		if unknown != "" {
 			// The grant may exist in Redis with nobody to use it: free it in
 			// the background instead of letting it block others for a lease.
-			c.releaseInBackground(s, releaseReq{req.owner, c.newOp(), unknown, true}, started.Add(req.lease))
+			c.releaseInBackground(s, releaseReq{owner: req.owner, op: c.newOp(), gen: unknown, final: true}, started.Add(req.lease))
 		}
 		return ctx, err
 	}
-	hctx := c.grant(h, parent, a, lease, started)
-	c.keepPresence()
-	c.emitAcquired(ctx, s, start, attempts, slept > 0 || attempts > 1, false, a.token)
+	hctx := k.grant(a, started)
+	k.reportAcquired(ctx, start, attempts, slept > 0 || attempts > 1, false)
 	return hctx, nil
 }
 
@@ -227,8 +406,10 @@ func (c *Client) acquireNew(ctx, parent context.Context, h *hold, req acquireReq
 // waits. A re-entry whose reply is lost only raises the count in Redis,
 // which is harmless: the owner's last Unlock frees the lock whatever the
 // count says.
-func (c *Client) reenter(ctx, parent context.Context, h *hold, req acquireReq, lease time.Duration) (context.Context, error) {
-	s := h.scheme
+func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
+	s, c := k.s, k.c
+	req := k.request()
+	req.op = c.newOp()
 	started := time.Now()
 	a, err := s.acquire(context.WithoutCancel(ctx), req)
 	if err != nil {
@@ -241,26 +422,59 @@ func (c *Client) reenter(ctx, parent context.Context, h *hold, req acquireReq, l
 			return ctx, a.replication
 		}
 		a.gen = req.gen
-		hctx := c.grant(h, parent, a, lease, started)
-		c.emitAcquired(ctx, s, started, 1, false, true, a.token)
+		hctx := k.grant(a, started)
+		k.reportAcquired(ctx, started, 1, false, true)
 		return hctx, nil
 	case mismatch:
 		cause := fmt.Errorf("%w: the hold was gone when the owner re-entered", ErrLockLost)
-		c.end(h, req.gen, cause)
+		for _, p := range k.parts {
+			p.h.client().end(p.h, p.held, cause)
+		}
 		return ctx, cause
 	}
 	return ctx, fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
 }
 
-// unlockWith is Unlock for every lock type: it ends exactly the entry of the
-// hold context it is given.
-func unlockWith(ctx context.Context, s scheme) error {
-	c := s.client()
-	if c == nil {
-		return fmt.Errorf("%w: nil *relock.Client", ErrClientClosed)
+// grant records a granted attempt, started when its script was sent, as one
+// entry per record. Each entry's context derives from the previous one, so
+// the last, which the caller gets, is cancelled as soon as the hold of any
+// record ends, with its cause, and carries every entry, which Unlock ends.
+func (k *lockCall) grant(a attempt, started time.Time) context.Context {
+	hctx := k.parent
+	for _, p := range k.parts {
+		if !k.parted {
+			p.gen, p.token = a.gen, a.token
+		}
+		c := p.h.client()
+		hctx = c.grant(p.h, hctx, p.gen, p.token, k.lease, started)
+		c.keepPresence()
 	}
-	if c.err != nil {
-		return c.err
+	return hctx
+}
+
+// reportAcquired tells the Observer of a grant: per part, on each part's
+// Client, for a partedScheme, so that every Lost or Released of a part has
+// its Acquired.
+func (k *lockCall) reportAcquired(ctx context.Context, start time.Time, attempts int, contended, reentry bool) {
+	if !k.parted {
+		k.c.emitAcquired(ctx, k.s, start, attempts, contended, reentry, k.parts[0].h.token)
+		return
+	}
+	for _, p := range k.parts {
+		p.h.client().emitAcquired(ctx, p.h.scheme, start, attempts, contended, reentry, p.h.token)
+	}
+}
+
+// unlockWith is Unlock for every lock type: it ends exactly the entry of the
+// hold context it is given — one per record for a partedScheme.
+func unlockWith(ctx context.Context, s scheme) error {
+	recs := records(s)
+	for _, r := range recs {
+		if c := r.client(); c == nil {
+			return fmt.Errorf("%w: nil *relock.Client", ErrClientClosed)
+		} else if c.err != nil {
+			return c.err
+		}
 	}
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
@@ -269,56 +483,140 @@ func unlockWith(ctx context.Context, s scheme) error {
 	if o == nil {
 		return fmt.Errorf("%w: the context carries no owner; pass the context Lock returned", ErrNotHeld)
 	}
-	e := entryFrom(ctx, c, s.holdID())
-	if e == nil || e.h.key.owner != o.field(c) {
-		return fmt.Errorf("%w: the context is not a hold context of this lock; pass the context Lock returned", ErrNotHeld)
-	}
-	h := e.h
-	c.holds.use(h)
-	defer c.holds.exit(h)
-	h.sem <- struct{}{}
-	defer func() { <-h.sem }()
-
-	r := &c.holds
-	r.mu.Lock()
-	if e.ended != nil {
-		cause := e.ended
-		r.mu.Unlock()
-		if lost(cause) {
-			return cause
+	k := unlockCall{s: s, c: s.client(), parted: isParted(s), parts: make([]part, len(recs))}
+	for i, r := range recs {
+		e := entryFrom(ctx, r.client(), r.holdID())
+		if e == nil || e.h.key.owner != o.field(r.client()) {
+			return fmt.Errorf("%w: the context is not a hold context of this lock; pass the context Lock returned", ErrNotHeld)
 		}
+		k.parts[i].e, k.parts[i].h = e, e.h
+	}
+	// Counted as a user only once every record is found: an early return
+	// above must leave no record pinned.
+	for _, p := range k.parts {
+		p.h.client().holds.use(p.h)
+	}
+	taken, _ := serialise(context.WithoutCancel(ctx), k.parts)
+	defer leave(k.parts, taken)
+
+	errs, live := k.prepare()
+	if live == 0 && len(errs) == 0 {
 		return ErrNotHeld
 	}
-	req := releaseReq{owner: h.key.owner, op: c.newOp(), gen: e.gen, final: len(h.entries) == 1}
-	h.releasing = req.final
-	until, since := h.expiresAt, h.since
-	r.mu.Unlock()
+	if live > 0 {
+		k.release(ctx)
+		k.report(ctx)
+		errs = append(errs, k.settle()...)
+	}
+	return k.result(errs)
+}
 
-	// Unlock must work with a cancelled context, or locks would leak; the
-	// call is bounded by the go-redis client's own timeouts.
-	out, err := s.release(context.WithoutCancel(ctx), req)
-	if err != nil {
-		c.observe(err)
-		c.unlockFailed(e, req, until)
-		c.emitReleased(ctx, h, since, req.final, err)
-		return fmt.Errorf("relock: unlock not confirmed, retrying in the background until the lease ends: %w", err)
-	}
-	if out != notHeld {
-		c.emitReleased(ctx, h, since, out == released, nil)
-	}
-	switch out {
-	case released:
-		c.end(h, req.gen, ErrUnlocked)
-	case stillHeld:
+// An unlockCall is one Unlock in the engine.
+type unlockCall struct {
+	s      scheme
+	c      *Client // s.client(): where the call is reported
+	parted bool    // s is a partedScheme
+	parts  []part
+}
+
+// prepare marks the parts whose entry is live and sets their requests. An
+// entry that ended already is left alone; it adds an error if it was lost.
+func (k *unlockCall) prepare() (errs []error, live int) {
+	for i := range k.parts {
+		p := &k.parts[i]
+		r := &p.h.client().holds
 		r.mu.Lock()
-		c.endEntryLocked(e, ErrUnlocked)
+		if cause := p.e.ended; cause != nil {
+			r.mu.Unlock()
+			if lost(cause) {
+				errs = append(errs, k.partErr(p, cause))
+			}
+			continue
+		}
+		p.live = true
+		p.req = releaseReq{owner: p.h.key.owner, gen: p.e.gen, final: len(p.h.entries) == 1}
+		p.h.releasing = p.req.final
+		p.until, p.since = p.h.expiresAt, p.h.since
 		r.mu.Unlock()
-	default:
-		cause := fmt.Errorf("%w: the hold was gone when Unlock ran", ErrLockLost)
-		c.end(h, req.gen, cause)
-		return cause
+		live++
 	}
-	return nil
+	return errs, live
+}
+
+// release runs the release of the live parts. Unlock must work with a
+// cancelled context, or locks would leak; the call is bounded by the
+// go-redis client's own timeouts.
+func (k *unlockCall) release(ctx context.Context) {
+	dctx := context.WithoutCancel(ctx)
+	if k.parted {
+		_, _ = k.s.release(dctx, releaseReq{parts: k.parts})
+		return
+	}
+	p := &k.parts[0]
+	p.req.op = k.c.newOp()
+	p.out, p.err = k.s.release(dctx, p.req)
+}
+
+// report tells the Observer how the release went: one event per live part
+// (on its own Client), as reportAcquired.
+func (k *unlockCall) report(ctx context.Context) {
+	for _, p := range k.parts {
+		switch {
+		case !p.live:
+		case p.err != nil:
+			p.h.client().emitReleased(ctx, p.h, p.since, p.req.final, p.err)
+		case p.out != notHeld:
+			p.h.client().emitReleased(ctx, p.h, p.since, p.out == released, nil)
+		}
+	}
+}
+
+// settle ends the live parts' entries as their releases tell, and returns
+// the parts' failures.
+func (k *unlockCall) settle() []error {
+	var errs []error
+	for i := range k.parts {
+		p := &k.parts[i]
+		if !p.live {
+			continue
+		}
+		c := p.h.client()
+		switch {
+		case p.err != nil:
+			c.observe(p.err)
+			c.unlockFailed(p.e, p.req, p.until)
+			err := fmt.Errorf("relock: unlock not confirmed, retrying in the background until the lease ends: %w", p.err)
+			errs = append(errs, k.partErr(p, err))
+		case p.out == released:
+			c.end(p.h, p.req.gen, ErrUnlocked)
+		case p.out == stillHeld:
+			c.holds.mu.Lock()
+			c.endEntryLocked(p.e, ErrUnlocked)
+			c.holds.mu.Unlock()
+		default:
+			cause := fmt.Errorf("%w: the hold was gone when Unlock ran", ErrLockLost)
+			c.end(p.h, p.req.gen, cause)
+			errs = append(errs, k.partErr(p, cause))
+		}
+	}
+	return errs
+}
+
+// partErr names the part err is about, for a partedScheme.
+func (k *unlockCall) partErr(p *part, err error) error {
+	if !k.parted {
+		return err
+	}
+	return fmt.Errorf("%s part %q: %w", k.s.info().Kind, p.h.scheme.info().Name, err)
+}
+
+// result is the error Unlock returns for the parts' failures: a
+// partedScheme's joined (errors.Join), another's as it is (it has one part).
+func (k *unlockCall) result(errs []error) error {
+	if k.parted || len(errs) != 1 {
+		return errors.Join(errs...)
+	}
+	return errs[0]
 }
 
 // unlockFailed ends an entry whose release could not be confirmed. The entry

@@ -2,11 +2,7 @@ package relock
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // FairLock is a reentrant, exclusive lock granted in request order across
@@ -38,46 +34,30 @@ import (
 // Every call costs what Lock's does — one round trip for an uncontended Lock
 // or Unlock — plus one for a TryLock that gives up (leaving the queue).
 type FairLock struct {
-	c    *Client
-	ks   keyspace
-	err  error
-	keys fairKeys
+	exclusive // Name, Key and the queries
+	keys      fairKeys
 }
 
 type fairKeys struct {
 	hash, queue, timeouts, tail, latchPrefix, chPrefix string
 }
 
+func fairKeysOf(ks keyspace) fairKeys {
+	return fairKeys{hash: ks.key("fair"), queue: ks.key("fair:queue"), timeouts: ks.key("fair:timeouts"),
+		tail: ks.key("fair:tail"), latchPrefix: ks.key("fair:latch:"), chPrefix: ks.key("fair:ch:")}
+}
+
 // FairLock returns the fair lock called name. It sends nothing to Redis. An
 // empty or oversized name does not panic: every method of the returned
 // FairLock then fails with ErrInvalidArgument.
 func (c *Client) FairLock(name string) *FairLock {
-	l := &FairLock{c: c}
-	if c == nil {
-		l.err = c.usable()
-		return l
-	}
-	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
-		l.err = err
-		return l
-	}
-	l.ks, l.err = newKeyspace(c.opts.prefix, name)
-	l.keys = fairKeys{
-		hash:        l.ks.key("fair"),
-		queue:       l.ks.key("fair:queue"),
-		timeouts:    l.ks.key("fair:timeouts"),
-		tail:        l.ks.key("fair:tail"),
-		latchPrefix: l.ks.key("fair:latch:"),
-		chPrefix:    l.ks.key("fair:ch:"),
+	l := &FairLock{}
+	if l.init(c, name) {
+		l.keys = fairKeysOf(l.ks)
+		l.hash = l.keys.hash
 	}
 	return l
 }
-
-// Name returns the name the lock was created with.
-func (l *FairLock) Name() string { return l.ks.name }
-
-// Key returns the Redis key of the lock's hash (owner → hold count).
-func (l *FairLock) Key() string { return l.keys.hash }
 
 // QueueKey returns the Redis key of the list of waiting owners.
 func (l *FairLock) QueueKey() string { return l.keys.queue }
@@ -101,10 +81,7 @@ func (l *FairLock) Lock(ctx context.Context) (context.Context, error) {
 // wraps ErrNotObtained. Negative or absurd durations return
 // ErrInvalidArgument and send nothing.
 func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	if l.err != nil {
-		return ctx, l.err
-	}
-	return lockWith(ctx, fairScheme{l}, wait, lease)
+	return l.tryLock(ctx, fairScheme{l}, wait, lease)
 }
 
 // Unlock releases one hold of ctx's owner; the final one frees the lock and
@@ -112,120 +89,20 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (cont
 // cancellation are as for Lock.Unlock: it works with a cancelled ctx, returns
 // ErrNotHeld (changing nothing) when ctx's owner holds nothing and
 // ErrLockLost when the hold was lost.
-func (l *FairLock) Unlock(ctx context.Context) error {
-	if l.err != nil {
-		return l.err
-	}
-	return unlockWith(ctx, fairScheme{l})
-}
+func (l *FairLock) Unlock(ctx context.Context) error { return l.unlock(ctx, fairScheme{l}) }
 
 // ForceUnlock frees the lock whoever holds it and wakes the next waiter; the
 // queue keeps its order. It reports whether the lock was held. This Client's
 // holds end at once (ErrLockLost); other processes learn it at their next
 // renewal, Unlock or lease end.
 func (l *FairLock) ForceUnlock(ctx context.Context) (bool, error) {
-	ctx, err := l.check(ctx)
-	if err != nil {
-		return false, err
-	}
-	n, err := fairForceReleaseScript.Run(context.WithoutCancel(ctx), l.c.rdb,
-		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.chPrefix, l.keys.tail},
-		l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()
-	if err != nil {
-		return false, wrapRedis("force unlock", err)
-	}
-	l.c.endAll(l.keys.hash, fmt.Errorf("%w: force-unlocked", ErrLockLost))
-	return n == 1, nil
-}
-
-// IsLocked reports whether anyone holds the lock.
-func (l *FairLock) IsLocked(ctx context.Context) (bool, error) {
-	ctx, err := l.check(ctx)
-	if err != nil {
-		return false, err
-	}
-	n, err := l.c.rdb.Exists(ctx, l.keys.hash).Result()
-	return n == 1, wrapRedis("is locked", err)
-}
-
-// HoldCount returns how many holds ctx's owner has on the lock, as Redis
-// sees it (0 when it holds none, or ctx carries no owner).
-func (l *FairLock) HoldCount(ctx context.Context) (int, error) {
-	ctx, err := l.check(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return hashCount(ctx, l.c, l.keys.hash, "")
-}
-
-// HeldBy reports whether ctx's owner holds the lock, as Redis sees it.
-func (l *FairLock) HeldBy(ctx context.Context) (bool, error) {
-	n, err := l.HoldCount(ctx)
-	return n > 0, err
-}
-
-// TTL returns the lock's remaining lease, or 0 when it is not held.
-func (l *FairLock) TTL(ctx context.Context) (time.Duration, error) {
-	ctx, err := l.check(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return keyTTL(ctx, l.c, l.keys.hash)
+	return l.forceUnlock(ctx, l.keys.hash, fairForceReleaseCall(l.c, l.keys))
 }
 
 // Token returns the fencing token of ctx's hold, as Lock.Token does; the
 // counter is this FairLock's own. It reports ErrNotHeld when ctx's owner
 // holds no hold of this Client.
-func (l *FairLock) Token(ctx context.Context) (int64, error) {
-	if l.err != nil {
-		return 0, l.err
-	}
-	return tokenOf(ctx, fairScheme{l})
-}
-
-func (l *FairLock) check(ctx context.Context) (context.Context, error) {
-	if l.err != nil {
-		return nil, l.err
-	}
-	return checkQuery(l.c, ctx)
-}
-
-// checkQuery validates a query's arguments and returns the context to run
-// it on.
-func checkQuery(c *Client, ctx context.Context) (context.Context, error) {
-	if err := c.usable(); err != nil {
-		return nil, err
-	}
-	if ctx == nil {
-		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	return queryContext(ctx), nil
-}
-
-// hashCount reads the hold count of ctx's owner, whose field in hash is
-// prefix + owner.
-func hashCount(ctx context.Context, c *Client, hash, prefix string) (int, error) {
-	o := ownerFrom(ctx)
-	if o == nil {
-		return 0, nil
-	}
-	n, err := c.rdb.HGet(ctx, hash, prefix+o.field(c)).Int()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	return n, wrapRedis("hold count", err)
-}
-
-func keyTTL(ctx context.Context, c *Client, key string) (time.Duration, error) {
-	d, err := c.rdb.PTTL(ctx, key).Result()
-	if err != nil {
-		return 0, wrapRedis("ttl", err)
-	}
-	if d < 0 {
-		return 0, nil
-	}
-	return d, nil
-}
+func (l *FairLock) Token(ctx context.Context) (int64, error) { return l.token(ctx, fairScheme{l}) }
 
 // fairScheme runs FairLock's scripts.
 type fairScheme struct{ l *FairLock }
@@ -237,9 +114,7 @@ func (s fairScheme) info() LockInfo { return LockInfo{Name: s.l.ks.name, Kind: K
 
 func (s fairScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := s.l
-	res, repl, err := l.c.evalAcquire(ctx, fairAcquireScript,
-		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.tail, l.keys.chPrefix},
-		r.owner, r.op, r.gen, r.lease.Milliseconds(), l.c.fencingArg(), l.c.opts.waiterTimeout.Milliseconds(), l.c.publishCommand())
+	res, repl, err := l.c.runAcquire(ctx, fairAcquireCall(l.c, l.keys, r))
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
 	}
@@ -257,9 +132,7 @@ func (s fairScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 
 func (s fairScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := s.l
-	n, err := fairReleaseScript.Run(ctx, l.c.rdb,
-		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.chPrefix, l.keys.latchPrefix + r.op, l.keys.tail},
-		r.owner, r.op, r.gen, boolArg(r.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()
+	n, err := fairReleaseCall(l.c, l.keys, r).run(ctx, l.c.rdb).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}
@@ -269,13 +142,12 @@ func (s fairScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, 
 // The hold's hash has Lock's fields, so Lock's renewal script fits, and
 // fair holds share its batches.
 func (s fairScheme) renewal(_, gen string, lease time.Duration) renewal {
-	return renewal{script: lockRenewScript, keys: []string{s.l.keys.hash}, args: []any{gen, lease.Milliseconds()}}
+	return renewal{call: lockRenewCall(s.l.keys.hash, gen, lease)}
 }
 
 func (s fairScheme) abandon(ctx context.Context, owner, _ string) {
 	l := s.l
-	err := fairAbandonScript.Run(ctx, l.c.rdb,
-		[]string{l.keys.hash, l.keys.queue, l.keys.timeouts, l.keys.chPrefix}, owner, l.c.publishCommand()).Err()
+	err := fairAbandonCall(l.c, l.keys, owner).run(ctx, l.c.rdb).Err()
 	if err != nil {
 		// Not fatal: the waiter's deadline evicts it.
 		l.c.log.Warn("relock: could not leave a fair lock's queue; it will be evicted at its deadline",

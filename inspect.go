@@ -164,16 +164,6 @@ type LockChannels struct {
 	RWWrite string
 }
 
-// inspectKeys are the keys of one name the inspect script reads, in its
-// KEYS order.
-func inspectKeys(ks keyspace) []string {
-	return []string{
-		ks.key(""), ks.key("fence"),
-		ks.key("fair"), ks.key("fair:fence"), ks.key("fair:queue"), ks.key("fair:timeouts"),
-		ks.key("rw"), ks.key("rw:fence"), ks.key("rw:writers"),
-	}
-}
-
 // Inspect reads, in one atomic script and without changing anything, the
 // state of every kind of lock called name: holders with hold counts and
 // remaining leases, fencing tokens, FairLock waiters and RWLock readers,
@@ -190,7 +180,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (*LockState, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := inspectScript.Run(ctx, c.rdb, inspectKeys(ks)).Slice()
+	res, err := inspectCall(ks).run(ctx, c.rdb).Slice()
 	if err != nil {
 		return nil, wrapRedis("inspect", err)
 	}
@@ -206,13 +196,9 @@ func (c *Client) Channels(name string) (LockChannels, error) {
 	if err != nil {
 		return LockChannels{}, err
 	}
-	return LockChannels{
-		Lock:               ks.key("ch"),
-		LockHandOverPrefix: ks.key("") + ":w:",
-		FairPrefix:         ks.key("fair:ch:"),
-		RWRead:             ks.key("rw:rch"),
-		RWWrite:            ks.key("rw:wch"),
-	}, nil
+	rw := rwKeysOf(ks)
+	lk := lockKeysOf(ks)
+	return LockChannels{Lock: lk.channel, LockHandOverPrefix: lk.hash + ":w:", FairPrefix: fairKeysOf(ks).chPrefix, RWRead: rw.readCh, RWWrite: rw.writeCh}, nil
 }
 
 // parseInspect reads the inspect script's reply (see scripts/inspect.lua).
@@ -296,8 +282,29 @@ type rwHold struct {
 // and '~' metadata are not shown. Nil when nobody holds or waits.
 func rwState(key string, fields []string, fence string, writers []string, nowMs int64) *RWState {
 	rw := &RWState{Key: key}
-	reads := map[string]*rwHold{}
-	writes := map[string]*rwHold{}
+	reads, writes, token, tokenSeen := rwHolds(fields)
+	rw.Readers = liveHolders(reads, nowMs)
+	if w := liveHolders(writes, nowMs); len(w) > 0 {
+		rw.Writer = &w[0]
+	}
+	switch {
+	case rw.Writer == nil:
+	case tokenSeen:
+		rw.Token = token
+	case fence != "":
+		rw.Token, _ = strconv.ParseInt(fence, 10, 64)
+	}
+	rw.WritersWaiting = waitingWriters(writers, nowMs)
+	if len(rw.Readers) == 0 && rw.Writer == nil && len(rw.WritersWaiting) == 0 {
+		return nil
+	}
+	return rw
+}
+
+// rwHolds gathers an RWLock hash's fields per owner, read and write holds
+// apart, and its token field "~t", if any.
+func rwHolds(fields []string) (reads, writes map[string]*rwHold, token int64, tokenSeen bool) {
+	reads, writes = map[string]*rwHold{}, map[string]*rwHold{}
 	get := func(m map[string]*rwHold, owner string) *rwHold {
 		h := m[owner]
 		if h == nil {
@@ -306,11 +313,10 @@ func rwState(key string, fields []string, fence string, writers []string, nowMs 
 		}
 		return h
 	}
-	tokenSeen := false
 	for i := 0; i+1 < len(fields); i += 2 {
 		f, v := fields[i], fields[i+1]
 		if f == "~t" {
-			rw.Token, _ = strconv.ParseInt(v, 10, 64)
+			token, _ = strconv.ParseInt(v, 10, 64)
 			tokenSeen = true
 			continue
 		}
@@ -330,40 +336,37 @@ func rwState(key string, fields []string, fence string, writers []string, nowMs 
 			get(writes, owner).deadline = n
 		}
 	}
-	live := func(m map[string]*rwHold) []Holder {
-		var out []Holder
-		for owner, h := range m {
-			if h.count > 0 && h.deadline > nowMs {
-				out = append(out, Holder{Owner: owner, Count: int(h.count), Lease: time.Duration(h.deadline-nowMs) * time.Millisecond})
-			}
+	return reads, writes, token, tokenSeen
+}
+
+// liveHolders are the holds of m whose deadline has not passed, by owner.
+func liveHolders(m map[string]*rwHold, nowMs int64) []Holder {
+	var out []Holder
+	for owner, h := range m {
+		if h.count > 0 && h.deadline > nowMs {
+			out = append(out, Holder{Owner: owner, Count: int(h.count), Lease: time.Duration(h.deadline-nowMs) * time.Millisecond})
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Owner < out[j].Owner })
-		return out
 	}
-	rw.Readers = live(reads)
-	if w := live(writes); len(w) > 0 {
-		rw.Writer = &w[0]
-	}
-	if rw.Writer == nil {
-		rw.Token = 0
-	} else if !tokenSeen && fence != "" {
-		rw.Token, _ = strconv.ParseInt(fence, 10, 64)
-	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Owner < out[j].Owner })
+	return out
+}
+
+// waitingWriters reads the waiting writers' claims (ZRANGE WITHSCORES),
+// leaving out those whose deadline has passed.
+func waitingWriters(writers []string, nowMs int64) []Waiter {
+	var out []Waiter
 	for i := 0; i+1 < len(writers); i += 2 {
 		dl, _ := strconv.ParseFloat(writers[i+1], 64)
 		if int64(dl) <= nowMs {
 			continue
 		}
-		rw.WritersWaiting = append(rw.WritersWaiting, Waiter{
+		out = append(out, Waiter{
 			Owner:     writers[i],
 			Deadline:  time.UnixMilli(int64(dl)),
 			Remaining: time.Duration(int64(dl)-nowMs) * time.Millisecond,
 		})
 	}
-	if len(rw.Readers) == 0 && rw.Writer == nil && len(rw.WritersWaiting) == 0 {
-		return nil
-	}
-	return rw
+	return out
 }
 
 // zsetScores reads ZRANGE WITHSCORES's flat reply as member → integer score.
@@ -458,6 +461,27 @@ func (c *Client) ListLocks(ctx context.Context, pattern string) ([]LockSummary, 
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
+	kss, err := c.lockNames(ctx, pattern)
+	if err != nil {
+		return nil, err
+	}
+	var out []LockSummary
+	const batch = 100
+	for start := 0; start < len(kss); start += batch {
+		states, err := c.inspectMany(ctx, kss[start:min(start+batch, len(kss))])
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range states {
+			out = append(out, summarize(st)...)
+		}
+	}
+	return out, nil
+}
+
+// lockNames SCANs for the names matching pattern that have a lock's state
+// key (see ListLocks), and returns them sorted.
+func (c *Client) lockNames(ctx context.Context, pattern string) ([]keyspace, error) {
 	if pattern == "" {
 		pattern = "*"
 	}
@@ -503,36 +527,20 @@ func (c *Client) ListLocks(ctx context.Context, pattern string) ([]LockSummary, 
 		kss = append(kss, ks)
 	}
 	sort.Slice(kss, func(i, j int) bool { return kss[i].name < kss[j].name })
-
-	var out []LockSummary
-	const batch = 100
-	for start := 0; start < len(kss); start += batch {
-		states, err := c.inspectMany(ctx, kss[start:min(start+batch, len(kss))])
-		if err != nil {
-			return nil, err
-		}
-		for _, st := range states {
-			out = append(out, summarize(st)...)
-		}
-	}
-	return out, nil
+	return kss, nil
 }
 
 // inspectMany inspects several names in one pipeline (split per node on a
 // Cluster), loading the script where a node does not know it yet.
 func (c *Client) inspectMany(ctx context.Context, kss []keyspace) ([]*LockState, error) {
-	pipe := c.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(kss))
+	calls := make([]scriptCall, len(kss))
 	for i, ks := range kss {
-		cmds[i] = inspectScript.EvalSha(ctx, pipe, inspectKeys(ks))
+		calls[i] = inspectCall(ks)
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per command
+	cmds, _ := evalPipeline(ctx, c.rdb, calls, nil)
 	out := make([]*LockState, 0, len(kss))
 	for i, ks := range kss {
 		res, err := cmds[i].Slice()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			res, err = inspectScript.Run(ctx, c.rdb, inspectKeys(ks)).Slice()
-		}
 		if err != nil {
 			return nil, wrapRedis("inspect", err)
 		}

@@ -2,12 +2,9 @@ package relock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Lock is a reentrant, exclusive lock shared by every process that uses the
@@ -24,10 +21,8 @@ import (
 //
 // In Redis a Lock is one hash, owner → hold count, whose TTL is the lease.
 type Lock struct {
-	c    *Client
-	ks   keyspace
-	err  error
-	keys lockKeys
+	exclusive // Name, Key and the queries
+	keys      lockKeys
 }
 
 type lockKeys struct {
@@ -38,30 +33,22 @@ type lockKeys struct {
 	waitChannel string
 }
 
+func lockKeysOf(ks keyspace) lockKeys {
+	return lockKeys{hash: ks.key(""), tail: ks.key("tail"), channel: ks.key("ch"), latchPrefix: ks.key("latch:")}
+}
+
 // Lock returns the reentrant lock called name. It sends nothing to Redis. An
 // empty or oversized name does not panic: every method of the returned Lock
 // then fails with ErrInvalidArgument.
 func (c *Client) Lock(name string) *Lock {
-	l := &Lock{c: c}
-	if c == nil {
-		l.err = c.usable()
-		return l
+	l := &Lock{}
+	if l.init(c, name) {
+		l.keys = lockKeysOf(l.ks)
+		l.keys.waitChannel = l.keys.hash + ":w:" + c.id
+		l.hash = l.keys.hash
 	}
-	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
-		l.err = err
-		return l
-	}
-	l.ks, l.err = newKeyspace(c.opts.prefix, name)
-	l.keys = lockKeys{hash: l.ks.key(""), tail: l.ks.key("tail"), channel: l.ks.key("ch"), latchPrefix: l.ks.key("latch:")}
-	l.keys.waitChannel = l.keys.hash + ":w:" + c.id
 	return l
 }
-
-// Name returns the name the lock was created with.
-func (l *Lock) Name() string { return l.ks.name }
-
-// Key returns the Redis key of the lock's hash (owner → hold count).
-func (l *Lock) Key() string { return l.keys.hash }
 
 // Lock blocks until the lock is acquired or ctx ends, and returns the context
 // of the hold. The hold has the Client's watchdog lease (30 s by default),
@@ -86,10 +73,7 @@ func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
 // When wait ends first, the error wraps ErrNotObtained. Negative or absurd
 // durations return ErrInvalidArgument and send nothing.
 func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	if l.err != nil {
-		return ctx, l.err
-	}
-	return lockWith(ctx, lockScheme{l}, wait, lease)
+	return l.tryLock(ctx, lockScheme{l}, wait, lease)
 }
 
 // Unlock releases one hold of ctx's owner; the lock is free once every hold
@@ -100,80 +84,14 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.
 // ctx never locked, or one Unlock more than Locks — and ErrLockLost when the
 // hold was lost before Unlock. The released hold's context is cancelled with
 // cause ErrUnlocked.
-func (l *Lock) Unlock(ctx context.Context) error {
-	if l.err != nil {
-		return l.err
-	}
-	return unlockWith(ctx, lockScheme{l})
-}
+func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, lockScheme{l}) }
 
 // ForceUnlock frees the lock whoever holds it and wakes its waiters. It
 // reports whether the lock was held. Holds of this Client on it end at once
 // (contexts cancelled with ErrLockLost); holders in other processes learn it
 // at their next renewal, Unlock or lease end.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
-	ctx, err := l.check(ctx)
-	if err != nil {
-		return false, err
-	}
-	n, err := lockForceReleaseScript.Run(context.WithoutCancel(ctx), l.c.rdb,
-		[]string{l.keys.hash, l.keys.channel, l.keys.tail}, l.c.publishCommand(),
-		l.c.opts.unlockLatch.Milliseconds(), l.c.blindHandOverArg()).Int64()
-	if err != nil {
-		return false, wrapRedis("force unlock", err)
-	}
-	l.c.endAll(l.keys.hash, fmt.Errorf("%w: force-unlocked", ErrLockLost))
-	return n == 1, nil
-}
-
-// IsLocked reports whether anyone holds the lock.
-func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
-	ctx, err := l.check(ctx)
-	if err != nil {
-		return false, err
-	}
-	n, err := l.c.rdb.Exists(ctx, l.keys.hash).Result()
-	return n == 1, wrapRedis("is locked", err)
-}
-
-// HoldCount returns how many holds ctx's owner has on the lock, as Redis
-// sees it (0 when it holds none, or ctx carries no owner).
-func (l *Lock) HoldCount(ctx context.Context) (int, error) {
-	ctx, err := l.check(ctx)
-	if err != nil {
-		return 0, err
-	}
-	o := ownerFrom(ctx)
-	if o == nil {
-		return 0, nil
-	}
-	n, err := l.c.rdb.HGet(ctx, l.keys.hash, o.field(l.c)).Int()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	return n, wrapRedis("hold count", err)
-}
-
-// HeldBy reports whether ctx's owner holds the lock, as Redis sees it.
-func (l *Lock) HeldBy(ctx context.Context) (bool, error) {
-	n, err := l.HoldCount(ctx)
-	return n > 0, err
-}
-
-// TTL returns the lock's remaining lease, or 0 when it is not held.
-func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	ctx, err := l.check(ctx)
-	if err != nil {
-		return 0, err
-	}
-	d, err := l.c.rdb.PTTL(ctx, l.keys.hash).Result()
-	if err != nil {
-		return 0, wrapRedis("ttl", err)
-	}
-	if d < 0 {
-		return 0, nil // -2: no key; -1: no expiry, which relock never writes
-	}
-	return d, nil
+	return l.forceUnlock(ctx, l.keys.hash, lockForceReleaseCall(l.c, l.keys))
 }
 
 // Token returns the fencing token of ctx's hold: a number strictly greater
@@ -191,40 +109,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // steps back (or lags its master's) by more than the time since the
 // acquisition Redis forgot. Tokens are large (about 1.8e15): compare them,
 // do not count on their values.
-func (l *Lock) Token(ctx context.Context) (int64, error) {
-	if l.err != nil {
-		return 0, l.err
-	}
-	return tokenOf(ctx, lockScheme{l})
-}
-
-// check validates a query's arguments and returns the context to run it on.
-func (l *Lock) check(ctx context.Context) (context.Context, error) {
-	if l.err != nil {
-		return nil, l.err
-	}
-	if err := l.c.usable(); err != nil {
-		return nil, err
-	}
-	if ctx == nil {
-		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	return queryContext(ctx), nil
-}
-
-// queryContext lets a query run on a hold's context after the hold ended: a
-// context relock itself cancelled (asking "do I still hold it?" after the
-// lock was lost is the point) is detached; one the caller cancelled is not.
-func queryContext(ctx context.Context) context.Context {
-	if ctx.Err() == nil {
-		return ctx
-	}
-	cause := context.Cause(ctx)
-	if errors.Is(cause, ErrUnlocked) || errors.Is(cause, ErrLockLost) || errors.Is(cause, ErrClientClosed) {
-		return context.WithoutCancel(ctx)
-	}
-	return ctx
-}
+func (l *Lock) Token(ctx context.Context) (int64, error) { return l.token(ctx, lockScheme{l}) }
 
 // lockScheme runs Lock's scripts.
 type lockScheme struct{ l *Lock }
@@ -235,8 +120,7 @@ func (s lockScheme) info() LockInfo  { return LockInfo{Name: s.l.ks.name, Kind: 
 
 func (s lockScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := s.l
-	res, repl, err := l.c.evalAcquire(ctx, lockAcquireScript, []string{l.keys.hash, l.keys.tail},
-		r.owner, r.op, r.gen, r.lease.Milliseconds(), l.c.fencingArg(), "1")
+	res, repl, err := l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, true))
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
 	}
@@ -266,9 +150,7 @@ func parseAcquire(res []int64, channel string) (attempt, error) {
 
 func (s lockScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := s.l
-	n, err := lockReleaseScript.Run(ctx, l.c.rdb,
-		[]string{l.keys.hash, l.keys.channel, l.keys.latchPrefix + r.op, l.keys.tail},
-		r.owner, r.op, r.gen, boolArg(r.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), l.c.blindHandOverArg()).Int64()
+	n, err := lockReleaseCall(l.c, l.keys, r.owner, r).run(ctx, l.c.rdb).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}
@@ -289,7 +171,7 @@ func parseRelease(n int64) (releaseOutcome, error) {
 }
 
 func (s lockScheme) renewal(_, gen string, lease time.Duration) renewal {
-	return renewal{script: lockRenewScript, keys: []string{s.l.keys.hash}, args: []any{gen, lease.Milliseconds()}}
+	return renewal{call: lockRenewCall(s.l.keys.hash, gen, lease)}
 }
 
 // abandon takes a waiter that gave up out of the lock's queue, and releases
@@ -298,8 +180,7 @@ func (s lockScheme) renewal(_, gen string, lease time.Duration) renewal {
 func (s lockScheme) abandon(ctx context.Context, owner, waiter string) {
 	l := s.l
 	run := func(ctx context.Context) error {
-		return lockAbandonScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.keys.tail},
-			owner, waiter, l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), l.c.blindHandOverArg()).Err()
+		return lockAbandonCall(l.c, l.keys, owner, waiter).run(ctx, l.c.rdb).Err()
 	}
 	if err := run(ctx); err != nil && transient(err) {
 		l.c.retryInBackground(run, time.Now().Add(l.c.opts.watchdogLease))

@@ -119,16 +119,6 @@ func deploymentID(rdb redis.UniversalClient) string {
 // Locks returns the parts in the order they are acquired.
 func (m *MultiLock) Locks() []*Lock { return slices.Clone(m.parts) }
 
-// info names a MultiLock's wait for the Observer: its parts' names, in its
-// order, joined by ",".
-func (m *MultiLock) info() LockInfo {
-	names := make([]string, len(m.parts))
-	for i, p := range m.parts {
-		names[i] = p.Name()
-	}
-	return LockInfo{Name: strings.Join(names, ","), Kind: KindMultiLock}
-}
-
 // Lock blocks until every part is acquired or ctx ends, and returns the
 // context of the hold, which is cancelled when the MultiLock is unlocked
 // (cause ErrUnlocked) or when any part is lost (cause ErrLockLost: call
@@ -162,244 +152,7 @@ func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 	if m.err != nil {
 		return ctx, m.err
 	}
-	for _, g := range m.groups {
-		if err := g.c.usable(); err != nil {
-			return ctx, err
-		}
-	}
-	if err := checkLockArgs(ctx, wait, lease); err != nil {
-		return ctx, err
-	}
-	parent, o := withNewOwner(ctx)
-	holds, release, err := m.enter(ctx, o, true)
-	if err != nil {
-		return ctx, err
-	}
-	defer release()
-
-	gens := make([]string, len(m.parts))
-	reentry := true
-	for i, p := range m.parts {
-		gens[i] = p.c.holds.generation(holds[i])
-		reentry = reentry && gens[i] != ""
-	}
-	// Scripts run detached from ctx, as in lockWith.
-	dctx := context.WithoutCancel(ctx)
-	start := time.Now() // for the events of the parts' Clients, any of which may observe
-	var started time.Time
-	attempts := 0
-	var tokens []int64
-	var granted []string // per part: the generation it holds after the attempt
-	try := func() (attempt, error) {
-		started = time.Now()
-		attempts++
-		var a attempt
-		var err error
-		tokens, granted, a, err = m.acquire(dctx, o, holds, gens, lease)
-		return a, err
-	}
-	var a attempt
-	slept := 0
-	if reentry {
-		a, err = try() // re-entry never waits
-	} else {
-		a, slept, err = m.groups[0].c.wait(ctx, waitSpec{wait: wait, obs: m}, try)
-	}
-	if err == nil && a.outcome != acquired {
-		err = fmt.Errorf("relock: multilock: unexpected acquire outcome %d", a.outcome)
-	}
-	if slept > 0 {
-		m.groups[0].c.emitWait(ctx, m, start, attempts, err)
-	}
-	if err != nil {
-		return ctx, err
-	}
-	// One context per part, each derived from the previous one: the last is
-	// cancelled as soon as any part's hold ends, with that part's cause, and
-	// carries one entry per part, which Unlock ends.
-	hctx := parent
-	for i, p := range m.parts {
-		hctx = p.c.grant(holds[i], hctx, attempt{outcome: acquired, gen: granted[i], token: tokens[i]}, lease, started)
-	}
-	for i, p := range m.parts {
-		p.c.emitAcquired(ctx, lockScheme{p}, start, attempts, slept > 0 || attempts > 1, gens[i] != "", tokens[i])
-	}
-	return hctx, nil
-}
-
-// enter registers the caller as a user of every part's hold record and takes
-// their semaphores in the MultiLock's order (so two goroutines of one owner
-// cannot deadlock on them). With cancellable, it gives up when ctx ends.
-func (m *MultiLock) enter(ctx context.Context, o *owner, cancellable bool) ([]*hold, func(), error) {
-	holds := make([]*hold, len(m.parts))
-	for i, p := range m.parts {
-		holds[i] = p.c.holds.enter(lockScheme{p}, o.field(p.c))
-	}
-	release, err := m.takeSems(ctx, holds, cancellable)
-	return holds, release, err
-}
-
-// takeSems takes the semaphores of holds in order and returns the func that
-// gives them back and ends the caller's use of the records.
-func (m *MultiLock) takeSems(ctx context.Context, holds []*hold, cancellable bool) (func(), error) {
-	taken := 0
-	release := func() {
-		for i := taken - 1; i >= 0; i-- {
-			<-holds[i].sem
-		}
-		for i, p := range m.parts {
-			p.c.holds.exit(holds[i])
-		}
-	}
-	for _, h := range holds {
-		if !cancellable {
-			h.sem <- struct{}{}
-			taken++
-			continue
-		}
-		select {
-		case h.sem <- struct{}{}:
-			taken++
-		case <-ctx.Done():
-			release()
-			return nil, notObtained(ctx)
-		}
-	}
-	return release, nil
-}
-
-// acquire is one attempt: every group in order, each in one script call. On
-// anything but success it releases the groups it took and says why. It
-// returns each part's token and generation.
-func (m *MultiLock) acquire(ctx context.Context, o *owner, holds []*hold, gens []string, lease time.Duration) ([]int64, []string, attempt, error) {
-	tokens := make([]int64, len(m.parts))
-	granted := make([]string, len(m.parts))
-	for gi, g := range m.groups {
-		if err := g.c.usable(); err != nil {
-			return nil, nil, attempt{}, m.rollback(ctx, o, gi, gens, granted, err)
-		}
-		op := g.c.newOp()
-		res, err := m.acquireGroup(ctx, g, o.field(g.c), op, gens, leaseOf(g.c, lease))
-		if err != nil {
-			if outcomeUnknown(err) {
-				m.cleanUp(g, o, op, gens, leaseOf(g.c, lease))
-			}
-			return nil, nil, attempt{}, m.rollback(ctx, o, gi, gens, granted, err)
-		}
-		switch res[0] {
-		case 1:
-			for j, i := range g.parts {
-				tokens[i], granted[i] = res[1+j], cmp.Or(gens[i], op)
-			}
-			continue
-		case 0:
-			p := m.parts[g.parts[res[1]-1]]
-			a := attempt{outcome: busy, retryIn: leaseLeft(res[2]), channel: p.keys.channel, subs: p.c.subs}
-			return nil, nil, a, m.rollback(ctx, o, gi, gens, granted, nil)
-		}
-		i := g.parts[res[1]-1]
-		p := m.parts[i]
-		err = fmt.Errorf("%w: multilock part %q: the hold was gone when the owner re-entered", ErrLockLost, p.Name())
-		p.c.end(holds[i], gens[i], err)
-		return nil, nil, attempt{}, m.rollback(ctx, o, gi, gens, granted, err)
-	}
-	return tokens, granted, attempt{outcome: acquired}, nil
-}
-
-func leaseOf(c *Client, lease time.Duration) time.Duration {
-	if lease == 0 {
-		return c.opts.watchdogLease
-	}
-	return lease
-}
-
-// cleanUp frees, in the background, the new parts of a group call whose
-// outcome is unknown: they may be held with nobody to use them.
-func (m *MultiLock) cleanUp(g multiGroup, o *owner, op string, gens []string, lease time.Duration) {
-	for _, i := range g.parts {
-		if gens[i] == "" {
-			p := m.parts[i]
-			g.c.releaseInBackground(lockScheme{p}, releaseReq{o.field(g.c), g.c.newOp(), op, true}, time.Now().Add(lease))
-		}
-	}
-}
-
-func (m *MultiLock) acquireGroup(ctx context.Context, g multiGroup, field, op string, gens []string, lease time.Duration) ([]int64, error) {
-	keys := make([]string, 0, 2*len(g.parts))
-	args := make([]any, 0, 4+len(g.parts))
-	args = append(args, field, op, lease.Milliseconds(), g.c.fencingArg())
-	for _, i := range g.parts {
-		p := m.parts[i]
-		keys = append(keys, p.keys.hash, p.keys.tail)
-		args = append(args, gens[i])
-	}
-	res, err := multiAcquireScript.Run(ctx, g.c.rdb, keys, args...).Int64Slice()
-	if err != nil {
-		return nil, wrapRedis("multilock acquire", err)
-	}
-	if want := 1 + len(g.parts); (res[0] == 1 && len(res) != want) || (res[0] != 1 && len(res) != 3) ||
-		(res[0] != 1 && (res[1] < 1 || int(res[1]) > len(g.parts))) {
-		return nil, fmt.Errorf("relock: multilock acquire script returned %v", res)
-	}
-	return res, nil
-}
-
-// rollback releases what this attempt took on groups before upto — a new
-// part is freed, a re-entered one loses the hold just added — and returns
-// cause joined with any failure to do so.
-func (m *MultiLock) rollback(ctx context.Context, o *owner, upto int, gens, granted []string, cause error) error {
-	errs := []error{cause}
-	for _, g := range m.groups[:upto] {
-		parts := make([]multiPart, len(g.parts))
-		for j, i := range g.parts {
-			parts[j] = multiPart{i: i, gen: granted[i], final: gens[i] == ""}
-		}
-		out, err := m.releaseGroup(ctx, g, o.field(g.c), g.c.newOp(), parts)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("relock: multilock: releasing the parts taken before: %w", err))
-			continue
-		}
-		for j, r := range out {
-			if r == notHeld {
-				errs = append(errs, fmt.Errorf("%w: multilock part %q vanished while the others were taken", ErrLockLost, m.parts[g.parts[j]].Name()))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// multiPart is one part's share of a group release.
-type multiPart struct {
-	i     int
-	gen   string
-	final bool
-	since time.Time // when the part's hold was granted (for the Observer)
-}
-
-func (m *MultiLock) releaseGroup(ctx context.Context, g multiGroup, field, op string, parts []multiPart) ([]releaseOutcome, error) {
-	c := g.c
-	keys := make([]string, 0, 4*len(parts))
-	args := make([]any, 0, 5+2*len(parts))
-	args = append(args, field, op, c.publishCommand(), c.opts.unlockLatch.Milliseconds(), c.blindHandOverArg())
-	for _, pt := range parts {
-		p := m.parts[pt.i]
-		keys = append(keys, p.keys.hash, p.keys.channel, p.keys.latchPrefix+op, p.keys.tail)
-		args = append(args, pt.gen, boolArg(pt.final))
-	}
-	res, err := multiReleaseScript.Run(ctx, c.rdb, keys, args...).Int64Slice()
-	if err != nil {
-		return nil, wrapRedis("multilock release", err)
-	}
-	if len(res) != len(parts) {
-		return nil, fmt.Errorf("relock: multilock release script returned %d values, want %d", len(res), len(parts))
-	}
-	out := make([]releaseOutcome, len(res))
-	for j, n := range res {
-		if out[j], err = parseRelease(n); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return lockWith(ctx, multiScheme{m}, wait, lease)
 }
 
 // Unlock ends the hold of ctx — the context a MultiLock.Lock returned — on
@@ -419,90 +172,185 @@ func (m *MultiLock) Unlock(ctx context.Context) error {
 	if m.err != nil {
 		return m.err
 	}
-	for _, g := range m.groups {
-		if g.c.err != nil {
-			return g.c.err
-		}
-	}
-	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	o := ownerFrom(ctx)
-	if o == nil {
-		return fmt.Errorf("%w: the context carries no owner; pass the context Lock returned", ErrNotHeld)
-	}
-	entries := make([]*entry, len(m.parts))
-	holds := make([]*hold, len(m.parts))
-	for i, p := range m.parts {
-		e := entryFrom(ctx, p.c, p.keys.hash)
-		if e == nil || e.h.key.owner != o.field(p.c) {
-			return fmt.Errorf("%w: the context is not a hold context of this MultiLock", ErrNotHeld)
-		}
-		entries[i], holds[i] = e, e.h
-	}
-	// Counted as a user only once every part is found: an early return
-	// above must leave no record pinned.
-	for i, p := range m.parts {
-		p.c.holds.use(holds[i])
-	}
-	release, _ := m.takeSems(ctx, holds, false)
-	defer release()
-	return m.releaseEntries(context.WithoutCancel(ctx), o, entries)
+	return unlockWith(ctx, multiScheme{m})
 }
 
-// releaseEntries ends one entry per part, group by group.
-func (m *MultiLock) releaseEntries(ctx context.Context, o *owner, entries []*entry) error {
-	var errs []error
-	partErr := func(i int, err error) {
-		errs = append(errs, fmt.Errorf("multilock part %q: %w", m.parts[i].Name(), err))
+// multiScheme runs a MultiLock's scripts, group by group. It is a
+// partedScheme: each part is an ordinary hold of its Lock, which the engine
+// keeps in the Lock's Client; the request's parts are the MultiLock's, in
+// its order.
+type multiScheme struct{ m *MultiLock }
+
+// client is where a MultiLock waits: its first group's Client.
+func (s multiScheme) client() *Client { return s.m.groups[0].c }
+
+// holdID is empty: the holds are the parts' (see parts).
+func (s multiScheme) holdID() string { return "" }
+
+func (s multiScheme) info() LockInfo {
+	names := make([]string, len(s.m.parts))
+	for i, p := range s.m.parts {
+		names[i] = p.Name()
 	}
-	live := 0
-	for _, g := range m.groups {
-		var parts []multiPart
-		for _, i := range g.parts {
-			e := entries[i]
-			g.c.holds.mu.Lock()
-			if e.ended != nil {
-				if lost(e.ended) {
-					partErr(i, e.ended)
-				}
-			} else {
-				final := len(e.h.entries) == 1
-				e.h.releasing = final
-				parts = append(parts, multiPart{i: i, gen: e.gen, final: final, since: e.h.since})
-			}
-			g.c.holds.mu.Unlock()
+	return LockInfo{Name: strings.Join(names, ","), Kind: KindMultiLock}
+}
+
+func (s multiScheme) parts() []scheme {
+	out := make([]scheme, len(s.m.parts))
+	for i, p := range s.m.parts {
+		out[i] = lockScheme{p}
+	}
+	return out
+}
+
+// renewal is never asked for: the watchdog renews the parts' holds.
+func (s multiScheme) renewal(string, string, time.Duration) renewal {
+	return renewal{run: func(context.Context) (int64, error) {
+		return 0, errors.New("relock: a MultiLock's hold is renewed part by part")
+	}}
+}
+
+func (multiScheme) abandon(context.Context, string, string) {}
+
+// acquire is one attempt: every group in order, each in one script call. On
+// anything but success it releases the groups it took and says why; on
+// success each part of r has its generation and token.
+func (s multiScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
+	m := s.m
+	for gi, g := range m.groups {
+		if err := g.c.usable(); err != nil {
+			return attempt{}, s.rollback(ctx, r.parts, gi, err)
 		}
-		if len(parts) == 0 {
+		op, lease := g.c.newOp(), g.c.leaseFor(r.lease)
+		res, err := s.acquireGroup(ctx, g, r.parts, op, lease)
+		if err != nil {
+			if outcomeUnknown(err) {
+				s.cleanUp(g, r.parts, op, lease)
+			}
+			return attempt{}, s.rollback(ctx, r.parts, gi, err)
+		}
+		if res[0] == 1 {
+			for j, i := range g.parts {
+				p := &r.parts[i]
+				p.gen, p.token = cmp.Or(p.held, op), res[1+j]
+			}
 			continue
 		}
-		live += len(parts)
-		op := g.c.newOp()
-		out, err := m.releaseGroup(ctx, g, o.field(g.c), op, parts)
-		for j, pt := range parts {
-			e, c := entries[pt.i], g.c
-			switch {
-			case err != nil:
-				c.emitReleased(ctx, e.h, pt.since, pt.final, err)
-				c.unlockFailed(e, releaseReq{e.h.key.owner, op, pt.gen, pt.final}, e.h.expiresAt)
-				partErr(pt.i, err)
-			case out[j] == released:
-				c.emitReleased(ctx, e.h, pt.since, true, nil)
-				c.end(e.h, pt.gen, ErrUnlocked)
-			case out[j] == stillHeld:
-				c.emitReleased(ctx, e.h, pt.since, false, nil)
-				c.holds.mu.Lock()
-				c.endEntryLocked(e, ErrUnlocked)
-				c.holds.mu.Unlock()
-			default:
-				cause := fmt.Errorf("%w: the hold was gone when Unlock ran", ErrLockLost)
-				c.end(e.h, pt.gen, cause)
-				partErr(pt.i, cause)
+		i := g.parts[res[1]-1]
+		l, p := m.parts[i], &r.parts[i]
+		if res[0] == 0 {
+			a := attempt{outcome: busy, retryIn: leaseLeft(res[2]), channel: l.keys.channel}
+			a.subs = l.c.subs
+			return a, s.rollback(ctx, r.parts, gi, nil)
+		}
+		err = fmt.Errorf("%w: multilock part %q: the hold was gone when the owner re-entered", ErrLockLost, l.Name())
+		l.c.end(p.h, p.held, err)
+		return attempt{}, s.rollback(ctx, r.parts, gi, err)
+	}
+	return attempt{outcome: acquired}, nil
+}
+
+// cleanUp frees, in the background, the new parts of a group call whose
+// outcome is unknown: they may be held with nobody to use them.
+func (s multiScheme) cleanUp(g multiGroup, parts []part, op string, lease time.Duration) {
+	for _, i := range g.parts {
+		if p := parts[i]; p.held == "" {
+			req := releaseReq{owner: p.h.key.owner, op: g.c.newOp(), gen: op, final: true}
+			g.c.releaseInBackground(lockScheme{s.m.parts[i]}, req, time.Now().Add(lease))
+		}
+	}
+}
+
+func (s multiScheme) acquireGroup(ctx context.Context, g multiGroup, parts []part, op string, lease time.Duration) ([]int64, error) {
+	ks := make([]lockKeys, len(g.parts))
+	held := make([]string, len(g.parts))
+	for j, i := range g.parts {
+		ks[j], held[j] = s.m.parts[i].keys, parts[i].held
+	}
+	owner := parts[g.parts[0]].h.key.owner
+	res, err := multiAcquireCall(g.c, ks, held, owner, op, lease).run(ctx, g.c.rdb).Int64Slice()
+	if err != nil {
+		return nil, wrapRedis("multilock acquire", err)
+	}
+	if want := 1 + len(g.parts); (res[0] == 1 && len(res) != want) || (res[0] != 1 && len(res) != 3) ||
+		(res[0] != 1 && (res[1] < 1 || int(res[1]) > len(g.parts))) {
+		return nil, fmt.Errorf("relock: multilock acquire script returned %v", res)
+	}
+	return res, nil
+}
+
+// rollback releases what this attempt took on groups before upto — a new
+// part is freed, a re-entered one loses the hold just added — and returns
+// cause joined with any failure to do so.
+func (s multiScheme) rollback(ctx context.Context, parts []part, upto int, cause error) error {
+	errs := []error{cause}
+	for _, g := range s.m.groups[:upto] {
+		gens := make([]string, len(g.parts))
+		final := make([]bool, len(g.parts))
+		for j, i := range g.parts {
+			gens[j], final[j] = parts[i].gen, parts[i].held == ""
+		}
+		out, err := s.releaseGroup(ctx, g, parts[g.parts[0]].h.key.owner, g.c.newOp(), g.parts, gens, final)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("relock: multilock: releasing the parts taken before: %w", err))
+			continue
+		}
+		for j, r := range out {
+			if r == notHeld {
+				errs = append(errs, fmt.Errorf("%w: multilock part %q vanished while the others were taken", ErrLockLost, s.m.parts[g.parts[j]].Name()))
 			}
 		}
 	}
-	if live == 0 && len(errs) == 0 {
-		return ErrNotHeld
-	}
 	return errors.Join(errs...)
+}
+
+// release ends, group by group, one entry of each live part of r: it sets
+// each one's op and outcome (or error). Its own result means nothing.
+func (s multiScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
+	for _, g := range s.m.groups {
+		var idx []int
+		var gens []string
+		var final []bool
+		for _, i := range g.parts {
+			if p := r.parts[i]; p.live {
+				idx, gens, final = append(idx, i), append(gens, p.req.gen), append(final, p.req.final)
+			}
+		}
+		if len(idx) == 0 {
+			continue
+		}
+		op := g.c.newOp()
+		out, err := s.releaseGroup(ctx, g, r.parts[idx[0]].req.owner, op, idx, gens, final)
+		for j, i := range idx {
+			p := &r.parts[i]
+			p.req.op, p.err = op, err
+			if err == nil {
+				p.out = out[j]
+			}
+		}
+	}
+	return 0, nil
+}
+
+// releaseGroup releases one hold of owner on the parts idx of group g, of
+// generations gens, the last one when final, in one script call.
+func (s multiScheme) releaseGroup(ctx context.Context, g multiGroup, owner, op string, idx []int, gens []string, final []bool) ([]releaseOutcome, error) {
+	ks := make([]lockKeys, len(idx))
+	for j, i := range idx {
+		ks[j] = s.m.parts[i].keys
+	}
+	res, err := multiReleaseCall(g.c, ks, gens, final, owner, op).run(ctx, g.c.rdb).Int64Slice()
+	if err != nil {
+		return nil, wrapRedis("multilock release", err)
+	}
+	if len(res) != len(idx) {
+		return nil, fmt.Errorf("relock: multilock release script returned %d values, want %d", len(res), len(idx))
+	}
+	out := make([]releaseOutcome, len(res))
+	for j, n := range res {
+		if out[j], err = parseRelease(n); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -270,8 +270,7 @@ func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	res, errs := fanOut(r, context.WithoutCancel(ctx), func(ctx context.Context, l *Lock) (int64, error) {
-		return lockForceReleaseScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.channel, l.keys.tail},
-			l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), l.c.blindHandOverArg()).Int64()
+		return lockForceReleaseCall(l.c, l.keys).run(ctx, l.c.rdb).Int64()
 	})
 	r.home.endAll(r.id, fmt.Errorf("%w: force-unlocked", ErrLockLost))
 	freed, failed := 0, 0
@@ -366,59 +365,73 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 	fencing := r.home.fencingArg()
 	start := time.Now()
 	replies, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) ([]int64, error) {
-		res, err := lockAcquireScript.Run(ctx, l.c.rdb, []string{l.keys.hash, l.keys.tail},
-			field, req.op, req.gen, req.lease.Milliseconds(), fencing).Int64Slice()
+		// The home Client decides fencing; no master queues a waiter (no
+		// single master can hand a RedLock over).
+		res, err := lockAcquireCall(r.home, l.keys, field, req, false).run(ctx, l.c.rdb).Int64Slice()
 		if err == nil && len(res) < 2 {
 			err = fmt.Errorf("acquire script returned %d values, want 2 or 3", len(res))
 		}
 		return res, err
 	})
-	var granted []int
-	var failures []error
-	lost := 0
-	var token int64
-	for i, err := range errs {
-		if err != nil {
-			failures = append(failures, err)
-			continue
-		}
-		switch replies[i][0] {
-		case 1:
-			granted = append(granted, i)
-			token = max(token, replies[i][1])
-		case 0:
-			failures = append(failures, fmt.Errorf("master %s: held by another owner", deploymentID(r.nodes[i].c.rdb)))
-		default:
-			lost++
-			failures = append(failures, fmt.Errorf("master %s: %w", deploymentID(r.nodes[i].c.rdb), ErrLockLost))
-		}
-	}
+	v := r.count(replies, errs)
 	gen := cmp.Or(req.gen, req.op)
 	drift := r.driftFor(req.lease)
-	if len(granted) >= r.quorum {
+	if len(v.granted) >= r.quorum {
 		ok := true
 		if req.gen == "" && fencing == "1" {
-			ok = r.spreadToken(ctx, field, gen, granted, replies, token, &failures)
+			ok = r.spreadToken(ctx, field, gen, v.granted, replies, v.token, &v.failures)
 		}
 		if ok && req.lease-time.Since(start)-drift > 0 {
-			return attempt{outcome: acquired, token: token, drift: drift}, nil
+			return attempt{outcome: acquired, token: v.token}, nil
 		}
 		if ok {
-			failures = append(failures, fmt.Errorf("the round took %v, longer than the lease %v less drift", time.Since(start), req.lease))
+			v.failures = append(v.failures, fmt.Errorf("the round took %v, longer than the lease %v less drift", time.Since(start), req.lease))
 		}
 	}
 	// Undo this round everywhere: a master that granted, or that may have
 	// executed the request without answering in time, lets this round's
 	// grant go; the others answer "not held" and change nothing.
 	s.release(ctx, releaseReq{owner: req.owner, op: r.home.newOp(), gen: gen, final: req.gen == ""})
-	cause := fmt.Errorf("%d of %d masters granted, %d needed: %w", len(granted), len(r.nodes), r.quorum, errors.Join(failures...))
+	cause := fmt.Errorf("%d of %d masters granted, %d needed: %w", len(v.granted), len(r.nodes), r.quorum, errors.Join(v.failures...))
 	if req.gen != "" {
-		if lost > len(r.nodes)-r.quorum {
+		if v.lost > len(r.nodes)-r.quorum {
 			return attempt{outcome: mismatch}, nil
 		}
 		return attempt{}, fmt.Errorf("relock: redlock re-entry: %w", cause)
 	}
-	return attempt{outcome: busy, retryIn: r.jitter(), cause: cause}, nil
+	a := attempt{outcome: busy, retryIn: r.jitter()}
+	a.cause = cause
+	return a, nil
+}
+
+// redVotes is what the masters answered to one round's acquire.
+type redVotes struct {
+	granted  []int   // the masters that granted
+	token    int64   // the largest token among them
+	lost     int     // how many no longer had the caller's generation
+	failures []error // why the others did not grant
+}
+
+// count reads a round's replies (see fanOut).
+func (r *RedLock) count(replies [][]int64, errs []error) redVotes {
+	var v redVotes
+	for i, err := range errs {
+		if err != nil {
+			v.failures = append(v.failures, err)
+			continue
+		}
+		switch replies[i][0] {
+		case 1:
+			v.granted = append(v.granted, i)
+			v.token = max(v.token, replies[i][1])
+		case 0:
+			v.failures = append(v.failures, fmt.Errorf("master %s: held by another owner", deploymentID(r.nodes[i].c.rdb)))
+		default:
+			v.lost++
+			v.failures = append(v.failures, fmt.Errorf("master %s: %w", deploymentID(r.nodes[i].c.rdb), ErrLockLost))
+		}
+	}
+	return v
 }
 
 // spreadToken makes sure a majority of the masters has its counter at token
@@ -441,7 +454,7 @@ func (r *RedLock) spreadToken(ctx context.Context, field, gen string, granted []
 		if !lag[l] {
 			return 0, nil
 		}
-		return redFenceScript.Run(ctx, l.c.rdb, []string{l.keys.hash}, gen, token).Int64()
+		return redFenceCall(l.keys.hash, gen, token).run(ctx, l.c.rdb).Int64()
 	})
 	for i, l := range r.nodes {
 		if !lag[l] {
@@ -465,9 +478,7 @@ func (s redScheme) release(ctx context.Context, req releaseReq) (releaseOutcome,
 	r := s.r
 	field := req.owner + redOwnerSuffix
 	res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
-		return lockReleaseScript.Run(ctx, l.c.rdb,
-			[]string{l.keys.hash, l.keys.channel, l.keys.latchPrefix + req.op, l.keys.tail},
-			field, req.op, req.gen, boolArg(req.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds(), l.c.blindHandOverArg()).Int64()
+		return lockReleaseCall(l.c, l.keys, field, req).run(ctx, l.c.rdb).Int64()
 	})
 	ok, lost := 0, 0
 	var failures []error
@@ -502,7 +513,7 @@ func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 	return renewal{run: func(ctx context.Context) (int64, error) {
 		start := time.Now()
 		res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
-			v, err := lockRenewScript.Run(ctx, l.c.rdb, []string{l.keys.hash}, gen, lease.Milliseconds()).Int64Slice()
+			v, err := lockRenewCall(l.keys.hash, gen, lease).run(ctx, l.c.rdb).Int64Slice()
 			if err == nil && len(v) != 1 {
 				err = fmt.Errorf("renewal script returned %d values, want 1", len(v))
 			}
@@ -535,3 +546,7 @@ func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 }
 
 func (redScheme) abandon(context.Context, string, string) {}
+
+// drift makes a RedLock hold count as gone drift(lease) before its lease ends
+// (see driftingScheme).
+func (s redScheme) drift(lease time.Duration) time.Duration { return s.r.driftFor(lease) }

@@ -33,7 +33,7 @@ type hold struct {
 	// renewal or re-entry moved it.
 	expiresAt time.Time
 	expiry    *time.Timer
-	drift     time.Duration // how much sooner than its lease the hold counts as gone (RedLock)
+	drift     time.Duration // how much sooner than its lease the hold counts as gone (driftingScheme)
 
 	// told: the end of the generation was reported (a Lost, or a final
 	// Released when an Observer is set), so that no second end is. Reset
@@ -128,16 +128,26 @@ func (r *registry) find(id, owner string) (gen string, token int64, until time.T
 	return "", 0, time.Time{}
 }
 
-// grant records a granted attempt as a new entry of h and returns its
-// context. started is when the acquire script was sent: the lease runs from
-// no earlier than that.
-func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Duration, started time.Time) context.Context {
+// A driftingScheme's holds count as gone sooner than their lease, by
+// drift(lease): the allowance for the clock drift between the servers that
+// granted them (RedLock).
+type driftingScheme interface {
+	drift(lease time.Duration) time.Duration
+}
+
+// grant records a granted generation gen (token its fencing token) as a new
+// entry of h and returns its context. started is when the acquire script was
+// sent: the lease runs from no earlier than that.
+func (c *Client) grant(h *hold, parent context.Context, gen string, token int64, lease time.Duration, started time.Time) context.Context {
 	r := &c.holds
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if h.gen == "" {
-		h.gen, h.token, h.drift, h.since = a.gen, a.token, a.drift, started
+		h.gen, h.token, h.drift, h.since = gen, token, 0, started
 		h.told.Store(false)
+		if d, ok := h.scheme.(driftingScheme); ok {
+			h.drift = d.drift(c.leaseFor(lease))
+		}
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	e := &entry{h: h, gen: h.gen, lease: lease, cancel: cancel}
@@ -146,12 +156,12 @@ func (c *Client) grant(h *hold, parent context.Context, a attempt, lease time.Du
 		h.watched = true
 		c.dog.watch(h)
 	}
-	if lease == 0 {
-		lease = c.opts.watchdogLease
-	}
-	c.extendLocked(h, started.Add(safeLease(lease)-h.drift))
+	c.extendLocked(h, started.Add(safeLease(c.leaseFor(lease))-h.drift))
 	return context.WithValue(ctx, entryKey{c, h.key.id}, e)
 }
+
+// client is the Client that keeps h.
+func (h *hold) client() *Client { return h.scheme.client() }
 
 // extendLocked moves the hold's local lease end to until, if that is later:
 // the lease of a leased hold, or for a watched one the lease its last

@@ -66,52 +66,34 @@ func checkReplicaTimeout(rdb redis.UniversalClient, timeout time.Duration) error
 	return nil
 }
 
-// evalAcquire runs an acquire script and returns its integer reply. With
-// WithReplicas it pipelines a WAIT after the script; repl is then non-nil
-// when the script's writes did not reach the replicas. A WAIT after an
-// attempt that wrote nothing (the lock was busy) returns at once.
-func (c *Client) evalAcquire(ctx context.Context, s *redis.Script, keys []string, args ...any) (vals []int64, repl error, err error) {
-	if c.opts.replicas == 0 {
-		vals, err = s.Run(ctx, c.rdb, keys, args...).Int64Slice()
-		return vals, nil, err
-	}
-	var target redis.Cmdable = c.rdb
+// waitTarget is where the WAIT after an acquire script on key must go: the
+// connection the script runs on. WAIT has no key: sent through a Cluster
+// client it would go to a random node, so there it is the master of key's
+// slot.
+func (c *Client) waitTarget(ctx context.Context, key string) (redis.Cmdable, error) {
 	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
-		// WAIT has no key: sent through the Cluster client it would go to a
-		// random node. It must follow the script on the master's connection.
-		node, err := cc.MasterForKey(ctx, keys[0])
-		if err != nil {
-			return nil, nil, err
-		}
-		target = node
+		return cc.MasterForKey(ctx, key)
 	}
-	run := func(eval bool) (*redis.Cmd, *redis.IntCmd) {
-		pipe := target.Pipeline()
-		var cmd *redis.Cmd
-		if eval {
-			cmd = s.Eval(ctx, pipe, keys, args...)
-		} else {
-			cmd = s.EvalSha(ctx, pipe, keys, args...)
-		}
-		wait := redis.NewIntCmd(ctx, "wait", c.opts.replicas, c.opts.replicaTimeout.Milliseconds())
-		_ = pipe.Process(ctx, wait)
-		_, _ = pipe.Exec(ctx)
-		return cmd, wait
-	}
-	cmd, wait := run(false)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd, wait = run(true)
-	}
-	if vals, err = cmd.Int64Slice(); err != nil {
-		return nil, nil, err
-	}
-	acked, werr := wait.Result()
+	return c.rdb, nil
+}
+
+// queueWait adds WithReplicas's WAIT to pipe.
+func (c *Client) queueWait(ctx context.Context, pipe redis.Pipeliner) *redis.IntCmd {
+	wait := redis.NewIntCmd(ctx, "wait", c.opts.replicas, c.opts.replicaTimeout.Milliseconds())
+	_ = pipe.Process(ctx, wait)
+	return wait
+}
+
+// replicated reads the WAIT's reply: nil when enough replicas acknowledged,
+// otherwise why not (wrapping ErrNotObtained and ErrNotReplicated).
+func (c *Client) replicated(wait *redis.IntCmd) error {
+	acked, err := wait.Result()
 	switch {
-	case werr != nil:
-		repl = fmt.Errorf("%w: %w: the server rejected WAIT: %w", ErrNotObtained, ErrNotReplicated, werr)
+	case err != nil:
+		return fmt.Errorf("%w: %w: the server rejected WAIT: %w", ErrNotObtained, ErrNotReplicated, err)
 	case int(acked) < c.opts.replicas:
-		repl = fmt.Errorf("%w: %w: %d of %d replicas acknowledged the lock within %v",
+		return fmt.Errorf("%w: %w: %d of %d replicas acknowledged the lock within %v",
 			ErrNotObtained, ErrNotReplicated, acked, c.opts.replicas, c.opts.replicaTimeout)
 	}
-	return vals, repl, nil
+	return nil
 }

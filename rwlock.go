@@ -46,9 +46,7 @@ var ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot ta
 // WithUnlockLatch). An RWLock, a Lock and a
 // FairLock of the same name are different locks.
 type RWLock struct {
-	c    *Client
-	ks   keyspace
-	err  error
+	base // Name and the queries' plumbing
 	keys rwKeys
 }
 
@@ -56,33 +54,21 @@ type rwKeys struct {
 	hash, writers, tail, latchPrefix, readCh, writeCh string
 }
 
+func rwKeysOf(ks keyspace) rwKeys {
+	return rwKeys{hash: ks.key("rw"), writers: ks.key("rw:writers"), tail: ks.key("rw:tail"),
+		latchPrefix: ks.key("rw:latch:"), readCh: ks.key("rw:rch"), writeCh: ks.key("rw:wch")}
+}
+
 // RWLock returns the read/write lock called name. It sends nothing to
 // Redis. An empty or oversized name does not panic: every method of its read
 // and write locks then fails with ErrInvalidArgument.
 func (c *Client) RWLock(name string) *RWLock {
-	l := &RWLock{c: c}
-	if c == nil {
-		l.err = c.usable()
-		return l
-	}
-	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
-		l.err = err
-		return l
-	}
-	l.ks, l.err = newKeyspace(c.opts.prefix, name)
-	l.keys = rwKeys{
-		hash:        l.ks.key("rw"),
-		writers:     l.ks.key("rw:writers"),
-		tail:        l.ks.key("rw:tail"),
-		latchPrefix: l.ks.key("rw:latch:"),
-		readCh:      l.ks.key("rw:rch"),
-		writeCh:     l.ks.key("rw:wch"),
+	l := &RWLock{}
+	if l.init(c, name) {
+		l.keys = rwKeysOf(l.ks)
 	}
 	return l
 }
-
-// Name returns the name the lock was created with.
-func (l *RWLock) Name() string { return l.ks.name }
 
 // Key returns the Redis key of the lock's hash.
 func (l *RWLock) Key() string { return l.keys.hash }
@@ -108,9 +94,7 @@ type WriteLock struct{ m rwMode }
 // none waits, or ctx's owner already reads or writes — or ctx ends, and
 // returns the hold's context, renewed by the watchdog. Errors are as for
 // Lock.Lock.
-func (r *ReadLock) Lock(ctx context.Context) (context.Context, error) {
-	return r.TryLock(ctx, WaitForever, 0)
-}
+func (r *ReadLock) Lock(ctx context.Context) (context.Context, error) { return r.m.lock(ctx) }
 
 // TryLock is Lock.TryLock for a read hold.
 func (r *ReadLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
@@ -135,10 +119,7 @@ func (r *ReadLock) IsLocked(ctx context.Context) (bool, error) { return r.m.isLo
 func (r *ReadLock) HoldCount(ctx context.Context) (int, error) { return r.m.holdCount(ctx) }
 
 // HeldBy reports whether ctx's owner holds a read hold, as Redis sees it.
-func (r *ReadLock) HeldBy(ctx context.Context) (bool, error) {
-	n, err := r.m.holdCount(ctx)
-	return n > 0, err
-}
+func (r *ReadLock) HeldBy(ctx context.Context) (bool, error) { return r.m.heldBy(ctx) }
 
 // TTL returns the RWLock's remaining lease: that of its longest-lived hold,
 // read or write (0 when nobody holds it).
@@ -148,9 +129,7 @@ func (r *ReadLock) TTL(ctx context.Context) (time.Duration, error) { return r.m.
 // — or ctx ends, and returns the hold's context, renewed by the watchdog.
 // While it waits, new readers queue behind it. If ctx's owner holds a read
 // hold it returns ErrUpgrade at once; other errors are as for Lock.Lock.
-func (w *WriteLock) Lock(ctx context.Context) (context.Context, error) {
-	return w.TryLock(ctx, WaitForever, 0)
-}
+func (w *WriteLock) Lock(ctx context.Context) (context.Context, error) { return w.m.lock(ctx) }
 
 // TryLock is Lock.TryLock for the write hold, with ErrUpgrade as for Lock.
 // When wait ends first the writer's claim is withdrawn, so readers it held
@@ -177,10 +156,7 @@ func (w *WriteLock) IsLocked(ctx context.Context) (bool, error) { return w.m.isL
 func (w *WriteLock) HoldCount(ctx context.Context) (int, error) { return w.m.holdCount(ctx) }
 
 // HeldBy reports whether ctx's owner holds the write lock, as Redis sees it.
-func (w *WriteLock) HeldBy(ctx context.Context) (bool, error) {
-	n, err := w.m.holdCount(ctx)
-	return n > 0, err
-}
+func (w *WriteLock) HeldBy(ctx context.Context) (bool, error) { return w.m.heldBy(ctx) }
 
 // TTL returns the RWLock's remaining lease, as ReadLock.TTL.
 func (w *WriteLock) TTL(ctx context.Context) (time.Duration, error) { return w.m.ttl(ctx) }
@@ -189,10 +165,7 @@ func (w *WriteLock) TTL(ctx context.Context) (time.Duration, error) { return w.m
 // (read holds have none). It reports ErrNotHeld when ctx's owner holds no
 // write hold of this Client.
 func (w *WriteLock) Token(ctx context.Context) (int64, error) {
-	if w.m.l.err != nil {
-		return 0, w.m.l.err
-	}
-	return tokenOf(ctx, w.m)
+	return w.m.l.token(ctx, w.m)
 }
 
 // rwMode is one side of an RWLock ("r" or "w"): the scheme of its holds and
@@ -203,38 +176,22 @@ type rwMode struct {
 }
 
 func (m rwMode) tryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	if m.l.err != nil {
-		return ctx, m.l.err
-	}
-	return lockWith(ctx, m, wait, lease)
+	return m.l.tryLock(ctx, m, wait, lease)
 }
 
-func (m rwMode) unlock(ctx context.Context) error {
-	if m.l.err != nil {
-		return m.l.err
-	}
-	return unlockWith(ctx, m)
+func (m rwMode) lock(ctx context.Context) (context.Context, error) {
+	return m.tryLock(ctx, WaitForever, 0)
 }
+
+func (m rwMode) unlock(ctx context.Context) error { return m.l.unlock(ctx, m) }
 
 func (m rwMode) forceUnlock(ctx context.Context) (bool, error) {
-	ctx, err := m.check(ctx)
-	if err != nil {
-		return false, err
-	}
-	k := m.l.keys
-	n, err := rwForceReleaseScript.Run(context.WithoutCancel(ctx), m.l.c.rdb,
-		[]string{k.hash, k.writers, k.readCh, k.writeCh, k.tail}, m.kind, m.l.c.publishCommand(),
-		m.l.c.opts.unlockLatch.Milliseconds()).Int64()
-	if err != nil {
-		return false, wrapRedis("force unlock", err)
-	}
-	m.l.c.endAll(m.holdID(), fmt.Errorf("%w: force-unlocked", ErrLockLost))
-	return n == 1, nil
+	return m.l.forceUnlock(ctx, m.holdID(), rwForceReleaseCall(m.l.c, m.l.keys, m.kind))
 }
 
 // state runs rw_state: {readers, writer, owner's reads, owner's writes}.
 func (m rwMode) state(ctx context.Context) ([]int64, error) {
-	ctx, err := m.check(ctx)
+	ctx, err := m.l.check(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +199,7 @@ func (m rwMode) state(ctx context.Context) ([]int64, error) {
 	if o := ownerFrom(ctx); o != nil {
 		owner = o.field(m.l.c)
 	}
-	res, err := rwStateScript.Run(ctx, m.l.c.rdb, []string{m.l.keys.hash}, owner).Int64Slice()
+	res, err := rwStateCall(m.l.keys.hash, owner).run(ctx, m.l.c.rdb).Int64Slice()
 	if err != nil {
 		return nil, wrapRedis("state", err)
 	}
@@ -274,20 +231,12 @@ func (m rwMode) holdCount(ctx context.Context) (int, error) {
 	return int(st[3]), nil
 }
 
-func (m rwMode) ttl(ctx context.Context) (time.Duration, error) {
-	ctx, err := m.check(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return keyTTL(ctx, m.l.c, m.l.keys.hash)
+func (m rwMode) heldBy(ctx context.Context) (bool, error) {
+	n, err := m.holdCount(ctx)
+	return n > 0, err
 }
 
-func (m rwMode) check(ctx context.Context) (context.Context, error) {
-	if m.l.err != nil {
-		return nil, m.l.err
-	}
-	return checkQuery(m.l.c, ctx)
-}
+func (m rwMode) ttl(ctx context.Context) (time.Duration, error) { return m.l.pttl(ctx, m.l.keys.hash) }
 
 // The scheme: read and write holds are separate records (distinct holdIDs),
 // each with its own count, lease and watchdog item.
@@ -305,21 +254,17 @@ func (m rwMode) info() LockInfo {
 func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := m.l
 	k := l.keys
-	var res []int64
-	var repl, err error
-	if m.kind == "r" {
-		res, repl, err = l.c.evalAcquire(ctx, rwReadAcquireScript, []string{k.hash, k.writers},
-			r.owner, r.op, r.gen, r.lease.Milliseconds())
-	} else {
+	call := rwReadAcquireCall(k, r)
+	if m.kind == "w" {
 		if r.gen == "" {
 			// Known locally: no round trip for the error.
 			if gen, _, _ := l.c.holds.find(l.ReadLock().m.holdID(), r.owner); gen != "" {
 				return attempt{}, ErrUpgrade
 			}
 		}
-		res, repl, err = l.c.evalAcquire(ctx, rwWriteAcquireScript, []string{k.hash, k.writers, k.tail},
-			r.owner, r.op, r.gen, r.lease.Milliseconds(), l.c.fencingArg(), l.c.opts.waiterTimeout.Milliseconds())
+		call = rwWriteAcquireCall(l.c, k, r)
 	}
+	res, repl, err := l.c.runAcquire(ctx, call)
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
 	}
@@ -344,10 +289,7 @@ func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 
 func (m rwMode) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := m.l
-	k := l.keys
-	n, err := rwReleaseScript.Run(ctx, l.c.rdb,
-		[]string{k.hash, k.writers, k.readCh, k.writeCh, k.latchPrefix + r.op, k.tail},
-		r.owner, r.op, r.gen, m.kind, boolArg(r.final), l.c.publishCommand(), l.c.opts.unlockLatch.Milliseconds()).Int64()
+	n, err := rwReleaseCall(l.c, l.keys, m.kind, r).run(ctx, l.c.rdb).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}
@@ -355,8 +297,7 @@ func (m rwMode) release(ctx context.Context, r releaseReq) (releaseOutcome, erro
 }
 
 func (m rwMode) renewal(owner, gen string, lease time.Duration) renewal {
-	return renewal{script: rwRenewScript, keys: []string{m.l.keys.hash},
-		args: []any{m.kind + "g:" + owner, m.kind + "d:" + owner, gen, lease.Milliseconds()}}
+	return renewal{call: rwRenewCall(m.l.keys.hash, m.kind, owner, gen, lease)}
 }
 
 // abandon withdraws a writer's claim; readers leave no trace while waiting.
@@ -365,9 +306,7 @@ func (m rwMode) abandon(ctx context.Context, owner, _ string) {
 		return
 	}
 	l := m.l
-	k := l.keys
-	err := rwAbandonScript.Run(ctx, l.c.rdb, []string{k.hash, k.writers, k.readCh, k.writeCh},
-		owner, l.c.publishCommand()).Err()
+	err := rwAbandonCall(l.c, l.keys, owner).run(ctx, l.c.rdb).Err()
 	if err != nil {
 		l.c.log.Warn("relock: could not withdraw a waiting writer's claim; it lapses at the waiter timeout",
 			"lock", l.ks.name, "err", err)

@@ -1,94 +1,244 @@
 package relock
 
 import (
-	_ "embed"
+	"context"
+	"embed"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Every script is a file of its own under scripts/, whose header names its
-// KEYS, ARGV and return values. redis.Script runs EVALSHA and falls back to
-// EVAL when the server does not know the script yet (NOSCRIPT), so the source
-// crosses the network once per server.
+// KEYS, ARGV and return values. Under each script's declaration stands its
+// Go wrapper, a func ...Call that takes typed arguments and returns the
+// scriptCall: the one place where the order of KEYS and ARGV is written, to
+// be read beside the header. Call sites never spell KEYS or ARGV; they run
+// the call (run), batch it (the watchdog) or pipeline it (runAcquire,
+// evalPipeline). To add a script: declare it with newScript and write its
+// ...Call below, as lockForceReleaseCall does.
+//
+// redis.Script runs EVALSHA and falls back to EVAL when the server does not
+// know the script yet (NOSCRIPT), so the source crosses the network once per
+// server; evalPipeline does the same for a pipeline of calls.
+
+// A scriptCall is one run of a script: its KEYS and ARGV, in the order of its
+// header.
+type scriptCall struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// run runs the call on rdb (EVALSHA, then EVAL on NOSCRIPT).
+func (sc scriptCall) run(ctx context.Context, rdb redis.Scripter) *redis.Cmd {
+	return sc.script.Run(ctx, rdb, sc.keys, sc.args...)
+}
+
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
+
+// newScript makes one script of the files scripts/<name>.lua, in order: the
+// preludes a script uses (acquire_common, release_common, fair_common,
+// rw_common, renew_common; never run on their own), then the script itself.
+func newScript(names ...string) *redis.Script {
+	var src strings.Builder
+	for _, name := range names {
+		b, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
+		if err != nil {
+			panic("relock: " + err.Error()) // a name that is not embedded: caught by any test
+		}
+		src.Write(b)
+	}
+	return redis.NewScript(src.String())
+}
+
+// The Lock scripts that queue or hand over (see queue_common.lua) carry its
+// helpers, which use acquire_common's token and release_common's latch.
 var (
-	//go:embed scripts/acquire_common.lua
-	acquireCommonSrc string
-	//go:embed scripts/release_common.lua
-	releaseCommonSrc string
-	//go:embed scripts/lock_acquire.lua
-	lockAcquireSrc string
-	//go:embed scripts/lock_release.lua
-	lockReleaseSrc string
-	//go:embed scripts/lock_renew.lua
-	lockRenewSrc string
-	//go:embed scripts/lock_force_release.lua
-	lockForceReleaseSrc string
-	//go:embed scripts/lock_abandon.lua
-	lockAbandonSrc string
-	//go:embed scripts/queue_common.lua
-	queueCommonSrc string
-	//go:embed scripts/multi_acquire.lua
-	multiAcquireSrc string
-	//go:embed scripts/multi_release.lua
-	multiReleaseSrc string
-	//go:embed scripts/red_fence.lua
-	redFenceSrc string
-
-	//go:embed scripts/fair_common.lua
-	fairCommonSrc string
-	//go:embed scripts/fair_acquire.lua
-	fairAcquireSrc string
-	//go:embed scripts/fair_release.lua
-	fairReleaseSrc string
-	//go:embed scripts/fair_abandon.lua
-	fairAbandonSrc string
-	//go:embed scripts/fair_force_release.lua
-	fairForceReleaseSrc string
-
-	//go:embed scripts/rw_common.lua
-	rwCommonSrc string
-	//go:embed scripts/rw_read_acquire.lua
-	rwReadAcquireSrc string
-	//go:embed scripts/rw_write_acquire.lua
-	rwWriteAcquireSrc string
-	//go:embed scripts/rw_release.lua
-	rwReleaseSrc string
-	//go:embed scripts/rw_renew.lua
-	rwRenewSrc string
-	//go:embed scripts/rw_abandon.lua
-	rwAbandonSrc string
-	//go:embed scripts/rw_force_release.lua
-	rwForceReleaseSrc string
-	//go:embed scripts/rw_state.lua
-	rwStateSrc string
-
-	// queue_common uses release_common's end_hold.
-	queueCommonPrelude = releaseCommonSrc + queueCommonSrc
-
-	// The scripts that queue or hand over (see queue_common.lua) share its
-	// helpers, which use acquire_common's token and release_common's latch.
-	lockAcquireScript      = redis.NewScript(acquireCommonSrc + queueCommonPrelude + lockAcquireSrc)
-	lockReleaseScript      = redis.NewScript(acquireCommonSrc + queueCommonPrelude + lockReleaseSrc)
-	lockAbandonScript      = redis.NewScript(acquireCommonSrc + queueCommonPrelude + lockAbandonSrc)
-	lockRenewScript        = redis.NewScript(lockRenewSrc)
-	lockForceReleaseScript = redis.NewScript(acquireCommonSrc + queueCommonPrelude + lockForceReleaseSrc)
-
-	// The fair_* scripts share their helpers: fair_common is prepended.
-	fairAcquireScript      = redis.NewScript(fairCommonSrc + acquireCommonSrc + fairAcquireSrc)
-	fairReleaseScript      = redis.NewScript(fairCommonSrc + releaseCommonSrc + fairReleaseSrc)
-	fairAbandonScript      = redis.NewScript(fairCommonSrc + fairAbandonSrc)
-	fairForceReleaseScript = redis.NewScript(fairCommonSrc + fairForceReleaseSrc)
-
-	// The rw_* scripts share their helpers: rw_common is prepended.
-	rwReadAcquireScript  = redis.NewScript(rwCommonSrc + acquireCommonSrc + rwReadAcquireSrc)
-	rwWriteAcquireScript = redis.NewScript(rwCommonSrc + acquireCommonSrc + rwWriteAcquireSrc)
-	rwReleaseScript      = redis.NewScript(rwCommonSrc + releaseCommonSrc + rwReleaseSrc)
-	rwRenewScript        = redis.NewScript(rwCommonSrc + rwRenewSrc)
-	rwAbandonScript      = redis.NewScript(rwCommonSrc + rwAbandonSrc)
-	rwForceReleaseScript = redis.NewScript(rwCommonSrc + rwForceReleaseSrc)
-	rwStateScript        = redis.NewScript(rwCommonSrc + rwStateSrc)
-
-	multiAcquireScript = redis.NewScript(acquireCommonSrc + multiAcquireSrc)
-	multiReleaseScript = redis.NewScript(acquireCommonSrc + queueCommonPrelude + multiReleaseSrc)
-	redFenceScript     = redis.NewScript(redFenceSrc)
+	lockAcquireScript = newScript("acquire_common", "release_common", "queue_common", "lock_acquire")
+	lockReleaseScript = newScript("acquire_common", "release_common", "queue_common", "lock_release")
+	lockAbandonScript = newScript("acquire_common", "release_common", "queue_common", "lock_abandon")
+	fairAcquireScript = newScript("fair_common", "acquire_common", "fair_acquire")
+	fairReleaseScript = newScript("fair_common", "release_common", "fair_release")
 )
+
+// lockAcquireCall takes or re-enters the Lock whose keys are k for owner
+// (request r); queue says a busy attempt queues the caller for a hand-over
+// (RedLock's rounds do not: no single master can hand a RedLock over).
+func lockAcquireCall(c *Client, k lockKeys, owner string, r acquireReq, queue bool) scriptCall {
+	return scriptCall{lockAcquireScript, []string{k.hash, k.tail},
+		[]any{owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), boolArg(queue)}}
+}
+
+// lockReleaseCall releases one hold of owner's (request r) on the Lock whose
+// keys are k; a final release hands the lock over to its first queued waiter.
+func lockReleaseCall(c *Client, k lockKeys, owner string, r releaseReq) scriptCall {
+	return scriptCall{lockReleaseScript, []string{k.hash, k.channel, k.latchPrefix + r.op, k.tail},
+		[]any{owner, r.op, r.gen, boolArg(r.final), c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+}
+
+// fairAcquireCall takes, re-enters or queues for (request r) the FairLock
+// whose keys are k.
+func fairAcquireCall(c *Client, k fairKeys, r acquireReq) scriptCall {
+	return scriptCall{fairAcquireScript, []string{k.hash, k.queue, k.timeouts, k.tail, k.chPrefix},
+		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), c.opts.waiterTimeout.Milliseconds(), c.publishCommand()}}
+}
+
+// fairReleaseCall releases one hold (request r) of the FairLock whose keys
+// are k; a final release wakes the next live waiter.
+func fairReleaseCall(c *Client, k fairKeys, r releaseReq) scriptCall {
+	return scriptCall{fairReleaseScript, []string{k.hash, k.queue, k.timeouts, k.chPrefix, k.latchPrefix + r.op, k.tail},
+		[]any{r.owner, r.op, r.gen, boolArg(r.final), c.publishCommand(), c.latchArg()}}
+}
+
+// lockAbandonCall takes waiter (the op id its attempts sent) out of the
+// queue of the Lock whose keys are k, releasing a grant handed to it.
+func lockAbandonCall(c *Client, k lockKeys, owner, waiter string) scriptCall {
+	return scriptCall{lockAbandonScript, []string{k.hash, k.channel, k.tail},
+		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+}
+
+var lockForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "lock_force_release")
+
+// lockForceReleaseCall frees the Lock whose keys are k, whoever holds it,
+// handing it over to its first queued waiter: 1 freed, 0 not held.
+func lockForceReleaseCall(c *Client, k lockKeys) scriptCall {
+	return scriptCall{lockForceReleaseScript, []string{k.hash, k.channel, k.tail},
+		[]any{c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+}
+
+var lockRenewScript = newScript("renew_common", "lock_renew")
+
+// lockRenewCall renews generation gen of the exclusive hold whose hash is
+// hash to lease (0: only checks it). It is one item of a batch: calls of it
+// concatenate (see watchdog.renew); the reply has one 1 (held) or 0 (gone)
+// per item.
+func lockRenewCall(hash, gen string, lease time.Duration) scriptCall {
+	return scriptCall{lockRenewScript, []string{hash}, []any{gen, lease.Milliseconds()}}
+}
+
+var multiAcquireScript = newScript("acquire_common", "multi_acquire")
+
+// multiAcquireCall takes or re-enters the Locks ks of one Client (and slot)
+// for owner at once, held[i] being the generation owner holds on ks[i] (""
+// for none).
+func multiAcquireCall(c *Client, ks []lockKeys, held []string, owner, op string, lease time.Duration) scriptCall {
+	keys := make([]string, 0, 2*len(ks))
+	args := append(make([]any, 0, 4+len(ks)), owner, op, lease.Milliseconds(), c.fencingArg())
+	for i, k := range ks {
+		keys = append(keys, k.hash, k.tail)
+		args = append(args, held[i])
+	}
+	return scriptCall{multiAcquireScript, keys, args}
+}
+
+var multiReleaseScript = newScript("acquire_common", "release_common", "queue_common", "multi_release")
+
+// multiReleaseCall releases one hold of owner's on each of the Locks ks of
+// one Client (and slot): generation gens[i], the last one when final[i].
+func multiReleaseCall(c *Client, ks []lockKeys, gens []string, final []bool, owner, op string) scriptCall {
+	keys := make([]string, 0, 4*len(ks))
+	args := append(make([]any, 0, 5+2*len(ks)), owner, op, c.publishCommand(), c.latchArg(), c.blindHandOverArg())
+	for i, k := range ks {
+		keys = append(keys, k.hash, k.channel, k.latchPrefix+op, k.tail)
+		args = append(args, gens[i], boolArg(final[i]))
+	}
+	return scriptCall{multiReleaseScript, keys, args}
+}
+
+var redFenceScript = newScript("red_fence")
+
+// redFenceCall raises the token of generation gen on one RedLock master to
+// token: 1 done, 0 the hold is gone there.
+func redFenceCall(hash, gen string, token int64) scriptCall {
+	return scriptCall{redFenceScript, []string{hash}, []any{gen, token}}
+}
+
+var fairAbandonScript = newScript("fair_common", "fair_abandon")
+
+// fairAbandonCall takes owner out of the FairLock's queue.
+func fairAbandonCall(c *Client, k fairKeys, owner string) scriptCall {
+	return scriptCall{fairAbandonScript, []string{k.hash, k.queue, k.timeouts, k.chPrefix},
+		[]any{owner, c.publishCommand()}}
+}
+
+var fairForceReleaseScript = newScript("fair_common", "fair_force_release")
+
+// fairForceReleaseCall frees the FairLock whoever holds it and wakes the next
+// waiter: 1 freed, 0 not held.
+func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
+	return scriptCall{fairForceReleaseScript, []string{k.hash, k.queue, k.timeouts, k.chPrefix, k.tail},
+		[]any{c.publishCommand(), c.latchArg()}}
+}
+
+var rwReadAcquireScript = newScript("rw_common", "acquire_common", "rw_read_acquire")
+
+// rwReadAcquireCall takes or re-enters a read hold.
+func rwReadAcquireCall(k rwKeys, r acquireReq) scriptCall {
+	return scriptCall{rwReadAcquireScript, []string{k.hash, k.writers},
+		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds()}}
+}
+
+var rwWriteAcquireScript = newScript("rw_common", "acquire_common", "rw_write_acquire")
+
+// rwWriteAcquireCall takes or re-enters the write hold, or claims the next
+// turn.
+func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
+	return scriptCall{rwWriteAcquireScript, []string{k.hash, k.writers, k.tail},
+		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), c.opts.waiterTimeout.Milliseconds()}}
+}
+
+var rwReleaseScript = newScript("rw_common", "release_common", "rw_release")
+
+// rwReleaseCall releases one hold of the given kind ("r" or "w").
+func rwReleaseCall(c *Client, k rwKeys, kind string, r releaseReq) scriptCall {
+	return scriptCall{rwReleaseScript, []string{k.hash, k.writers, k.readCh, k.writeCh, k.latchPrefix + r.op, k.tail},
+		[]any{r.owner, r.op, r.gen, kind, boolArg(r.final), c.publishCommand(), c.latchArg()}}
+}
+
+var rwRenewScript = newScript("rw_common", "renew_common", "rw_renew")
+
+// rwRenewCall renews (lease 0: checks) generation gen of owner's hold of the
+// given kind: one item of a batch, as lockRenewCall.
+func rwRenewCall(hash, kind, owner, gen string, lease time.Duration) scriptCall {
+	return scriptCall{rwRenewScript, []string{hash},
+		[]any{kind + "g:" + owner, kind + "d:" + owner, gen, lease.Milliseconds()}}
+}
+
+var rwAbandonScript = newScript("rw_common", "rw_abandon")
+
+// rwAbandonCall withdraws a waiting writer's claim.
+func rwAbandonCall(c *Client, k rwKeys, owner string) scriptCall {
+	return scriptCall{rwAbandonScript, []string{k.hash, k.writers, k.readCh, k.writeCh},
+		[]any{owner, c.publishCommand()}}
+}
+
+var rwForceReleaseScript = newScript("rw_common", "rw_force_release")
+
+// rwForceReleaseCall removes every hold of the given kind, whoever has it:
+// 1 removed, 0 none.
+func rwForceReleaseCall(c *Client, k rwKeys, kind string) scriptCall {
+	return scriptCall{rwForceReleaseScript, []string{k.hash, k.writers, k.readCh, k.writeCh, k.tail},
+		[]any{kind, c.publishCommand(), c.latchArg()}}
+}
+
+var rwStateScript = newScript("rw_common", "rw_state")
+
+// rwStateCall reads {readers, writer, owner's reads, owner's writes} (owner
+// "" for none).
+func rwStateCall(hash, owner string) scriptCall {
+	return scriptCall{rwStateScript, []string{hash}, []any{owner}}
+}
+
+var inspectScript = newScript("inspect")
+
+// inspectCall reads, without writing, every kind of lock of one name (see
+// parseInspect), in the current layout and that of older versions.
+func inspectCall(ks keyspace) scriptCall {
+	return scriptCall{inspectScript, []string{
+		ks.key(""), ks.key("fence"),
+		ks.key("fair"), ks.key("fair:fence"), ks.key("fair:queue"), ks.key("fair:timeouts"),
+		ks.key("rw"), ks.key("rw:fence"), ks.key("rw:writers"),
+	}, nil}
+}

@@ -245,81 +245,29 @@ func minTime(t time.Time, ts ...time.Time) time.Time {
 func (d *watchdog) renew(items []renewal, deadline time.Time) ([]int64, []error) {
 	results := make([]int64, len(items))
 	errs := make([]error, len(items))
-	if len(items) == 0 {
-		return results, errs
-	}
-	type call struct {
-		script *redis.Script
-		keys   []string
-		args   []any
-		items  []int
-		cmd    *redis.Cmd
-	}
-	// Group by script, and on a Cluster by slot too: a script call may only
-	// touch keys of one slot.
-	type group struct {
-		script *redis.Script
-		slot   int
-	}
-	cluster := d.c.isCluster()
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	var calls []*call
 	var wg sync.WaitGroup
-	open := make(map[group]*call)
+	defer wg.Wait()
 	for i, it := range items {
 		if it.run != nil {
 			// Runs alongside the pipeline; each writes only its own slot.
 			wg.Go(func() { results[i], errs[i] = it.run(ctx) })
-			continue
 		}
-		g := group{script: it.script, slot: -1}
-		if cluster {
-			g.slot = slotOf(it.keys[0])
-		}
-		cl := open[g]
-		if cl == nil || len(cl.items) == renewBatch {
-			cl = &call{script: it.script}
-			open[g] = cl
-			calls = append(calls, cl)
-		}
-		cl.keys = append(cl.keys, it.keys...)
-		cl.args = append(cl.args, it.args...)
-		cl.items = append(cl.items, i)
 	}
-	defer wg.Wait()
+	calls, members := d.batches(items)
 	if len(calls) == 0 {
 		return results, errs
 	}
-	send := func(useEval bool, todo []*call) {
-		pipe := d.c.rdb.Pipeline()
-		for _, cl := range todo {
-			if useEval {
-				cl.cmd = cl.script.Eval(ctx, pipe, cl.keys, cl.args...)
-			} else {
-				cl.cmd = cl.script.EvalSha(ctx, pipe, cl.keys, cl.args...)
-			}
-		}
-		_, _ = pipe.Exec(ctx)
-		d.roundTrips.Add(1)
-	}
-	send(false, calls)
-	var missing []*call
-	for _, cl := range calls {
-		if err := cl.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			missing = append(missing, cl)
-		}
-	}
-	if len(missing) > 0 {
-		send(true, missing)
-	}
-	for _, cl := range calls {
-		vals, err := cl.cmd.Int64Slice()
+	cmds, pipelines := evalPipeline(ctx, d.c.rdb, calls, nil)
+	d.roundTrips.Add(int64(pipelines))
+	for k, cmd := range cmds {
+		vals, err := cmd.Int64Slice()
 		d.c.observe(err)
-		if err == nil && len(vals) != len(cl.items) {
+		if err == nil && len(vals) != len(members[k]) {
 			err = errors.New("relock: renewal script returned a malformed reply")
 		}
-		for j, i := range cl.items {
+		for j, i := range members[k] {
 			if err != nil {
 				errs[i] = err
 				continue
@@ -328,4 +276,39 @@ func (d *watchdog) renew(items []renewal, deadline time.Time) ([]int64, []error)
 		}
 	}
 	return results, errs
+}
+
+// batches joins the script items (not those that run by themselves) into
+// calls of at most renewBatch items of one script — and on a Cluster of one
+// slot, as a script call may only touch keys of one slot — and returns the
+// calls and, for each, the indexes of its items.
+func (d *watchdog) batches(items []renewal) ([]scriptCall, [][]int) {
+	type group struct {
+		script *redis.Script
+		slot   int
+	}
+	cluster := d.c.isCluster()
+	var calls []scriptCall
+	var members [][]int
+	open := make(map[group]int) // the call a group is filling
+	for i, it := range items {
+		if it.run != nil {
+			continue
+		}
+		g := group{script: it.call.script, slot: -1}
+		if cluster {
+			g.slot = slotOf(it.call.keys[0])
+		}
+		k, ok := open[g]
+		if !ok || len(members[k]) == renewBatch {
+			k = len(calls)
+			open[g] = k
+			calls = append(calls, scriptCall{script: it.call.script})
+			members = append(members, nil)
+		}
+		calls[k].keys = append(calls[k].keys, it.call.keys...)
+		calls[k].args = append(calls[k].args, it.call.args...)
+		members[k] = append(members[k], i)
+	}
+	return calls, members
 }

@@ -14,7 +14,9 @@
 --
 -- ~m marks a hold that someone listens to on the lock's own channel, told
 -- when the lock is freed: a waiting MultiLock (no queued waiter: it needs
--- several locks at once) or an operator's `relock watch`.
+-- several locks at once) or an operator's `relock watch`. The mark goes
+-- with the hash, so every listener is woken to re-check (and so to mark
+-- the next hold): one woken alone would leave the others unmarked.
 
 local Q_ENTRY = '(([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z)'
 
@@ -125,7 +127,9 @@ local function free_hold(hash, channel, latch, tail, cur, pub, ms, trust)
 	end
 	redis.call('del', hash)
 	if cur[5] then
-		redis.call(pub, channel, '1')
+		-- Every listener re-checks ('all'): the one that gets the lock
+		-- writes a new hash, which the others' attempts mark again.
+		redis.call(pub, channel, 'all')
 	end
 	if latch then
 		end_hold(latch, tail, cur[3], ms)

@@ -112,6 +112,25 @@ local function reenter(hash, kind, owner, gen, op, lease, now)
 	return count
 end
 
+-- seen answers an acquire of kind without looking at the other holders when
+-- it can: a replay of the owner's last op (cur: HMGET of its count and
+-- last-op fields) gets the reply it had, a re-entry of generation gen gets
+-- its count (or {-1, 0} when the generation is gone). token is the token to
+-- reply with. nil: a new acquisition, left to the caller.
+local function seen(hash, kind, owner, op, gen, lease, now, cur, token)
+	if cur[2] == op then
+		return {1, token, tonumber(cur[1] or 0)}
+	end
+	if gen == '' then
+		return nil
+	end
+	local count = reenter(hash, kind, owner, gen, op, lease, now)
+	if not count then
+		return {-1, 0}
+	end
+	return {1, token, count}
+end
+
 -- waiting reports whether a writer waits, after evicting stale claims.
 local function waiting(writers, now)
 	redis.call('zremrangebyscore', writers, '-inf', now)

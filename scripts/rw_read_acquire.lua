@@ -20,17 +20,11 @@ local now = now_ms()
 local st = scan(hash, now, true)
 local cf, df, gf, of = fields('r', owner)
 local cur = redis.call('hmget', hash, cf, of)
-if cur[2] == op then
-	return {1, 0, tonumber(cur[1] or 0)}
-end
 -- A reader re-enters even when a writer waits: making it wait for a writer
 -- that waits for it would deadlock.
-if gen ~= '' then
-	local count = reenter(hash, 'r', owner, gen, op, lease, now)
-	if not count then
-		return {-1, 0}
-	end
-	return {1, 0, count}
+local reply = seen(hash, 'r', owner, op, gen, lease, now, cur, 0)
+if reply then
+	return reply
 end
 -- The writer itself may read (downgrade); an owner's own leftover is taken
 -- over.

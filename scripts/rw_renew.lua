@@ -1,4 +1,5 @@
 -- rw_renew: the watchdog's batch renewal (or check) of read and write holds.
+-- rw_common and renew_common are prepended.
 --
 -- KEYS[i]      lock hash of item i (see rw_common)
 -- ARGV[4i-3]   generation field of item i ("rg:<owner>" or "wg:<owner>")
@@ -11,18 +12,14 @@
 -- expired (nothing changed for it): an expired hold is never revived, nor
 -- a later generation extended.
 local now = now_ms()
-local out = {}
-for i = 1, #KEYS do
-	local gf, df, gen = ARGV[4 * i - 3], ARGV[4 * i - 2], ARGV[4 * i - 1]
-	local lease = tonumber(ARGV[4 * i])
-	local dl = tonumber(redis.call('hget', KEYS[i], df) or 0)
-	if dl > now and redis.call('hget', KEYS[i], gf) == gen then
-		if lease > 0 then
-			extend(KEYS[i], df, lease, now)
-		end
-		out[i] = 1
-	else
-		out[i] = 0
+return renew_each(4, function(hash, gf, df, gen, lease)
+	lease = tonumber(lease)
+	local dl = tonumber(redis.call('hget', hash, df) or 0)
+	if dl <= now or redis.call('hget', hash, gf) ~= gen then
+		return false
 	end
-end
-return out
+	if lease > 0 then
+		extend(hash, df, lease, now)
+	end
+	return true
+end)

@@ -27,15 +27,9 @@ local now = now_ms()
 local st = scan(hash, now, true)
 local cf, df, gf, of = fields('w', owner)
 local cur = redis.call('hmget', hash, cf, of, '~t')
-if cur[2] == op then
-	return {1, tonumber(cur[3] or 0), tonumber(cur[1] or 0)}
-end
-if gen ~= '' then
-	local count = reenter(hash, 'w', owner, gen, op, lease, now)
-	if not count then
-		return {-1, 0}
-	end
-	return {1, tonumber(cur[3] or 0), count}
+local reply = seen(hash, 'w', owner, op, gen, lease, now, cur, tonumber(cur[3] or 0))
+if reply then
+	return reply
 end
 if redis.call('hexists', hash, 'r:' .. owner) == 1 then
 	return {-2, 0}

@@ -447,7 +447,7 @@ func testWatchRelease(t *testing.T, d deployment) {
 	assert.Regexp(t, `^-- [0-9:.]+ watching `+name+` on `, lines[0])
 	assert.Regexp(t, `^KIND\s+ROLE`, lines[1])
 	assert.Regexp(t, `^Lock\s+holder\s+`+own, lines[2])
-	assert.Regexp(t, `^-- [0-9:.]+ message "1" on relock:\{`+name+`\}:ch$`, lines[3])
+	assert.Regexp(t, `^-- [0-9:.]+ message "all" on relock:\{`+name+`\}:ch$`, lines[3])
 	assert.Equal(t, "no lock "+name, lines[4])
 
 	// --json: one object per line.

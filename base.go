@@ -1,0 +1,174 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// base is what every lock type of one name has: its Client, its key space
+// and the error that makes every method fail (an invalid name, a Client that
+// cannot be used). Lock, FairLock and RWLock embed it; it carries what their
+// methods share, so that each type's file holds only what differs.
+type base struct {
+	c   *Client
+	ks  keyspace
+	err error
+}
+
+// init makes b the base of the lock called name on c. It reports whether the
+// name was read (validly or not): not when c is nil or unusable — a closed
+// Client excepted, whose locks can still be queried and unlocked.
+func (l *base) init(c *Client, name string) bool {
+	l.c = c
+	if c == nil {
+		l.err = c.usable()
+		return false
+	}
+	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
+		l.err = err
+		return false
+	}
+	l.ks, l.err = newKeyspace(c.opts.prefix, name)
+	return true
+}
+
+// Name returns the name the lock was created with.
+func (l *base) Name() string { return l.ks.name }
+
+// tryLock is TryLock for the scheme s of this lock.
+func (l *base) tryLock(ctx context.Context, s scheme, wait, lease time.Duration) (context.Context, error) {
+	if l.err != nil {
+		return ctx, l.err
+	}
+	return lockWith(ctx, s, wait, lease)
+}
+
+// unlock is Unlock for the scheme s of this lock.
+func (l *base) unlock(ctx context.Context, s scheme) error {
+	if l.err != nil {
+		return l.err
+	}
+	return unlockWith(ctx, s)
+}
+
+// token is Token for the scheme s of this lock.
+func (l *base) token(ctx context.Context, s scheme) (int64, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	return tokenOf(ctx, s)
+}
+
+// check validates a query's arguments and returns the context to run it on.
+func (l *base) check(ctx context.Context) (context.Context, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	if err := l.c.usable(); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	return queryContext(ctx), nil
+}
+
+// queryContext lets a query run on a hold's context after the hold ended: a
+// context relock itself cancelled (asking "do I still hold it?" after the
+// lock was lost is the point) is detached; one the caller cancelled is not.
+func queryContext(ctx context.Context) context.Context {
+	if ctx.Err() == nil {
+		return ctx
+	}
+	cause := context.Cause(ctx)
+	if errors.Is(cause, ErrUnlocked) || errors.Is(cause, ErrLockLost) || errors.Is(cause, ErrClientClosed) {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
+}
+
+// forceUnlock is ForceUnlock: it runs the type's force-release call, which
+// returns 1 when it freed something, and ends this Client's holds registered
+// as id.
+func (l *base) forceUnlock(ctx context.Context, id string, call scriptCall) (bool, error) {
+	ctx, err := l.check(ctx)
+	if err != nil {
+		return false, err
+	}
+	n, err := call.run(context.WithoutCancel(ctx), l.c.rdb).Int64()
+	if err != nil {
+		return false, wrapRedis("force unlock", err)
+	}
+	l.c.endAll(id, fmt.Errorf("%w: force-unlocked", ErrLockLost))
+	return n == 1, nil
+}
+
+// pttl returns the remaining lease of key, 0 when it has none.
+func (l *base) pttl(ctx context.Context, key string) (time.Duration, error) {
+	ctx, err := l.check(ctx)
+	if err != nil {
+		return 0, err
+	}
+	d, err := l.c.rdb.PTTL(ctx, key).Result()
+	if err != nil {
+		return 0, wrapRedis("ttl", err)
+	}
+	if d < 0 {
+		return 0, nil // -2: no key; -1: no expiry, which relock never writes
+	}
+	return d, nil
+}
+
+// exclusive is the base of the locks whose state is one hash, owner → hold
+// count, with the lease as its PTTL: Lock and FairLock. It carries their
+// queries.
+type exclusive struct {
+	base
+	hash string
+}
+
+// Key returns the Redis key of the lock's hash (owner → hold count).
+func (l *exclusive) Key() string { return l.hash }
+
+// IsLocked reports whether anyone holds the lock.
+func (l *exclusive) IsLocked(ctx context.Context) (bool, error) {
+	ctx, err := l.check(ctx)
+	if err != nil {
+		return false, err
+	}
+	n, err := l.c.rdb.Exists(ctx, l.hash).Result()
+	return n == 1, wrapRedis("is locked", err)
+}
+
+// HoldCount returns how many holds ctx's owner has on the lock, as Redis
+// sees it (0 when it holds none, or ctx carries no owner).
+func (l *exclusive) HoldCount(ctx context.Context) (int, error) {
+	ctx, err := l.check(ctx)
+	if err != nil {
+		return 0, err
+	}
+	o := ownerFrom(ctx)
+	if o == nil {
+		return 0, nil
+	}
+	n, err := l.c.rdb.HGet(ctx, l.hash, o.field(l.c)).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, wrapRedis("hold count", err)
+}
+
+// HeldBy reports whether ctx's owner holds the lock, as Redis sees it.
+func (l *exclusive) HeldBy(ctx context.Context) (bool, error) {
+	n, err := l.HoldCount(ctx)
+	return n > 0, err
+}
+
+// TTL returns the lock's remaining lease, or 0 when it is not held.
+func (l *exclusive) TTL(ctx context.Context) (time.Duration, error) {
+	return l.pttl(ctx, l.hash)
+}
