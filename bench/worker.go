@@ -55,13 +55,19 @@ func (g *guard) acquired() {
 // awaitOther waits until the lock was taken by an acquisition after seq
 // (seq being the caller's own), ctx ends or passOnTimeout passes.
 func (g *guard) awaitOther(ctx context.Context, seq int64) {
+	g.await(ctx, func() (bool, chan struct{}) { return g.seq.Load() > seq+1, g.taken })
+}
+
+// await waits until check, run with g.mu held, reports done, ctx ends or
+// passOnTimeout passes; check's channel is closed when it may have changed.
+func (g *guard) await(ctx context.Context, check func() (bool, chan struct{})) {
 	timeout := time.NewTimer(passOnTimeout)
 	defer timeout.Stop()
 	for {
 		g.mu.Lock()
-		ch := g.taken
+		done, ch := check()
 		g.mu.Unlock()
-		if g.seq.Load() > seq+1 {
+		if done {
 			return
 		}
 		select {
@@ -91,27 +97,12 @@ func (g *guard) rejoin(seq int64) {
 // awaitRejoin waits until the holder of the hold before hold seq is back in
 // Lock (see rejoin), ctx ends or passOnTimeout passes.
 func (g *guard) awaitRejoin(ctx context.Context, seq int64) {
-	timeout := time.NewTimer(passOnTimeout)
-	defer timeout.Stop()
-	for {
-		g.mu.Lock()
-		ok := g.back >= seq
+	g.await(ctx, func() (bool, chan struct{}) {
 		if g.rejoined == nil {
 			g.rejoined = make(chan struct{})
 		}
-		ch := g.rejoined
-		g.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		case <-timeout.C:
-			return
-		}
-	}
+		return g.back >= seq, g.rejoined
+	})
 }
 
 // cycle is one worker's record of one acquisition.
