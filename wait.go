@@ -39,14 +39,12 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 	if spec.wait == 0 {
 		return a, 0, a.notObtained()
 	}
-	wait := spec.wait
 	var deadline time.Time
-	if wait != WaitForever {
-		deadline = tried.Add(wait)
+	if spec.wait != WaitForever {
+		deadline = tried.Add(spec.wait)
 	}
 	slept := 0
-	var lastErr error // of the last attempt, when it failed
-	faults := 0       // attempts failed in a row
+	var faults faultRun
 	var w *waiter
 	defer func() {
 		if w != nil {
@@ -63,29 +61,20 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return a, slept, afterFault(a.notObtained(), lastErr)
+				return a, slept, afterFault(a.notObtained(), faults.last)
 			}
 			sleep = min(sleep, left)
 		}
-		timer.Reset(sleep)
 		if slept++; slept == 1 {
 			c.emitWaitStarted(ctx, spec.obs) // the caller reports the end when slept > 0
 		}
-		select {
-		case <-ctx.Done():
-			return a, slept, afterFault(notObtained(ctx), lastErr)
-		case <-c.closing:
-			return a, slept, ErrClientClosed
-		case <-w.signal():
-			c.emitWoken(ctx, spec.obs)
-			if h, ok := w.handedOver(); ok && time.Since(tried) < spec.lease/3 {
-				a = h
-				return a, slept, nil
-			}
-			// A grant that comes long after the last attempt is claimed by
-			// the next one (its replay extends the lease): the hold's end is
-			// counted from an attempt's start, and that one is too old.
-		case <-timer.C:
+		var handed bool
+		if handed, err = c.sleep(ctx, spec, w, timer, sleep, tried); handed {
+			a, _ = w.handedOver()
+			return a, slept, nil
+		}
+		if err != nil {
+			return a, slept, afterFault(err, faults.last)
 		}
 		tried = time.Now()
 		prev := a
@@ -93,23 +82,59 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 			return a, slept, nil
 		}
 		if err != nil {
-			c.observe(err)
-			if !transient(err) {
+			if err = c.ride(err, &faults); err != nil {
 				return a, slept, err
 			}
-			// A waiter rides out a network fault, a restart or a failover
-			// until its wait ends: the scripts are replay-safe, so an
-			// attempt whose reply was lost is recognised by the next one.
-			if faults == 0 {
-				c.log.Warn("relock: attempt failed while waiting; retrying", "err", err)
-			}
-			lastErr, faults = err, faults+1
-			a, err = prev, nil
-			a.retryIn = faultBackoff(faults)
+			a = prev
+			a.retryIn = faultBackoff(faults.n)
 			continue
 		}
-		lastErr, faults = nil, 0
+		faults = faultRun{}
 	}
+}
+
+// sleep is one sleep of a wait loop, of at most d: it reports whether a
+// release handed the lock over to w (handed), or why the wait must end
+// (err); neither means try again. A grant that comes long after the last
+// attempt (tried) is claimed by the next attempt, whose replay extends the
+// lease, since the hold's end is counted from an attempt's start.
+func (c *Client) sleep(ctx context.Context, spec waitSpec, w *waiter, timer *time.Timer, d time.Duration, tried time.Time) (handed bool, err error) {
+	timer.Reset(d)
+	select {
+	case <-ctx.Done():
+		return false, notObtained(ctx)
+	case <-c.closing:
+		return false, ErrClientClosed
+	case <-w.signal():
+		c.emitWoken(ctx, spec.obs)
+		_, granted := w.handedOver()
+		return granted && time.Since(tried) < spec.lease/3, nil
+	case <-timer.C:
+		return false, nil
+	}
+}
+
+// faultRun counts the attempts of a wait that failed in a row.
+type faultRun struct {
+	n    int
+	last error
+}
+
+// ride decides on an attempt that failed while waiting: a transient failure
+// (a network fault, a restart, a failover) is ridden out until the wait
+// ends — the scripts are replay-safe, so an attempt whose reply was lost is
+// recognised by the next one — and is logged once per run; any other ends
+// the wait.
+func (c *Client) ride(err error, f *faultRun) error {
+	c.observe(err)
+	if !transient(err) {
+		return err
+	}
+	if f.n == 0 {
+		c.log.Warn("relock: attempt failed while waiting; retrying", "err", err)
+	}
+	f.n, f.last = f.n+1, err
+	return nil
 }
 
 // fallbackSleep is how long a waiter sleeps when no wake-up comes: the
