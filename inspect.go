@@ -95,6 +95,10 @@ type ExclusiveState struct {
 	Lease time.Duration
 	// Token is the fencing token of the current hold, 0 with fencing off.
 	Token int64
+	// Queued are a Lock's waiters, in the order its releases hand it over
+	// (they have no deadline: a waiter whose Client stopped listening is
+	// skipped by the release). FairLock keeps its queue apart (FairState).
+	Queued []Waiter
 }
 
 // FairState is the state of a FairLock: its hold, if any, and its queue.
@@ -256,9 +260,12 @@ func exclusiveState(key string, fields []string, pttl int64, fence string) Exclu
 	for i := 0; i+1 < len(fields); i += 2 {
 		f, v := fields[i], fields[i+1]
 		if strings.HasPrefix(f, "~") {
-			if f == "~t" {
+			switch f {
+			case "~t":
 				ex.Token, _ = strconv.ParseInt(v, 10, 64)
 				tokenSeen = true
+			case "~q":
+				ex.Queued = queuedWaiters(v)
 			}
 			continue
 		}
@@ -270,6 +277,17 @@ func exclusiveState(key string, fields []string, pttl int64, fence string) Exclu
 		ex.Token, _ = strconv.ParseInt(fence, 10, 64)
 	}
 	return ex
+}
+
+// queuedWaiters reads a Lock's queue (field ~q, see queue_common.lua): per
+// waiter four NUL-terminated fields, id, lease, fencing flag and owner.
+func queuedWaiters(q string) []Waiter {
+	f := strings.Split(q, "\x00")
+	var out []Waiter
+	for i := 0; i+3 < len(f); i += 4 {
+		out = append(out, Waiter{Owner: f[i+3]})
+	}
+	return out
 }
 
 // rwHold gathers one owner's RWLock fields.

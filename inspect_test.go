@@ -496,3 +496,48 @@ func testListLocks(t *testing.T, rdb redis.UniversalClient) {
 	require.NoError(t, err)
 	assert.Empty(t, all)
 }
+
+// Inspect lists a Lock's queued waiters in the order its releases hand the
+// lock over, and drops one as soon as it gives up.
+func TestInspectLockQueue(t *testing.T) {
+	b := newReal(t)
+	ctx := context.Background()
+	c := b.newClient(t)
+	const name = "inspect/queue"
+	hctx, err := c.Lock(name).Lock(ctx)
+	require.NoError(t, err)
+	other := b.newClient(t)
+	first, cancelFirst := context.WithCancel(ctx)
+	defer cancelFirst()
+	gotFirst := make(chan error, 1)
+	go func() { _, err := other.Lock(name).Lock(first); gotFirst <- err }()
+	require.Eventually(t, func() bool {
+		st, err := c.Inspect(ctx, name)
+		return err == nil && st.Lock != nil && len(st.Lock.Queued) == 1
+	}, 5*time.Second, time.Millisecond)
+	second := lockAsync(other.Lock(name))
+	var st *relock.LockState
+	require.Eventually(t, func() bool {
+		st, err = c.Inspect(ctx, name)
+		return err == nil && st.Lock != nil && len(st.Lock.Queued) == 2
+	}, 5*time.Second, time.Millisecond)
+	assert.NotEqual(t, st.Lock.Queued[0].Owner, st.Lock.Queued[1].Owner)
+	assert.True(t, strings.HasPrefix(st.Lock.Queued[0].Owner, other.ID()+":"), st.Lock.Queued[0].Owner)
+	secondOwner := st.Lock.Queued[1].Owner
+
+	cancelFirst()
+	require.ErrorIs(t, <-gotFirst, relock.ErrNotObtained)
+	st, err = c.Inspect(ctx, name)
+	require.NoError(t, err)
+	require.Len(t, st.Lock.Queued, 1, "the waiter that gave up left the queue")
+	assert.Equal(t, secondOwner, st.Lock.Queued[0].Owner)
+
+	require.NoError(t, c.Lock(name).Unlock(hctx))
+	wctx := mustGet(t, second, 2*time.Second)
+	st, err = c.Inspect(ctx, name)
+	require.NoError(t, err)
+	require.NotNil(t, st.Lock)
+	assert.Empty(t, st.Lock.Queued)
+	assert.Equal(t, secondOwner, st.Lock.Holders[0].Owner, "handed over to the waiter that stayed")
+	require.NoError(t, other.Lock(name).Unlock(wctx))
+}

@@ -43,6 +43,7 @@ type jsonExcl struct {
 	Holders []jsonHolder `json:"holders"`
 	LeaseMs int64        `json:"lease_ms"`
 	Token   int64        `json:"token"`
+	Queued  []jsonWaiter `json:"queued,omitempty"` // a Lock's waiters, in hand-over order
 }
 
 type jsonFair struct {
@@ -90,7 +91,7 @@ func waiters(ws []relock.Waiter) []jsonWaiter {
 }
 
 func excl(e relock.ExclusiveState) jsonExcl {
-	return jsonExcl{Key: e.Key, Holders: holders(e.Holders), LeaseMs: e.Lease.Milliseconds(), Token: e.Token}
+	return jsonExcl{Key: e.Key, Holders: holders(e.Holders), LeaseMs: e.Lease.Milliseconds(), Token: e.Token, Queued: waiters(e.Queued)}
 }
 
 // toJSON converts a state to the command's JSON shape.
@@ -155,6 +156,9 @@ func printState(w io.Writer, st *relock.LockState) {
 	}
 	if l := st.Lock; l != nil {
 		exclRows(relock.KindLock, *l)
+		for i, wt := range l.Queued {
+			row(relock.KindLock, "queued #"+strconv.Itoa(i+1), wt.Owner, "-", "-", "-")
+		}
 	}
 	if f := st.FairLock; f != nil {
 		exclRows(relock.KindFairLock, f.ExclusiveState)
