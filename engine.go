@@ -389,17 +389,24 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		c.emitWait(ctx, s, start, attempts, err)
 	}
 	if err != nil {
-		s.abandon(dctx, req.owner, req.op)
-		if unknown != "" {
-			// The grant may exist in Redis with nobody to use it: free it in
-			// the background instead of letting it block others for a lease.
-			c.releaseInBackground(s, releaseReq{owner: req.owner, op: c.newOp(), gen: unknown, final: true}, started.Add(req.lease))
-		}
+		k.giveUp(dctx, req, unknown, started)
 		return ctx, err
 	}
 	hctx := k.grant(a, started)
 	k.reportAcquired(ctx, start, attempts, slept > 0 || attempts > 1, false)
 	return hctx, nil
+}
+
+// giveUp cleans up after a wait that ended without the lock: the waiter
+// leaves the lock's queue, and a grant that may exist in Redis with nobody
+// to use it (unknown: the op of an attempt whose outcome is unknown, sent at
+// started) is freed in the background instead of blocking others for a
+// lease.
+func (k *lockCall) giveUp(dctx context.Context, req acquireReq, unknown string, started time.Time) {
+	k.s.abandon(dctx, req.owner, req.op)
+	if unknown != "" {
+		k.c.releaseInBackground(k.s, releaseReq{owner: req.owner, op: k.c.newOp(), gen: unknown, final: true}, started.Add(req.lease))
+	}
 }
 
 // reenter adds a hold for an owner that holds the lock already. It never

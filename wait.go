@@ -16,6 +16,14 @@ type waitSpec struct {
 	obs   observed // the lock the Observer hears about (WaitStarted, Woken); nil: none
 }
 
+// deadline is when a wait that began at start ends (zero: never).
+func (spec waitSpec) deadline(start time.Time) time.Time {
+	if spec.wait == WaitForever {
+		return time.Time{}
+	}
+	return start.Add(spec.wait)
+}
+
 // wait is the package's one acquisition loop, shared by every lock type:
 // try; on busy, join the channel where the holder's release will be announced
 // (subscribing if this process is the first to wait on it); then sleep until
@@ -39,10 +47,7 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 	if spec.wait == 0 {
 		return a, 0, a.notObtained()
 	}
-	var deadline time.Time
-	if spec.wait != WaitForever {
-		deadline = tried.Add(spec.wait)
-	}
+	deadline := spec.deadline(tried)
 	slept := 0
 	var faults faultRun
 	var w *waiter
