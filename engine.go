@@ -160,16 +160,12 @@ type attempt struct {
 }
 
 // attemptExtras are the results of one feature each, which only some
-// schemes return.
-//
-// TODO(issue 17): they belong to the schemes that need them, as a RedLock's
-// drift (driftingScheme) and a MultiLock's per-part grants (part) do. Each
-// is still read or set where this restructuring stayed out, the acquire and
-// wait path being rewritten at the same time: subs by subscriber.follow
-// (pubsub.go), cause by attempt.notObtained (wait.go), replication by
-// lockScheme's and fairScheme's acquire. Then: cause can become the error of
-// a busy attempt, replication a result of runAcquire kept by the scheme, and
-// subs part of the channel's name (a channel of another Client).
+// schemes return. They stay on the attempt because the shared loop reads
+// them: subs by subscriber.follow (a MultiLock waits on another Client's
+// subscriber), cause by attempt.notObtained (why a RedLock round failed),
+// replication by lockWith (a grant WithReplicas could not confirm is undone).
+// The next step, if they grow: cause as the error of a busy attempt,
+// replication kept by the scheme, subs named by the channel.
 type attemptExtras struct {
 	subs  *subscriber // busy: which Client carries channel (nil: the scheme's) — MultiLock
 	cause error       // busy: why, when it is not simply another holder (joined to ErrNotObtained) — RedLock
