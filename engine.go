@@ -29,7 +29,8 @@ type scheme interface {
 	renewal(owner, gen string, lease time.Duration) renewal
 	// abandon is called when a wait for the lock ends without it, so that
 	// types that register waiters in Redis (FairLock) can take them out.
-	// waiter is the op id its attempts sent (the waiter's id in a queue).
+	// waiter is the waiter's id in a handingScheme's queue ("" when it
+	// did not queue).
 	abandon(ctx context.Context, owner, waiter string)
 }
 
@@ -115,6 +116,10 @@ type acquireReq struct {
 	owner, op, gen string
 	lease          time.Duration
 	parts          []part
+	// waiter: op is the id of a waiter (a handingScheme's acquisition that
+	// may wait), so a busy attempt queues it. A TryLock that does not wait
+	// never queues, and so leaves nothing to take back.
+	waiter bool
 }
 
 // releaseReq is one run of a release script; final says the Client has no
@@ -345,8 +350,8 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	unknown := "" // op of the last attempt whose outcome is unknown
 	attempts := 0
 	waitAs := ""
-	if handsOver(s) {
-		req.op = c.newOp()
+	if handsOver(s) && wait != 0 {
+		req.op, req.waiter = c.newOp(), true
 		waitAs = req.op
 	}
 	try := func() (attempt, error) {
@@ -385,7 +390,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		c.emitWait(ctx, s, start, attempts, err)
 	}
 	if err != nil {
-		k.giveUp(dctx, req, unknown, started)
+		k.giveUp(dctx, req, waitAs, unknown, started)
 		return ctx, err
 	}
 	hctx := k.grant(a, started)
@@ -394,12 +399,12 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 }
 
 // giveUp cleans up after a wait that ended without the lock: the waiter
-// leaves the lock's queue, and a grant that may exist in Redis with nobody
-// to use it (unknown: the op of an attempt whose outcome is unknown, sent at
-// started) is freed in the background instead of blocking others for a
-// lease.
-func (k *lockCall) giveUp(dctx context.Context, req acquireReq, unknown string, started time.Time) {
-	k.s.abandon(dctx, req.owner, req.op)
+// (waitAs, "" when it never queued) leaves the lock's queue, and a grant
+// that may exist in Redis with nobody to use it (unknown: the op of an
+// attempt whose outcome is unknown, sent at started) is freed in the
+// background instead of blocking others for a lease.
+func (k *lockCall) giveUp(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
+	k.s.abandon(dctx, req.owner, waitAs)
 	if unknown != "" {
 		k.c.releaseInBackground(k.s, releaseReq{owner: req.owner, op: k.c.newOp(), gen: unknown, final: true}, started.Add(req.lease))
 	}

@@ -203,3 +203,32 @@ func commandTotal(t *testing.T, srv *redistest.Server) int64 {
 	}
 	return n
 }
+
+// A TryLock that does not wait (wait 0) finding the lock busy is one script
+// call and leaves nothing behind: it does not queue, so there is nothing to
+// take back.
+func TestTryLockWithoutWaitDoesNotQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	holder := relock.New(rdb)
+	t.Cleanup(func() { _ = holder.Close() })
+	other := relock.New(srv.Client())
+	t.Cleanup(func() { _ = other.Close() })
+	const name = "no-wait"
+	hctx, err := holder.Lock(name).Lock(context.Background())
+	require.NoError(t, err)
+	_, err = other.Lock(name).TryLock(context.Background(), 0, 0) // loads the scripts
+	require.ErrorIs(t, err, relock.ErrNotObtained)
+
+	calls := func() int64 {
+		m, err := redistest.CommandCalls(context.Background(), rdb)
+		require.NoError(t, err)
+		return m["evalsha"] + m["eval"]
+	}
+	before := calls()
+	_, err = other.Lock(name).TryLock(context.Background(), 0, 0)
+	require.ErrorIs(t, err, relock.ErrNotObtained)
+	assert.Equal(t, before+1, calls(), "one attempt, no abandon")
+	assert.Zero(t, queueLen(t, srv, holder.Lock(name).Key()), "nothing queued")
+	require.NoError(t, holder.Lock(name).Unlock(hctx))
+}

@@ -120,7 +120,7 @@ func (s lockScheme) info() LockInfo  { return LockInfo{Name: s.l.ks.name, Kind: 
 
 func (s lockScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := s.l
-	res, repl, err := l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, true))
+	res, repl, err := l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, r.waiter))
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
 	}
@@ -178,6 +178,9 @@ func (s lockScheme) renewal(_, gen string, lease time.Duration) renewal {
 // the lock if a hand-over made it the holder meanwhile. A failure is retried
 // in the background: a grant nobody uses would block the lock for a lease.
 func (s lockScheme) abandon(ctx context.Context, owner, waiter string) {
+	if waiter == "" {
+		return // it never queued
+	}
 	l := s.l
 	run := func(ctx context.Context) error {
 		return lockAbandonCall(l.c, l.keys, owner, waiter).run(ctx, l.c.rdb).Err()

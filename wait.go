@@ -74,8 +74,9 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 			c.emitWaitStarted(ctx, spec.obs) // the caller reports the end when slept > 0
 		}
 		var handed bool
-		if handed, err = c.sleep(ctx, spec, w, timer, sleep, tried); handed {
-			a, _ = w.handedOver()
+		var h attempt
+		if h, handed, err = c.sleep(ctx, spec, w, timer, sleep, tried); handed {
+			a = h
 			return a, slept, nil
 		}
 		if err != nil {
@@ -98,24 +99,24 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 	}
 }
 
-// sleep is one sleep of a wait loop, of at most d: it reports whether a
-// release handed the lock over to w (handed), or why the wait must end
-// (err); neither means try again. A grant that comes long after the last
+// sleep is one sleep of a wait loop, of at most d: it returns the attempt a
+// release that handed the lock over to w amounts to (handed), or why the
+// wait must end (err); neither means try again. A grant that comes long after the last
 // attempt (tried) is claimed by the next attempt, whose replay extends the
 // lease, since the hold's end is counted from an attempt's start.
-func (c *Client) sleep(ctx context.Context, spec waitSpec, w *waiter, timer *time.Timer, d time.Duration, tried time.Time) (handed bool, err error) {
+func (c *Client) sleep(ctx context.Context, spec waitSpec, w *waiter, timer *time.Timer, d time.Duration, tried time.Time) (a attempt, handed bool, err error) {
 	timer.Reset(d)
 	select {
 	case <-ctx.Done():
-		return false, notObtained(ctx)
+		return a, false, notObtained(ctx)
 	case <-c.closing:
-		return false, ErrClientClosed
+		return a, false, ErrClientClosed
 	case <-w.signal():
 		c.emitWoken(ctx, spec.obs)
-		_, granted := w.handedOver()
-		return granted && time.Since(tried) < spec.lease/3, nil
+		a, handed = w.handedOver()
+		return a, handed && time.Since(tried) < spec.lease/3, nil
 	case <-timer.C:
-		return false, nil
+		return a, false, nil
 	}
 }
 

@@ -42,10 +42,11 @@ end
 
 -- dequeue takes waiter w out of hash's queue q, if it is there.
 local function dequeue(hash, q, w)
-	if not q_has(q, w) then
+	local rest = q_without(q, w)
+	if rest == (q or '') then
 		return
 	end
-	q = q_without(q, w)
+	q = rest
 	if q == '' then
 		redis.call('hdel', hash, '~q')
 	else
