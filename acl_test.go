@@ -37,7 +37,7 @@ var leastPrivilege = slices.Concat(
 // with the command they are given (PUBLISH or SPUBLISH).
 var scriptCommands = []string{
 	"hget", "hmget", "hset", "hexists", "hincrby", "hdel", "hgetall", "exists", "pttl", "pexpire", "del", "get", "set", "time",
-	"zadd", "zrem", "zremrangebyscore", "zscore", "zrange", "zrangebyscore", "zcard", "rpush", "lpop", "lindex", "lrem", // FairLock and RWLock
+	"zadd", "zrem", "zremrangebyscore", "zrange", "zcard", // RWLock's waiting writers
 }
 
 func allow(cmds []string) []string {

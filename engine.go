@@ -135,9 +135,15 @@ type releaseReq struct {
 // the lock over to the first of them (see queue_common.lua): a waiter sends
 // the same op id at every attempt, which is its id in the queue and the
 // generation of the hold a hand-over grants it, and the grant reaches it on
-// its Client's channel for the lock (attempt.channel).
+// its Client's channel for the lock (waitChannel, which its busy attempts
+// name). A waiter queues only while its Client listens there: a release
+// skips a waiter whose Client does not (see hand_over), so one queued before
+// its subscription is confirmed could lose its place to a later one. The
+// first wait on a lock therefore queues at the attempt that follows the
+// subscription's confirmation; later ones, on a lingering subscription, at
+// their first.
 type handingScheme interface {
-	handsOver()
+	waitChannel() string
 }
 
 func handsOver(s scheme) bool {
@@ -357,6 +363,8 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	try := func() (attempt, error) {
 		if waitAs == "" {
 			req.op = c.newOp()
+		} else {
+			req.waiter = c.subs.listening(s.(handingScheme).waitChannel())
 		}
 		started = time.Now()
 		attempts++

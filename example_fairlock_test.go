@@ -49,9 +49,9 @@ func ExampleFairLock_TryLock() {
 	holder, _ := l.Lock(context.Background())
 	_, err := l.TryLock(context.Background(), 10*time.Millisecond, 0)
 	fmt.Println(err)
-	fmt.Println("queued:", rdb.LLen(context.Background(), l.QueueKey()).Val())
+	fmt.Println("queue left:", rdb.Exists(context.Background(), l.QueueKey()).Val())
 	_ = l.Unlock(holder)
 	// Output:
 	// relock: lock not obtained
-	// queued: 0
+	// queue left: 0
 }

@@ -10,41 +10,57 @@ import (
 // first. Ownership, re-entry, hold contexts, leases and the watchdog work
 // exactly as for Lock.
 //
-// The order is kept in Redis, in a queue of waiting owners and a sorted set
-// of their deadlines, next to the lock's hash and in the same Cluster slot.
-// A waiter renews its deadline at every attempt, at least every third of the
-// Client's waiter timeout (WithWaiterTimeout, 10 s by default). One that
+// The order is kept in Redis, in a queue of waiters next to the lock's hash
+// and in the same Cluster slot. Unlock hands the lock over inside the
+// release script to the first waiter in the queue whose Client still
+// listens, and tells that waiter alone, on its Client's channel: it holds
+// the lock without another round trip, and nobody else wakes. A waiter that
 // stops waiting — its context ended, TryLock's wait ran out, the Client
-// closed — leaves the queue at once; one whose process died is evicted when
-// its deadline passes, so it holds up the waiters behind it for at most the
-// waiter timeout. A waiter that stalls longer than that (a paused process)
-// is evicted too and queues again at the back on its next attempt.
+// closed — leaves the queue at once (and passes on a grant that crossed its
+// leaving). One whose process died is skipped by the next hand-over, since
+// its Client no longer listens, wherever it stands; one whose process is
+// paused, or whose host vanished without closing its connections, still
+// looks alive to Redis and is handed the lock, which it then holds for its
+// lease, as a paused holder would. A waiter whose Client loses its
+// subscription connection is skipped too, and queues again at the back once
+// the connection is back.
 //
-// Unlock wakes only the next waiter, on a channel of its own; the others
-// sleep on. A new owner never takes the lock while others queue, even when
-// it finds it free. Re-entry by the holder never queues.
+// A new owner never takes the lock while others queue, even when it finds
+// it free (its last holder's lease ran out): the lock goes to the first in
+// line that listens. Re-entry by the holder never queues. The queue lives
+// for the Client's waiter timeout (WithWaiterTimeout, 10 s by default),
+// renewed by every queued waiter's attempts, which come at least every third
+// of it, so it vanishes by itself once every waiter has died.
 //
-// Keys: "<prefix>:{name}:fair" (owner → hold count), ":fair:queue" and
-// ":fair:timeouts" exist only while someone waits (they also expire by
-// themselves if every waiter dies). Once the lock is free and nobody waits,
-// only ":fair:tail" (the last token) and the markers of final Unlocks
-// remain, for the unlock latch (see WithUnlockLatch); then nothing.
-// A FairLock and a Lock of the same name are different locks.
+// Keys: "<prefix>:{name}:fair" (owner → hold count, as Lock's hash) and
+// ":fair:q" (the queue) exist only while the lock is held or someone waits.
+// Once the lock is free and nobody waits, only ":fair:tail" (the last token)
+// and the markers of final Unlocks remain, for the unlock latch (see
+// WithUnlockLatch); then nothing. A FairLock and a Lock of the same name are
+// different locks. (Versions before the hand-over kept the queue in the list
+// ":fair:queue" and the sorted set ":fair:timeouts"; a process of such a
+// version and one of this version exclude each other but do not share the
+// queue's order.)
 //
 // Every call costs what Lock's does — one round trip for an uncontended Lock
-// or Unlock — plus one for a TryLock that gives up (leaving the queue).
+// or Unlock, none for a waiter handed the lock — plus one for a waiter that
+// gives up (leaving the queue).
 type FairLock struct {
 	exclusive // Name, Key and the queries
 	keys      fairKeys
 }
 
 type fairKeys struct {
-	hash, queue, timeouts, tail, latchPrefix, chPrefix string
+	hash, queue, tail, channel string
+	latchPrefix                string // + request id: the latch of one final release
+	// waitChannel is where releases hand the lock over to this Client's
+	// waiters: <hash>:w:<client uuid> (see queue_common.lua).
+	waitChannel string
 }
 
 func fairKeysOf(ks keyspace) fairKeys {
-	return fairKeys{hash: ks.key("fair"), queue: ks.key("fair:queue"), timeouts: ks.key("fair:timeouts"),
-		tail: ks.key("fair:tail"), latchPrefix: ks.key("fair:latch:"), chPrefix: ks.key("fair:ch:")}
+	return fairKeys{hash: ks.key("fair"), queue: ks.key("fair:q"), tail: ks.key("fair:tail"),
+		channel: ks.key("fair:ch"), latchPrefix: ks.key("fair:latch:")}
 }
 
 // FairLock returns the fair lock called name. It sends nothing to Redis. An
@@ -54,12 +70,15 @@ func (c *Client) FairLock(name string) *FairLock {
 	l := &FairLock{}
 	if l.init(c, name) {
 		l.keys = fairKeysOf(l.ks)
+		l.keys.waitChannel = l.keys.hash + ":w:" + c.id
 		l.hash = l.keys.hash
 	}
 	return l
 }
 
-// QueueKey returns the Redis key of the list of waiting owners.
+// QueueKey returns the Redis key of the queue of waiters: a string of
+// entries, each four NUL-terminated fields (waiter id, lease in ms, fencing
+// flag, owner), first in line first; Client.Inspect reads it.
 func (l *FairLock) QueueKey() string { return l.keys.queue }
 
 // Lock blocks until it is ctx's owner's turn and the lock is acquired, or ctx
@@ -68,8 +87,9 @@ func (l *FairLock) QueueKey() string { return l.keys.queue }
 //
 // On failure it returns an error wrapping ErrNotObtained and ctx.Err() when
 // ctx ended first, ErrClientClosed when the Client closed, or a Redis error;
-// the owner has then left the queue (or will be evicted from it, if Redis
-// could not be reached) and does not hold the lock.
+// the owner has then left the queue (if Redis could not be reached, the
+// leaving is retried in the background, and a hand-over skips a waiter
+// whose Client no longer listens) and does not hold the lock.
 func (l *FairLock) Lock(ctx context.Context) (context.Context, error) {
 	return l.TryLock(ctx, WaitForever, 0)
 }
@@ -84,15 +104,16 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (cont
 	return l.tryLock(ctx, fairScheme{l}, wait, lease)
 }
 
-// Unlock releases one hold of ctx's owner; the final one frees the lock and
-// wakes the next waiter in the queue, and nobody else. Errors and
+// Unlock releases one hold of ctx's owner; the final one hands the lock over
+// to the next waiter in the queue that still listens (or frees it), and
+// wakes nobody else. Errors and
 // cancellation are as for Lock.Unlock: it works with a cancelled ctx, returns
 // ErrNotHeld (changing nothing) when ctx's owner holds nothing and
 // ErrLockLost when the hold was lost.
 func (l *FairLock) Unlock(ctx context.Context) error { return l.unlock(ctx, fairScheme{l}) }
 
-// ForceUnlock frees the lock whoever holds it and wakes the next waiter; the
-// queue keeps its order. It reports whether the lock was held. This Client's
+// ForceUnlock frees the lock whoever holds it, handing it over to the next
+// waiter that listens; the queue keeps its order. It reports whether the lock was held. This Client's
 // holds end at once (ErrLockLost); other processes learn it at their next
 // renewal, Unlock or lease end.
 func (l *FairLock) ForceUnlock(ctx context.Context) (bool, error) {
@@ -118,13 +139,13 @@ func (s fairScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 	if err != nil {
 		return attempt{}, wrapRedis("acquire", err)
 	}
-	a, err := parseAcquire(res, l.keys.chPrefix+r.owner)
+	a, err := parseAcquire(res, l.keys.waitChannel)
 	if a.outcome == acquired {
 		a.replication = repl
 	}
-	if a.outcome == busy {
-		// The next attempt renews this waiter's deadline: it must come well
-		// before the deadline, whatever the holder's lease.
+	if a.outcome == busy && r.waiter {
+		// The next attempt renews the queue's lifetime: it must come well
+		// before the waiter timeout, whatever the holder's lease.
 		a.retryIn = l.c.refreshWithin(a.retryIn)
 	}
 	return a, err
@@ -145,12 +166,21 @@ func (s fairScheme) renewal(_, gen string, lease time.Duration) renewal {
 	return renewal{call: lockRenewCall(s.l.keys.hash, gen, lease)}
 }
 
-func (s fairScheme) abandon(ctx context.Context, owner, _ string) {
+// abandon takes a waiter that gave up out of the queue, and releases the
+// lock if a hand-over made it the holder meanwhile, as Lock's does.
+func (s fairScheme) abandon(ctx context.Context, owner, waiter string) {
+	if waiter == "" {
+		return // it never queued
+	}
 	l := s.l
-	err := fairAbandonCall(l.c, l.keys, owner).run(ctx, l.c.rdb).Err()
-	if err != nil {
-		// Not fatal: the waiter's deadline evicts it.
-		l.c.log.Warn("relock: could not leave a fair lock's queue; it will be evicted at its deadline",
-			"lock", l.ks.name, "err", err)
+	run := func(ctx context.Context) error {
+		return fairAbandonCall(l.c, l.keys, owner, waiter).run(ctx, l.c.rdb).Err()
+	}
+	if err := run(ctx); err != nil && transient(err) {
+		l.c.retryInBackground(run, time.Now().Add(l.c.opts.watchdogLease))
 	}
 }
+
+// waitChannel makes FairLock a handingScheme: its waiters queue in Redis and
+// are handed the lock on this channel.
+func (s fairScheme) waitChannel() string { return s.l.keys.waitChannel }

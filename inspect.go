@@ -97,17 +97,20 @@ type ExclusiveState struct {
 	Token int64
 	// Queued are a Lock's waiters, in the order its releases hand it over
 	// (they have no deadline: a waiter whose Client stopped listening is
-	// skipped by the release). FairLock keeps its queue apart (FairState).
+	// skipped by the release). FairLock keeps its queue apart
+	// (FairState.Waiters).
 	Queued []Waiter
 }
 
 // FairState is the state of a FairLock: its hold, if any, and its queue.
 type FairState struct {
 	ExclusiveState
-	// QueueKey is the Redis key of the queue of waiting owners.
+	// QueueKey is the Redis key of the queue of waiters.
 	QueueKey string
-	// Waiters are the live queued owners, next in line first. Waiters whose
-	// deadline has passed are left out: the next acquire evicts them.
+	// Waiters are the queued owners, next in line first (a waiter whose
+	// Client stopped listening stays listed until a hand-over skips it).
+	// Data of versions before the hand-over also list waiters by deadline,
+	// leaving out those whose deadline has passed.
 	Waiters []Waiter
 }
 
@@ -159,9 +162,13 @@ type LockChannels struct {
 	// which a Lock's release hands the lock over to that Client's waiter:
 	// "<waiter id> <token>".
 	LockHandOverPrefix string
-	// FairPrefix, followed by a waiting owner, is the channel on which that
-	// FairLock waiter is told it is its turn.
-	FairPrefix string
+	// Fair is the FairLock's channel, told of a release when something
+	// listens to the hold (relock watch marks it).
+	Fair string
+	// FairHandOverPrefix, followed by a Client's id, is the channel on which
+	// a FairLock's release hands the lock over to that Client's waiter, as
+	// LockHandOverPrefix.
+	FairHandOverPrefix string
 	// RWRead is the RWLock's channel for waiting readers.
 	RWRead string
 	// RWWrite is the RWLock's channel for waiting writers.
@@ -202,13 +209,15 @@ func (c *Client) Channels(name string) (LockChannels, error) {
 	}
 	rw := rwKeysOf(ks)
 	lk := lockKeysOf(ks)
-	return LockChannels{Lock: lk.channel, LockHandOverPrefix: lk.hash + ":w:", FairPrefix: fairKeysOf(ks).chPrefix, RWRead: rw.readCh, RWWrite: rw.writeCh}, nil
+	fk := fairKeysOf(ks)
+	return LockChannels{Lock: lk.channel, LockHandOverPrefix: lk.hash + ":w:", Fair: fk.channel,
+		FairHandOverPrefix: fk.hash + ":w:", RWRead: rw.readCh, RWWrite: rw.writeCh}, nil
 }
 
 // parseInspect reads the inspect script's reply (see scripts/inspect.lua).
 func parseInspect(ks keyspace, res []any) (*LockState, error) {
-	if len(res) != 14 {
-		return nil, fmt.Errorf("relock: inspect script returned %d values, want 14", len(res))
+	if len(res) != 15 {
+		return nil, fmt.Errorf("relock: inspect script returned %d values, want 15", len(res))
 	}
 	p := replyParser{res: res}
 	sec, usec := p.int(0), p.int(1)
@@ -221,7 +230,8 @@ func parseInspect(ks keyspace, res []any) (*LockState, error) {
 	}
 	fair := FairState{
 		ExclusiveState: exclusiveState(ks.key("fair"), p.strs(5), p.int(6), p.str(7)),
-		QueueKey:       ks.key("fair:queue"),
+		QueueKey:       ks.key("fair:q"),
+		Waiters:        queuedWaiters(p.str(14)),
 	}
 	deadlines := zsetScores(p.strs(9))
 	for _, owner := range p.strs(8) {
@@ -279,7 +289,8 @@ func exclusiveState(key string, fields []string, pttl int64, fence string) Exclu
 	return ex
 }
 
-// queuedWaiters reads a Lock's queue (field ~q, see queue_common.lua): per
+// queuedWaiters reads a Lock's queue (field ~q, see queue_common.lua) or a
+// FairLock's (its own key, see fair_common.lua): per
 // waiter four NUL-terminated fields, id, lease, fencing flag and owner.
 func queuedWaiters(q string) []Waiter {
 	f := strings.Split(q, "\x00")
@@ -457,7 +468,7 @@ func kindOfSuffix(suffix string) Kind {
 	switch suffix {
 	case "":
 		return KindLock
-	case ":fair", ":fair:queue", ":fair:timeouts":
+	case ":fair", ":fair:q", ":fair:queue", ":fair:timeouts":
 		return KindFairLock
 	case ":rw", ":rw:writers":
 		return KindRWLock

@@ -29,24 +29,19 @@ type lockKind struct {
 	name  string
 	open  func(c *relock.Client, name string) exclusive
 	keyOf func(c *relock.Client, name string) string
-	// channelOf is the channel a waiter sleeps on, "" where each waiter has
-	// its own (FairLock).
+	// channelOf is the channel a waiter of Client c sleeps on.
 	channelOf func(c *relock.Client, name string) string
 	// holders turns the lock hash into owner → count, checking the fields
 	// that go with each holder (generation, last op, token).
 	holders func(t testing.TB, hash map[string]string) map[string]string
 }
 
-// waiterSubscribed reports whether one waiter of the lock called name is
-// subscribed on the server, on its own channel for FairLock.
+// waiterSubscribed reports whether Client c's waiters of the lock called
+// name are subscribed on the server.
 func (k lockKind) waiterSubscribed(rdb redis.UniversalClient, c *relock.Client, name string) bool {
-	ctx := context.Background()
-	if ch := k.channelOf(c, name); ch != "" {
-		n, err := rdb.PubSubNumSub(ctx, ch).Result()
-		return err == nil && n[ch] == 1
-	}
-	chans, err := rdb.PubSubChannels(ctx, k.keyOf(c, name)+":ch:*").Result()
-	return err == nil && len(chans) == 1
+	ch := k.channelOf(c, name)
+	n, err := rdb.PubSubNumSub(context.Background(), ch).Result()
+	return err == nil && n[ch] == 1
 }
 
 // state returns the holders of the lock whose hash is key, as owner → count.
@@ -88,7 +83,7 @@ var exclusiveKinds = []lockKind{
 		name:      "FairLock",
 		open:      func(c *relock.Client, name string) exclusive { return c.FairLock(name) },
 		keyOf:     func(c *relock.Client, name string) string { return c.FairLock(name).Key() },
-		channelOf: func(*relock.Client, string) string { return "" },
+		channelOf: func(c *relock.Client, name string) string { return c.FairLock(name).Key() + ":w:" + c.ID() },
 		holders:   ownersOf,
 	},
 	{

@@ -190,8 +190,9 @@ func (s lockScheme) abandon(ctx context.Context, owner, waiter string) {
 	}
 }
 
-// handsOver marks Lock as a handingScheme: its waiters queue in Redis.
-func (lockScheme) handsOver() {}
+// waitChannel makes Lock a handingScheme: its waiters queue in Redis and
+// are handed the lock on this channel.
+func (s lockScheme) waitChannel() string { return s.l.keys.waitChannel }
 
 func boolArg(b bool) string {
 	if b {

@@ -20,6 +20,9 @@ import (
 const (
 	wakeOne = "1"   // an exclusive lock: one local waiter may take it
 	wakeAll = "all" // several may enter (read locks) or all must re-check
+	// handedOn tells the listeners of a hold (~m, see queue_common.lua) that
+	// it was handed over: the lock is still held.
+	handedOn = "handed"
 )
 
 // Health of a subscriber connection. After healthInterval without any
@@ -901,6 +904,8 @@ func (s *subscriber) delivered(channel, payload string) {
 		s.wake(st.byID[payload])
 	case payload == wakeAll:
 		s.wakeEveryone(st)
+	case payload == handedOn:
+		// The hold passed to a queued waiter: still held, nothing to try.
 	default:
 		s.wakeOne(st)
 	}
@@ -1062,6 +1067,15 @@ func (s *subscriber) close() {
 		_ = ps.Close()
 	}
 	s.wg.Wait()
+}
+
+// listening reports whether this Client's subscription of channel is
+// confirmed: a message published there now reaches it.
+func (s *subscriber) listening(channel string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.chans[channel]
+	return st != nil && st.confirmed
 }
 
 // channels returns how many channels waiters are subscribed to (for tests;

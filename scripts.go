@@ -59,8 +59,8 @@ var (
 	lockAcquireScript = newScript("acquire_common", "release_common", "queue_common", "lock_acquire")
 	lockReleaseScript = newScript("acquire_common", "release_common", "queue_common", "lock_release")
 	lockAbandonScript = newScript("acquire_common", "release_common", "queue_common", "lock_abandon")
-	fairAcquireScript = newScript("fair_common", "acquire_common", "fair_acquire")
-	fairReleaseScript = newScript("fair_common", "release_common", "fair_release")
+	fairAcquireScript = newScript("acquire_common", "release_common", "queue_common", "fair_common", "fair_acquire")
+	fairReleaseScript = newScript("acquire_common", "release_common", "queue_common", "fair_common", "fair_release")
 )
 
 // lockAcquireCall takes or re-enters the Lock whose keys are k for owner
@@ -81,15 +81,17 @@ func lockReleaseCall(c *Client, k lockKeys, owner string, r releaseReq) scriptCa
 // fairAcquireCall takes, re-enters or queues for (request r) the FairLock
 // whose keys are k.
 func fairAcquireCall(c *Client, k fairKeys, r acquireReq) scriptCall {
-	return scriptCall{fairAcquireScript, []string{k.hash, k.queue, k.timeouts, k.tail, k.chPrefix},
-		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), c.opts.waiterTimeout.Milliseconds(), c.publishCommand()}}
+	return scriptCall{fairAcquireScript, []string{k.hash, k.queue, k.tail},
+		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), boolArg(r.waiter),
+			c.opts.waiterTimeout.Milliseconds(), c.publishCommand(), c.blindHandOverArg()}}
 }
 
 // fairReleaseCall releases one hold (request r) of the FairLock whose keys
-// are k; a final release wakes the next live waiter.
+// are k; a final release hands the lock over to the first queued waiter
+// that listens.
 func fairReleaseCall(c *Client, k fairKeys, r releaseReq) scriptCall {
-	return scriptCall{fairReleaseScript, []string{k.hash, k.queue, k.timeouts, k.chPrefix, k.latchPrefix + r.op, k.tail},
-		[]any{r.owner, r.op, r.gen, boolArg(r.final), c.publishCommand(), c.latchArg()}}
+	return scriptCall{fairReleaseScript, []string{k.hash, k.queue, k.channel, k.latchPrefix + r.op, k.tail},
+		[]any{r.owner, r.op, r.gen, boolArg(r.final), c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
 // lockAbandonCall takes waiter (the op id its attempts sent) out of the
@@ -155,21 +157,22 @@ func redFenceCall(hash, gen string, token int64) scriptCall {
 	return scriptCall{redFenceScript, []string{hash}, []any{gen, token}}
 }
 
-var fairAbandonScript = newScript("fair_common", "fair_abandon")
+var fairAbandonScript = newScript("acquire_common", "release_common", "queue_common", "fair_common", "fair_abandon")
 
-// fairAbandonCall takes owner out of the FairLock's queue.
-func fairAbandonCall(c *Client, k fairKeys, owner string) scriptCall {
-	return scriptCall{fairAbandonScript, []string{k.hash, k.queue, k.timeouts, k.chPrefix},
-		[]any{owner, c.publishCommand()}}
+// fairAbandonCall takes waiter (the op id its attempts sent) out of the
+// FairLock's queue, releasing a grant handed to it.
+func fairAbandonCall(c *Client, k fairKeys, owner, waiter string) scriptCall {
+	return scriptCall{fairAbandonScript, []string{k.hash, k.queue, k.channel, k.tail},
+		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var fairForceReleaseScript = newScript("fair_common", "fair_force_release")
+var fairForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "fair_common", "fair_force_release")
 
 // fairForceReleaseCall frees the FairLock whoever holds it and wakes the next
 // waiter: 1 freed, 0 not held.
 func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
-	return scriptCall{fairForceReleaseScript, []string{k.hash, k.queue, k.timeouts, k.chPrefix, k.tail},
-		[]any{c.publishCommand(), c.latchArg()}}
+	return scriptCall{fairForceReleaseScript, []string{k.hash, k.queue, k.channel, k.tail},
+		[]any{c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
 var rwReadAcquireScript = newScript("rw_common", "acquire_common", "rw_read_acquire")
@@ -240,5 +243,6 @@ func inspectCall(ks keyspace) scriptCall {
 		ks.key(""), ks.key("fence"),
 		ks.key("fair"), ks.key("fair:fence"), ks.key("fair:queue"), ks.key("fair:timeouts"),
 		ks.key("rw"), ks.key("rw:fence"), ks.key("rw:writers"),
+		ks.key("fair:q"),
 	}, nil}
 }

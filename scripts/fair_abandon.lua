@@ -1,19 +1,33 @@
--- fair_abandon: take a waiter that stops waiting out of the queue at once.
+-- fair_abandon: a waiter gives up. It leaves the queue; if a hand-over made
+-- it the holder meanwhile (the grant crossed its decision to leave), the
+-- hold is released as by fair_release, handing the lock on. A lock found
+-- free with others queued (its last holder's lease ran out) is handed to
+-- the first of them that listens.
 --
 -- KEYS[1]  lock hash
--- KEYS[2]  queue
--- KEYS[3]  waiter deadlines
--- KEYS[4]  prefix of the waiters' channels (see fair_acquire)
+-- KEYS[2]  queue (see fair_common)
+-- KEYS[3]  the lock's channel (see fair_release)
+-- KEYS[4]  tail
 -- ARGV[1]  owner
--- ARGV[2]  publish command: "publish" or "spublish"
+-- ARGV[2]  the waiter id (the op id its attempts sent)
+-- ARGV[3]  publish command
+-- ARGV[4]  tail lifetime in milliseconds (the unlock latch)
+-- ARGV[5]  as lock_release's ARGV[7]
 --
--- Returns 1 when the owner was queued, 0 when it was not.
---
--- When the lock is free the new head is woken: the wake-up of a release may
--- have gone to the waiter that is leaving.
-local was = redis.call('zrem', KEYS[3], ARGV[1])
-redis.call('lrem', KEYS[2], 0, ARGV[1])
-if redis.call('exists', KEYS[1]) == 0 then
-	wake(ARGV[2], KEYS[4], evict(KEYS[2], KEYS[3], now_ms()))
+-- Returns 1 when it released a hold handed to the waiter, 0 otherwise.
+-- Idempotent: once the waiter is neither queued nor holding, it changes
+-- nothing but a hand-over that was due.
+local hash, w = KEYS[1], ARGV[2]
+local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l')
+if cur[1] == w and redis.call('hexists', hash, ARGV[1]) == 1 then
+	free_hold(hash, KEYS[3], nil, KEYS[4], cur, ARGV[3], ARGV[4], ARGV[5], KEYS[2])
+	return 1
 end
-return was
+local q = redis.call('get', KEYS[2])
+local rest = q_without(q, w)
+if not cur[1] and rest ~= '' then
+	hand_over(hash, KEYS[4], rest, nil, nil, nil, ARGV[3], ARGV[5], KEYS[2])
+elseif rest ~= (q or '') then
+	store_queue(KEYS[2], rest)
+end
+return 0

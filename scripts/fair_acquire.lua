@@ -1,66 +1,66 @@
 -- fair_acquire: take or re-enter a fair lock, or queue up for it.
 --
--- KEYS[1]  lock hash: as lock_acquire's (owner -> count, ~g, ~o, ~t)
--- KEYS[2]  queue: list of waiting owners, oldest first
--- KEYS[3]  waiter deadlines: sorted set owner -> deadline (server ms)
--- KEYS[4]  tail: the last released hold's token
--- KEYS[5]  prefix of the waiters' channels (a channel, not a key: it carries
---          the lock's hash tag so that the channels share its slot)
+-- KEYS[1]  lock hash: as lock_acquire's (owner -> count, ~g, ~o, ~t, ~l, ~m)
+-- KEYS[2]  queue: the waiters, oldest first (see fair_common)
+-- KEYS[3]  tail: the last released hold's token
 -- ARGV[1]  owner
--- ARGV[2]  op id of this request
+-- ARGV[2]  op id of this request; a waiter sends the same one at each of
+--          its attempts, and it is the waiter's id in the queue
 -- ARGV[3]  generation the caller holds ("" : a new acquisition)
 -- ARGV[4]  lease in milliseconds
 -- ARGV[5]  "1" to hand out a fencing token on a new acquisition, "0" not to
--- ARGV[6]  waiter timeout in milliseconds
--- ARGV[7]  publish command: "publish" or "spublish"
+-- ARGV[6]  "1" to queue the caller when it cannot have the lock now (it
+--          waits for a hand-over), "0" not to (a TryLock that does not wait)
+-- ARGV[7]  waiter timeout in milliseconds: the queue's lifetime unless a
+--          waiter's attempt renews it
+-- ARGV[8]  publish command: "publish" or "spublish"
+-- ARGV[9]  as lock_release's ARGV[7]
 --
 -- Returns {1, token, count}  acquired
---         {0, pttl}          not this owner's turn: it is queued (or its
---                            deadline pushed forward); pttl is the holder's
---                            remaining lease, -2 when the lock is free but
---                            another waiter is first
+--         {0, pttl}          not the caller's turn (it is queued, if it
+--                            asked to be); pttl is the holder's remaining
+--                            lease
 --         {-1, 0}            the caller's generation no longer holds: lost
 --
--- Idempotent under replay, as lock_acquire; queueing an owner that is
--- queued only moves its deadline.
+-- A free lock with waiters queued (its last holder's lease ran out) goes
+-- to the first of them that still listens, as a release would hand it
+-- over: never to a newcomer. Idempotent under replay, as lock_acquire.
 local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-
 if gen ~= '' then
 	-- Re-entry never waits in the queue: the owner holds the lock already.
 	return reenter_hold(hash, owner, op, gen, ARGV[4])
 end
-
-local cur = redis.call('hmget', hash, owner, '~o', '~t')
+local cur = redis.call('hmget', hash, owner, '~o', '~t', '~g')
 if cur[2] == op then
+	-- A replay, or the claim of a grant that reached the waiter late: the
+	-- lease counts from now (see lock_acquire).
+	if redis.call('pttl', hash) < tonumber(ARGV[4]) then
+		redis.call('pexpire', hash, ARGV[4])
+	end
 	return {1, tonumber(cur[3] or 0), tonumber(cur[1] or 0)}
 end
-local now = now_ms()
-local head = evict(KEYS[2], KEYS[3], now)
-local mine = cur[1] ~= false and cur[1] ~= nil
-local free = mine or redis.call('exists', hash) == 0
-if free and (head == nil or head == owner or mine) then
-	if head == owner then
-		redis.call('lpop', KEYS[2])
+local q = redis.call('get', KEYS[2])
+if cur[4] and not cur[1] then
+	if ARGV[6] == '1' then
+		fair_enqueue(KEYS[2], q, op, ARGV[4], ARGV[5], owner, tonumber(ARGV[7]))
 	end
-	redis.call('zrem', KEYS[3], owner)
-	redis.call('lrem', KEYS[2], 0, owner)
-	return {1, grant_new(hash, KEYS[4], owner, op, ARGV[4], ARGV[5], cur[3]), 1}
+	return {0, redis.call('pttl', hash)}
 end
-
-local timeout = tonumber(ARGV[6])
-if not redis.call('zscore', KEYS[3], owner) then
-	redis.call('rpush', KEYS[2], owner)
-end
-redis.call('zadd', KEYS[3], now + timeout, owner)
--- The queue vanishes by itself if every waiter crashes.
-for i = 2, 3 do
-	if redis.call('pttl', KEYS[i]) < timeout then
-		redis.call('pexpire', KEYS[i], timeout)
+if not cur[1] and q then
+	-- Free, and others queue: the first that still listens has it.
+	if ARGV[6] == '1' then
+		q = fair_enqueue(KEYS[2], q, op, ARGV[4], ARGV[5], owner, tonumber(ARGV[7]))
 	end
+	local handed, token, w = hand_over(hash, KEYS[3], q, nil, nil, nil, ARGV[8], ARGV[9], KEYS[2], op)
+	if w == op then
+		return {1, token, 1}
+	end
+	if handed then
+		return {0, redis.call('pttl', hash)}
+	end
+	q = nil -- nobody listened: the queue is gone
 end
-if free then
-	-- Free, but the head has not taken it: its wake-up may have gone to a
-	-- waiter evicted since, or the holder's lease ran out without a release.
-	wake(ARGV[7], KEYS[5], head)
-end
-return {0, redis.call('pttl', hash)}
+-- Free with nobody in line, or a leftover of the owner's own (a hold its
+-- Client ended already, or one resumed with WithOwner): taken over.
+fair_dequeue(KEYS[2], q, op)
+return {1, grant_new(hash, KEYS[3], owner, op, ARGV[4], ARGV[5], cur[3]), 1}

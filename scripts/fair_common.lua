@@ -1,38 +1,35 @@
--- fair_common: helpers prepended to every fair_* script; not run on its own.
+-- fair_common: the FairLock's queue, prepended to the fair_* scripts after
+-- queue_common (whose entries, hand-over and release it shares with Lock).
 --
--- A FairLock keeps its waiters in a list (the order) and a sorted set
--- (waiter -> deadline in server milliseconds). A live waiter pushes its
--- deadline forward at every attempt; one that crashed stops doing so and is
--- evicted once its deadline has passed, wherever it stands in the queue.
--- Deadlines use the server's clock (TIME), never a client's, so clock skew
--- between processes cannot evict a live waiter.
+-- A FairLock's waiters queue in a string key of their own (KEYS[2], the
+-- entries of queue_common, oldest first), not in the hash: the queue must
+-- outlive a hold whose lease runs out without a release, so that the next
+-- holder is still the first in line. The key lives for the longest waiter
+-- timeout of its waiters, renewed by every attempt of a queued waiter (at
+-- least every third of its timeout), so it goes by itself once every waiter
+-- has died. A dead waiter's entry is skipped by the hand-over (its Client no
+-- longer listens), wherever it stands.
 
-local function now_ms()
-	local t = redis.call('time')
-	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- fair_enqueue queues waiter w at the end of qkey (q: its value), or only
+-- renews the key's lifetime when w is queued already: a waiter keeps its
+-- place across its attempts. It returns the queue.
+local function fair_enqueue(qkey, q, w, lease, fencing, owner, timeout)
+	local ttl = redis.call('pttl', qkey)
+	if q_has(q, w) then
+		if ttl < timeout then
+			redis.call('pexpire', qkey, timeout)
+		end
+		return q
+	end
+	q = (q or '') .. w .. '\0' .. lease .. '\0' .. fencing .. '\0' .. owner .. '\0'
+	redis.call('set', qkey, q, 'px', math.max(ttl, timeout))
+	return q
 end
 
--- evict drops every waiter whose deadline has passed and returns the first
--- live waiter, or nil when nobody waits.
-local function evict(queue, timeouts, now)
-	local stale = redis.call('zrangebyscore', timeouts, '-inf', now)
-	for _, w in ipairs(stale) do
-		redis.call('lrem', queue, 0, w)
-	end
-	if #stale > 0 then
-		redis.call('zremrangebyscore', timeouts, '-inf', now)
-	end
-	local head = redis.call('lindex', queue, 0)
-	if head then
-		return head
-	end
-	return nil
-end
-
--- wake tells the waiter at the head, on its own channel, that the lock is
--- free: only it may take the lock, so nobody else is woken.
-local function wake(pub, chprefix, head)
-	if head then
-		redis.call(pub, chprefix .. head, '1')
+-- fair_dequeue takes waiter w out of qkey (q: its value), if it is there.
+local function fair_dequeue(qkey, q, w)
+	local rest = q_without(q, w)
+	if rest ~= (q or '') then
+		store_queue(qkey, rest)
 	end
 end

@@ -7,16 +7,18 @@
 -- KEYS[2]  Lock fencing counter (layout of older versions; may not exist)
 -- KEYS[3]  FairLock hash
 -- KEYS[4]  FairLock fencing counter (older versions)
--- KEYS[5]  FairLock queue (list of waiting owners)
--- KEYS[6]  FairLock waiter deadlines (sorted set owner -> server ms)
+-- KEYS[5]  FairLock queue of older versions (list of waiting owners)
+-- KEYS[6]  FairLock waiter deadlines of older versions (sorted set owner ->
+--          server ms)
 -- KEYS[7]  RWLock hash
 -- KEYS[8]  RWLock fencing counter (older versions)
 -- KEYS[9]  RWLock waiting writers (sorted set owner -> claim deadline)
+-- KEYS[10] FairLock queue (string of entries, see fair_common)
 --
 -- Returns {seconds, microseconds,              -- server TIME
 --          lock fields, lock pttl, lock fence,
 --          fair fields, fair pttl, fair fence, queue, deadlines,
---          rw fields, rw pttl, rw fence, writers}
+--          rw fields, rw pttl, rw fence, writers, fair queue}
 -- where fields are HGETALL's flat list, deadlines and writers ZRANGE
 -- WITHSCORES's, a fence is "" when its key does not exist. A key of an
 -- unexpected type (not written by relock) reads as absent.
@@ -66,4 +68,5 @@ return {
 	hash(KEYS[1]), pttl(KEYS[1]), str(KEYS[2]),
 	hash(KEYS[3]), pttl(KEYS[3]), str(KEYS[4]), list(KEYS[5]), zset(KEYS[6]),
 	hash(KEYS[7]), pttl(KEYS[7]), str(KEYS[8]), zset(KEYS[9]),
+	str(KEYS[10]),
 }

@@ -16,9 +16,6 @@ import (
 // followed at once by a waiter's acquire, which publishes nothing.
 const settle = 250 * time.Millisecond
 
-// globEscaper makes a string match itself in a Redis glob pattern.
-var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
-
 // jsonEvent is one line of watch --json.
 type jsonEvent struct {
 	Time    time.Time  `json:"time"`
@@ -35,14 +32,9 @@ type watcher struct {
 	name    string
 	chans   relock.LockChannels
 	classic *redis.PubSub // SUBSCRIBE: PUBLISH (one server, or a Cluster without sharded pub/sub)
-	pattern *redis.PubSub // PSUBSCRIBE on the FairLock waiters' channels, nil where refused
 	sharded *redis.PubSub // SSUBSCRIBE on a Cluster: SPUBLISH, relock's default there
-	// fairSubs are the waiters' channels subscribed one by one: on the
-	// sharded connection (sharded pub/sub has no patterns) and, where the
-	// server refused the pattern (an ACL), on the classic one.
-	fairSubs map[string]bool
-	msgs     chan *redis.Message
-	last     string // fingerprint of the last state printed
+	msgs    chan *redis.Message
+	last    string // fingerprint of the last state printed
 }
 
 // watch prints the lock's state, then again whenever a message arrives on
@@ -61,7 +53,7 @@ func (cl *cli) watch(ctx context.Context, name string) int {
 		ctx, c2 = context.WithTimeout(ctx, cl.forDur)
 		defer c2()
 	}
-	w := &watcher{cl: cl, name: name, chans: chans, fairSubs: map[string]bool{}, msgs: make(chan *redis.Message)}
+	w := &watcher{cl: cl, name: name, chans: chans, msgs: make(chan *redis.Message)}
 	defer w.close()
 	if err := w.subscribe(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -94,30 +86,20 @@ func (cl *cli) watch(ctx context.Context, name string) int {
 	}
 }
 
-// subscribe listens on every channel of the name and waits until the server
-// confirmed, so that no release after the first print can be missed.
+// subscribe listens on the channels of the name and waits until the server
+// confirmed, so that no release after the first print can be missed. It
+// does not listen where Lock and FairLock hand themselves over (the waiting
+// Clients' channels): a release counts the receivers there to skip a waiter
+// whose Client is gone, and a watcher would make every such waiter look
+// alive. It marks their holds instead (see listen).
 func (w *watcher) subscribe(ctx context.Context) error {
 	rdb := w.cl.rdb
-	exact := []string{w.chans.Lock, w.chans.RWRead, w.chans.RWWrite}
+	exact := []string{w.chans.Lock, w.chans.Fair, w.chans.RWRead, w.chans.RWWrite}
 	w.classic = rdb.Subscribe(ctx, exact...)
 	if err := confirm(ctx, w.classic, len(exact)); err != nil {
 		return err
 	}
 	go w.forward(ctx, w.classic)
-	// A FairLock wakes its next waiter on that waiter's own channel. A
-	// least-privilege ACL refuses the pattern: then each waiter's channel
-	// is subscribed as it shows up (see follow).
-	// A Lock hands itself over on the waiting Client's channel.
-	w.pattern = rdb.PSubscribe(ctx, globEscaper.Replace(w.chans.FairPrefix)+"*", globEscaper.Replace(w.chans.LockHandOverPrefix)+"*")
-	if err := confirm(ctx, w.pattern, 2); err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
-		_ = w.pattern.Close()
-		w.pattern = nil
-	} else {
-		go w.forward(ctx, w.pattern)
-	}
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		w.sharded = cc.SSubscribe(ctx, exact...)
 		if err := confirm(ctx, w.sharded, len(exact)); err != nil {
@@ -153,62 +135,11 @@ func (w *watcher) forward(ctx context.Context, ps *redis.PubSub) {
 }
 
 func (w *watcher) close() {
-	for _, ps := range []*redis.PubSub{w.classic, w.pattern, w.sharded} {
+	for _, ps := range []*redis.PubSub{w.classic, w.sharded} {
 		if ps != nil {
 			_ = ps.Close()
 		}
 	}
-}
-
-// follow keeps the one-by-one subscriptions on the channels of the
-// FairLock's current waiters.
-func (w *watcher) follow(ctx context.Context, st *relock.LockState) {
-	if w.sharded == nil && w.pattern != nil {
-		return // the pattern covers them
-	}
-	want := map[string]bool{}
-	if st.FairLock != nil {
-		for _, wt := range st.FairLock.Waiters {
-			want[w.chans.FairPrefix+wt.Owner] = true
-		}
-	}
-	var add, drop []string
-	for ch := range want {
-		if !w.fairSubs[ch] {
-			add = append(add, ch)
-		}
-	}
-	for ch := range w.fairSubs {
-		if !want[ch] {
-			drop = append(drop, ch)
-		}
-	}
-	if len(add) == 0 && len(drop) == 0 {
-		return
-	}
-	if w.sharded != nil {
-		if len(add) > 0 {
-			if err := w.sharded.SSubscribe(ctx, add...); err != nil {
-				fmt.Fprintf(w.cl.stderr, "relock: subscribe: %v\n", err)
-				return
-			}
-		}
-		if len(drop) > 0 {
-			_ = w.sharded.SUnsubscribe(ctx, drop...)
-		}
-	}
-	if w.pattern == nil {
-		if len(add) > 0 {
-			if err := w.classic.Subscribe(ctx, add...); err != nil {
-				fmt.Fprintf(w.cl.stderr, "relock: subscribe: %v\n", err)
-				return
-			}
-		}
-		if len(drop) > 0 {
-			_ = w.classic.Unsubscribe(ctx, drop...)
-		}
-	}
-	w.fairSubs = want
 }
 
 // show reads the state and prints it with the event that led to it; unless
@@ -229,10 +160,7 @@ func (w *watcher) show(ctx context.Context, ev jsonEvent, always bool) {
 		}
 		return
 	}
-	w.follow(ctx, st)
-	if st.Lock != nil {
-		w.listen(ctx)
-	}
+	w.listen(ctx, st)
 	fp := fingerprint(st)
 	if !always && fp == w.last {
 		return
@@ -253,16 +181,29 @@ func (w *watcher) show(ctx context.Context, ev jsonEvent, always bool) {
 	printState(w.cl.stdout, st)
 }
 
-// listenScript marks a held Lock as listened to on its channel (field ~m,
-// as a waiting MultiLock does): relock publishes a release only when someone
-// waits or listens. It never creates the hash: a free lock stays free.
-var listenScript = redis.NewScript(`if redis.call('exists', KEYS[1]) == 1 then redis.call('hset', KEYS[1], '~m', '1') end`)
+// listenScript marks a held Lock or FairLock as listened to on its channel
+// (field ~m, as a waiting MultiLock does): relock publishes a release or a
+// hand-over only when someone waits or listens. It never creates a hash: a
+// free lock stays free.
+var listenScript = redis.NewScript(`for _, k in ipairs(KEYS) do
+	if redis.call('exists', k) == 1 then redis.call('hset', k, '~m', '1') end
+end`)
 
-// listen asks the Lock's current hold to announce its release, which it
-// would not do when nobody waits. A hold taken later is marked at the next
-// look (a refresh, or settle after a message).
-func (w *watcher) listen(ctx context.Context) {
-	_ = listenScript.Run(ctx, w.cl.rdb, []string{w.cl.c.Lock(w.name).Key()}).Err()
+// listen asks the current holds of the Lock and the FairLock to announce
+// their release or hand-over, which they would not do when nobody waits or
+// listens. A hold taken later is marked at the next look (a refresh, or
+// settle after a message).
+func (w *watcher) listen(ctx context.Context, st *relock.LockState) {
+	var keys []string
+	if st.Lock != nil {
+		keys = append(keys, st.Lock.Key)
+	}
+	if st.FairLock != nil && len(st.FairLock.Holders) > 0 {
+		keys = append(keys, st.FairLock.Key)
+	}
+	if len(keys) > 0 {
+		_ = listenScript.Run(ctx, w.cl.rdb, keys).Err()
+	}
 }
 
 func stamp(t time.Time) string { return t.Format("15:04:05.000") }
