@@ -78,8 +78,13 @@
 // would; with classic pub/sub on a Cluster (WithShardedPubSub(false)),
 // PUBLISH counts one node's receivers only, so the first queued waiter is
 // granted listening or not, and a dead one's grant lasts its lease.
-// FairLock wakes its next waiter on that waiter's own channel, RWLock its
-// readers or next writer; they do not hand over yet.
+// FairLock is the same mechanism with its queue in a key of its own
+// (<hash>:q), which outlives a hold whose lease runs out, so that an attempt
+// finding the lock free hands it to the first in line, never to a newcomer.
+// A waiter queues only once its Client listens on the channel (the attempt
+// after the subscription's confirmation): a hand-over skips a Client that
+// does not, and must not skip a live waiter still subscribing. RWLock wakes
+// its readers or next writer.
 //
 // # Leases
 //
