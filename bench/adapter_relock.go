@@ -13,10 +13,10 @@ func relockLibrary() Library {
 		func(c *relock.Client, name string) relockLock { return c.Lock(name) })
 }
 
-// relockFairLibrary is relock's FairLock: FIFO across processes, each waiter
-// woken on its own channel.
+// relockFairLibrary is relock's FairLock: FIFO across processes, the lock
+// handed over to the next waiter inside the release.
 func relockFairLibrary() Library {
-	return relockKind("relock-fair", "FairLock: FIFO queue in Redis, the next waiter woken on its own channel, watchdog lease",
+	return relockKind("relock-fair", "FairLock: FIFO queue in Redis, handed over to the next waiter inside the release, watchdog lease",
 		func(c *relock.Client, name string) relockLock { return c.FairLock(name) })
 }
 
