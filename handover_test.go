@@ -37,7 +37,13 @@ func queueLen(t *testing.T, srv *redistest.Server, key string) int {
 // its "locked <token> <owner>" line.
 func startWaiterProcess(t *testing.T, bin string, srv *redistest.Server, name string, lease time.Duration) (*exec.Cmd, <-chan string, <-chan struct{}) {
 	t.Helper()
-	cmd := exec.Command(bin, "-addr", srv.Addr(), "-name", name, "-lease", lease.String())
+	return startHolderProcess(t, bin, "-addr", srv.Addr(), "-name", name, "-lease", lease.String())
+}
+
+// startHolderProcess is startWaiterProcess with holderproc's flags as given.
+func startHolderProcess(t *testing.T, bin string, args ...string) (*exec.Cmd, <-chan string, <-chan struct{}) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = os.Stderr
@@ -248,4 +254,98 @@ func TestTryLockWithoutWaitDoesNotQueue(t *testing.T) {
 	assert.Equal(t, before+1, calls(), "one attempt, no abandon")
 	assert.Zero(t, queueLen(t, srv, holder.Lock(name).Key()), "nothing queued")
 	require.NoError(t, holder.Lock(name).Unlock(hctx))
+}
+
+// On a Cluster, sharded pub/sub (relock's default there) counts the
+// receivers of the channel's own shard, so a waiter process killed while
+// queued is skipped at once, as on one server. With classic pub/sub
+// (WithShardedPubSub(false)) PUBLISH counts one node's receivers only, and
+// the release hands the lock to the first queued waiter whether it listens
+// or not: the stated limit is that a killed waiter then delays the others by
+// its lease (1 s here), never more.
+func TestHandOverPastAKilledWaiterOnACluster(t *testing.T) {
+	noLeaks(t)
+	bin := buildHolder(t)
+	cl := redistest.StartCluster(t, 3, 0)
+	addrs := strings.Join(cl.Addrs(), ",")
+	const lease = time.Second
+	for _, tc := range []struct {
+		kind    lockKind
+		classic bool
+	}{
+		{exclusiveKinds[0], false},
+		{exclusiveKinds[1], false},
+		{exclusiveKinds[0], true},
+	} {
+		mode := map[bool]string{false: "Sharded", true: "Classic"}[tc.classic]
+		t.Run(mode+"/"+tc.kind.name, func(t *testing.T) {
+			var opts []relock.Option
+			args := []string{"-cluster", "-addr", addrs, "-name", "cl-killed-" + mode, "-lease", lease.String(),
+				"-kind", map[string]string{"Lock": "lock", "FairLock": "fair"}[tc.kind.name]}
+			if tc.classic {
+				opts = append(opts, relock.WithShardedPubSub(false))
+				args = append(args, "-classic")
+			}
+			name := "cl-killed-" + mode
+			holder := relock.New(cl.Client(), append(opts, relock.WithWatchdogLease(lease))...)
+			t.Cleanup(func() { _ = holder.Close() })
+			hctx, err := tc.kind.open(holder, name).Lock(context.Background())
+			require.NoError(t, err)
+			queued := func() []relock.Waiter {
+				st, err := holder.Inspect(context.Background(), name)
+				require.NoError(t, err)
+				switch {
+				case st.Lock != nil:
+					return st.Lock.Queued
+				case st.FairLock != nil:
+					return st.FairLock.Waiters
+				}
+				return nil
+			}
+
+			proc, _, exited := startHolderProcess(t, bin, args...)
+			require.Eventually(t, func() bool { return len(queued()) == 1 }, 10*time.Second, time.Millisecond)
+			dead, _, _ := strings.Cut(queued()[0].Owner, ":") // the killed process's Client
+			waiter := relock.New(cl.Client(), append(opts, relock.WithWatchdogLease(lease))...)
+			t.Cleanup(func() { _ = waiter.Close() })
+			got := lockAsync(tc.kind.open(waiter, name))
+			require.Eventually(t, func() bool { return len(queued()) == 2 }, 5*time.Second, time.Millisecond)
+			require.NoError(t, proc.Process.Signal(syscall.SIGKILL))
+			<-exited
+			// The kernel closed the killed process's connections; wait until
+			// no node counts its subscription any more.
+			channel := tc.kind.keyOf(holder, name) + ":w:" + dead
+			require.Eventually(t, func() bool { return subscribers(t, cl, channel) == 0 }, 5*time.Second, 5*time.Millisecond)
+
+			unlocked := time.Now()
+			require.NoError(t, tc.kind.open(holder, name).Unlock(hctx))
+			wctx := mustGet(t, got, lease+3*time.Second)
+			elapsed := time.Since(unlocked)
+			t.Logf("%s %s on a Cluster: hand-off past a killed waiter %v", mode, tc.kind.name, elapsed)
+			if tc.classic {
+				assert.Less(t, elapsed, lease+time.Second, "bounded by the killed waiter's lease")
+			} else {
+				assert.Less(t, elapsed, lease/2, "the hand-over skipped the killed waiter")
+			}
+			require.NoError(t, tc.kind.open(waiter, name).Unlock(wctx))
+		})
+	}
+}
+
+// subscribers counts the subscriptions of channel, classic and sharded, on
+// every node of cl.
+func subscribers(t *testing.T, cl *redistest.Cluster, channel string) int64 {
+	t.Helper()
+	var n int64
+	for _, node := range cl.Nodes {
+		for _, sub := range []string{"numsub", "shardnumsub"} {
+			v, err := node.Client().Do(context.Background(), "pubsub", sub, channel).Slice()
+			require.NoError(t, err)
+			if len(v) == 2 {
+				c, _ := v[1].(int64)
+				n += c
+			}
+		}
+	}
+	return n
 }

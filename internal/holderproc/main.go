@@ -1,9 +1,11 @@
 // Command holderproc is a relock holder in a process of its own, for the
 // tests that need a real process to kill or stop.
 //
-// By default it takes a relock Lock and holds it until it is killed: the
-// process whose SIGKILL the fault tests inflict. It prints one line,
-// "locked <token> <owner field>", once it holds the lock.
+// By default it takes a relock Lock (-kind fair: a FairLock) and holds it
+// until it is killed: the process whose SIGKILL the fault tests inflict. It
+// prints one line, "locked <token> <owner field>", once it holds the lock.
+// With -cluster it talks to a Redis Cluster (-addr: a comma-separated list
+// of nodes), with -classic using classic pub/sub there.
 //
 // With -judge it is a worker of the multi-process safety run (see worker.go):
 // it takes and releases the lock in a loop and reports every enter, exit and
@@ -16,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,10 +30,12 @@ func main() {
 	addr := flag.String("addr", "", "Redis address")
 	name := flag.String("name", "", "lock name")
 	lease := flag.Duration("lease", relock.DefaultWatchdogLease, "watchdog lease")
+	cluster := flag.Bool("cluster", false, "-addr lists the nodes of a Redis Cluster")
+	classic := flag.Bool("classic", false, "with -cluster: classic pub/sub (WithShardedPubSub(false))")
 	var w worker
 	flag.StringVar(&w.judge, "judge", "", "worker mode: the judge's address (host:port) to report to")
 	flag.StringVar(&w.id, "id", "", "worker mode: the name this process reports under (default p<pid>)")
-	flag.StringVar(&w.kind, "kind", "lock", "worker mode: lock type: lock, fair or write")
+	flag.StringVar(&w.kind, "kind", "lock", "lock type: lock or fair (worker mode: also write)")
 	flag.DurationVar(&w.hold, "hold", 100*time.Millisecond, "worker mode: how long each hold lasts")
 	flag.DurationVar(&w.wait, "wait", 30*time.Second, "worker mode: TryLock wait per attempt")
 	flag.IntVar(&w.n, "n", 0, "worker mode: stop after this many holds (0: no limit)")
@@ -46,9 +51,22 @@ func main() {
 		return
 	}
 
-	rdb := redis.NewClient(&redis.Options{Addr: *addr})
-	c := relock.New(rdb, relock.WithWatchdogLease(*lease))
-	l := c.Lock(*name)
+	var rdb redis.UniversalClient = redis.NewClient(&redis.Options{Addr: *addr})
+	if *cluster {
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(*addr, ",")})
+	}
+	opts := []relock.Option{relock.WithWatchdogLease(*lease)}
+	if *classic {
+		opts = append(opts, relock.WithShardedPubSub(false))
+	}
+	c := relock.New(rdb, opts...)
+	var l interface {
+		Lock(context.Context) (context.Context, error)
+		Token(context.Context) (int64, error)
+	} = c.Lock(*name)
+	if w.kind == "fair" {
+		l = c.FairLock(*name)
+	}
 	ctx, err := l.Lock(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "holderproc:", err)
