@@ -11,7 +11,8 @@
 -- KEYS[6]  FairLock waiter deadlines (sorted set owner -> server ms)
 -- KEYS[7]  RWLock hash
 -- KEYS[8]  RWLock fencing counter (older versions)
--- KEYS[9]  RWLock waiting writers (sorted set owner -> claim deadline)
+-- KEYS[9]  RWLock waiting writers of older versions (sorted set owner ->
+--          claim deadline; writers now queue in the RWLock hash, field ~q)
 --
 -- Returns {seconds, microseconds,              -- server TIME
 --          lock fields, lock pttl, lock fence,
