@@ -78,8 +78,13 @@
 // would; with classic pub/sub on a Cluster (WithShardedPubSub(false)),
 // PUBLISH counts one node's receivers only, so the first queued waiter is
 // granted listening or not, and a dead one's grant lasts its lease.
-// FairLock wakes its next waiter on that waiter's own channel, RWLock its
-// readers or next writer; they do not hand over yet.
+// An RWLock's waiting writers queue and are handed the write hold the same
+// way (field ~q of its hash, channel <hash>:w:<client uuid>); each claim,
+// which makes new readers wait, lapses within the waiter timeout unless
+// renewed, so a dead writer holds readers up at most that long. Its waiting
+// readers are all woken at once, on the readers' channel, and only when one
+// waits. FairLock wakes its next waiter on that waiter's own channel; it
+// does not hand over yet.
 //
 // # Leases
 //

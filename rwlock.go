@@ -24,10 +24,13 @@ var ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot ta
 // Policy — writers first: once a writer waits, new readers queue behind it
 // (owners that already read still re-enter, or they would deadlock with the
 // writer). A steady stream of readers therefore cannot starve a writer; the
-// price is that a steady stream of writers can delay readers. A writer's
-// claim lives for the Client's waiter timeout (WithWaiterTimeout) unless its
-// next attempt renews it, so a writer that dies while waiting holds readers
-// up for at most that long.
+// price is that a steady stream of writers can delay readers. Waiting
+// writers queue in Redis in arrival order, and each one's claim lives for
+// the Client's waiter timeout (WithWaiterTimeout) unless its next attempt
+// renews it (a waiting writer tries at least every third of it). So a writer
+// that dies while waiting holds new readers up until the current holds end
+// (the release skips it, below) or its claim lapses, whichever comes first:
+// at most the waiter timeout.
 //
 // The owner of the write lock may take the read lock too, and then release
 // the write lock (downgrade). As every hold context derives from the context
@@ -36,15 +39,28 @@ var ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot ta
 // which keeps the owner, for a read hold that outlives it. The reverse — an
 // owner that reads asking for the write lock — returns ErrUpgrade.
 //
-// A write unlock wakes every waiting reader (unless a writer waits) and, once
-// the lock is free, one writer; the last read unlock wakes one writer.
+// Wake-up, as for Lock: the script that frees the lock — the last read
+// unlock, the final write unlock, a ForceUnlock, a writer's abandon, or any
+// script that evicts an expired last holder — hands the write hold, in the
+// same call, to the first queued writer whose Client still listens, and
+// publishes the grant on that Client's channel for the lock
+// ("<prefix>:{name}:rw:w:<client id>"): the writer holds when the message
+// arrives, with no further round trip, so one release wakes one writer in
+// one process. A writer whose process died is skipped at once (its Client no
+// longer listens); one frozen when granted keeps the lock for its lease, as
+// a frozen holder would; with classic pub/sub on a Cluster the first live
+// claim is granted listening or not. With no writer to hand it to, the
+// waiting readers are woken all at once on the readers' channel; a write
+// unlock that leaves read holds (downgrade) wakes them too, unless a writer
+// waits. Nothing is published when nobody waits. A waiter whose holder died
+// tries again when that holder's lease has run out (a writer at least every
+// third of the waiter timeout).
 //
-// Keys: "<prefix>:{name}:rw" (every holder's count and deadline), which
-// disappears with its last holder; ":rw:writers" (claims of waiting
-// writers), only while a writer waits; ":rw:tail" (the last write token)
-// and the markers of final Unlocks, for the unlock latch (see
-// WithUnlockLatch). An RWLock, a Lock and a
-// FairLock of the same name are different locks.
+// Keys: "<prefix>:{name}:rw" (every holder's count and deadline, the
+// waiting writers' queue and whether readers wait), which disappears with
+// its last holder; ":rw:tail" (the last write token) and the markers of
+// final Unlocks, for the unlock latch (see WithUnlockLatch). An RWLock, a
+// Lock and a FairLock of the same name are different locks.
 type RWLock struct {
 	base // Name and the queries' plumbing
 	keys rwKeys
