@@ -83,8 +83,13 @@
 // finding the lock free hands it to the first in line, never to a newcomer.
 // A waiter queues only once its Client listens on the channel (the attempt
 // after the subscription's confirmation): a hand-over skips a Client that
-// does not, and must not skip a live waiter still subscribing. RWLock wakes
-// its readers or next writer.
+// does not, and must not skip a live waiter still subscribing.
+// An RWLock's waiting writers queue and are handed the write hold the same
+// way (field ~q of its hash, channel <hash>:w:<client uuid>); each claim,
+// which makes new readers wait, lapses within the waiter timeout unless
+// renewed, so a dead writer holds readers up at most that long. Its waiting
+// readers are all woken at once, on the readers' channel, and only when one
+// waits.
 //
 // # Leases
 //

@@ -126,8 +126,12 @@ type RWState struct {
 	// Token is the fencing token of the write hold (0 without one, or with
 	// fencing off).
 	Token int64
-	// WritersWaiting are the writers that claimed the next turn, earliest
-	// claim deadline first; new readers queue behind them.
+	// WritersWaiting are the writers waiting for the write hold, in the
+	// order the release that frees the lock hands it over (the first whose
+	// Client still listens gets it), then those of older versions, earliest
+	// claim deadline first. New readers wait behind them. Each claim lapses
+	// at its Deadline unless the writer's next attempt renews it; lapsed
+	// claims are left out.
 	WritersWaiting []Waiter
 }
 
@@ -171,7 +175,12 @@ type LockChannels struct {
 	FairHandOverPrefix string
 	// RWRead is the RWLock's channel for waiting readers.
 	RWRead string
-	// RWWrite is the RWLock's channel for waiting writers.
+	// RWHandOverPrefix, followed by a Client's id, is the channel on which
+	// an RWLock's release hands the write hold over to that Client's
+	// waiting writer: "<waiter id> <token>".
+	RWHandOverPrefix string
+	// RWWrite is the channel on which older versions woke waiting writers;
+	// writers are now handed the lock on RWHandOverPrefix instead.
 	RWWrite string
 }
 
@@ -211,7 +220,7 @@ func (c *Client) Channels(name string) (LockChannels, error) {
 	lk := lockKeysOf(ks)
 	fk := fairKeysOf(ks)
 	return LockChannels{Lock: lk.channel, LockHandOverPrefix: lk.hash + ":w:", Fair: fk.channel,
-		FairHandOverPrefix: fk.hash + ":w:", RWRead: rw.readCh, RWWrite: rw.writeCh}, nil
+		FairHandOverPrefix: fk.hash + ":w:", RWRead: rw.readCh, RWHandOverPrefix: rw.hash + ":w:", RWWrite: rw.writeCh}, nil
 }
 
 // parseInspect reads the inspect script's reply (see scripts/inspect.lua).
@@ -323,7 +332,7 @@ func rwState(key string, fields []string, fence string, writers []string, nowMs 
 	case fence != "":
 		rw.Token, _ = strconv.ParseInt(fence, 10, 64)
 	}
-	rw.WritersWaiting = waitingWriters(writers, nowMs)
+	rw.WritersWaiting = append(queuedWriters(fieldValue(fields, "~q"), nowMs), waitingWriters(writers, nowMs)...)
 	if len(rw.Readers) == 0 && rw.Writer == nil && len(rw.WritersWaiting) == 0 {
 		return nil
 	}
@@ -380,8 +389,40 @@ func liveHolders(m map[string]*rwHold, nowMs int64) []Holder {
 	return out
 }
 
-// waitingWriters reads the waiting writers' claims (ZRANGE WITHSCORES),
-// leaving out those whose deadline has passed.
+// fieldValue returns the value of field f in HGETALL's flat reply ("" when
+// absent).
+func fieldValue(fields []string, f string) string {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i] == f {
+			return fields[i+1]
+		}
+	}
+	return ""
+}
+
+// queuedWriters reads an RWLock's queue of writers (field ~q, see
+// rw_common.lua): per writer five NUL-terminated fields, waiter id, lease,
+// fencing flag, owner and claim deadline (server ms). Lapsed claims are left
+// out.
+func queuedWriters(q string, nowMs int64) []Waiter {
+	f := strings.Split(q, "\x00")
+	var out []Waiter
+	for i := 0; i+4 < len(f); i += 5 {
+		dl, _ := strconv.ParseInt(f[i+4], 10, 64)
+		if dl <= nowMs {
+			continue
+		}
+		out = append(out, Waiter{
+			Owner:     f[i+3],
+			Deadline:  time.UnixMilli(dl),
+			Remaining: time.Duration(dl-nowMs) * time.Millisecond,
+		})
+	}
+	return out
+}
+
+// waitingWriters reads the waiting writers' claims of older versions (ZRANGE
+// WITHSCORES), leaving out those whose deadline has passed.
 func waitingWriters(writers []string, nowMs int64) []Waiter {
 	var out []Waiter
 	for i := 0; i+1 < len(writers); i += 2 {

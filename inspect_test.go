@@ -335,9 +335,9 @@ func TestInspectChannels(t *testing.T) {
 		_, err := ps.Receive(ctx)
 		require.NoError(t, err)
 	}
-	pps := b.rdb.PSubscribe(ctx, ch.FairHandOverPrefix+"*", ch.LockHandOverPrefix+"*")
+	pps := b.rdb.PSubscribe(ctx, ch.FairHandOverPrefix+"*", ch.LockHandOverPrefix+"*", ch.RWHandOverPrefix+"*")
 	defer pps.Close()
-	for range 2 {
+	for range 3 {
 		_, err = pps.Receive(ctx)
 		require.NoError(t, err)
 	}
@@ -373,11 +373,45 @@ func TestInspectChannels(t *testing.T) {
 	expect(pps, ch.LockHandOverPrefix+waiting.ID())
 	require.NoError(t, <-handed)
 
+	// An RWLock's write unlock hands the write hold over on the waiting
+	// writer's Client's channel; the end of that hold tells the waiting
+	// readers, on the readers' channel. A write unlock nobody waits for
+	// publishes nothing.
 	wctx, err := c.RWLock(name).WriteLock().Lock(ctx)
 	require.NoError(t, err)
 	require.NoError(t, c.RWLock(name).WriteLock().Unlock(wctx))
+	wctx, err = c.RWLock(name).WriteLock().Lock(ctx)
+	require.NoError(t, err)
+	writer, reader := b.newClient(t), b.newClient(t)
+	rwDone := make(chan error, 2)
+	go func() {
+		wctx, err := writer.RWLock(name).WriteLock().Lock(ctx)
+		if err == nil {
+			err = writer.RWLock(name).WriteLock().Unlock(wctx)
+		}
+		rwDone <- err
+	}()
+	require.Eventually(t, func() bool {
+		n, err := b.rdb.PubSubNumSub(ctx, ch.RWHandOverPrefix+writer.ID()).Result()
+		return err == nil && n[ch.RWHandOverPrefix+writer.ID()] == 1
+	}, 5*time.Second, time.Millisecond)
+	go func() {
+		rctx, err := reader.RWLock(name).ReadLock().Lock(ctx)
+		if err == nil {
+			err = reader.RWLock(name).ReadLock().Unlock(rctx)
+		}
+		rwDone <- err
+	}()
+	require.Eventually(t, func() bool {
+		n, err := b.rdb.PubSubNumSub(ctx, ch.RWRead).Result()
+		return err == nil && n[ch.RWRead] == 2 // the reader's and ps
+	}, 5*time.Second, time.Millisecond)
+	settle(t, b)
+	require.NoError(t, c.RWLock(name).WriteLock().Unlock(wctx))
+	expect(pps, ch.RWHandOverPrefix+writer.ID())
 	expect(ps, ch.RWRead)
-	expect(ps, ch.RWWrite)
+	require.NoError(t, <-rwDone)
+	require.NoError(t, <-rwDone)
 
 	fctx, err := c.FairLock(name).Lock(ctx)
 	require.NoError(t, err)

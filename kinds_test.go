@@ -90,7 +90,7 @@ var exclusiveKinds = []lockKind{
 		name:      "WriteLock",
 		open:      func(c *relock.Client, name string) exclusive { return c.RWLock(name).WriteLock() },
 		keyOf:     func(c *relock.Client, name string) string { return c.RWLock(name).Key() },
-		channelOf: func(c *relock.Client, name string) string { return c.RWLock(name).Key() + ":wch" },
+		channelOf: func(c *relock.Client, name string) string { return c.RWLock(name).Key() + ":w:" + c.ID() },
 		holders:   writers,
 	},
 }

@@ -24,10 +24,13 @@ var ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot ta
 // Policy — writers first: once a writer waits, new readers queue behind it
 // (owners that already read still re-enter, or they would deadlock with the
 // writer). A steady stream of readers therefore cannot starve a writer; the
-// price is that a steady stream of writers can delay readers. A writer's
-// claim lives for the Client's waiter timeout (WithWaiterTimeout) unless its
-// next attempt renews it, so a writer that dies while waiting holds readers
-// up for at most that long.
+// price is that a steady stream of writers can delay readers. Waiting
+// writers queue in Redis in arrival order, and each one's claim lives for
+// the Client's waiter timeout (WithWaiterTimeout) unless its next attempt
+// renews it (a waiting writer tries at least every third of it). So a writer
+// that dies while waiting holds new readers up until the current holds end
+// (the release skips it, below) or its claim lapses, whichever comes first:
+// at most the waiter timeout.
 //
 // The owner of the write lock may take the read lock too, and then release
 // the write lock (downgrade). As every hold context derives from the context
@@ -36,22 +39,42 @@ var ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot ta
 // which keeps the owner, for a read hold that outlives it. The reverse — an
 // owner that reads asking for the write lock — returns ErrUpgrade.
 //
-// A write unlock wakes every waiting reader (unless a writer waits) and, once
-// the lock is free, one writer; the last read unlock wakes one writer.
+// Wake-up, as for Lock: the script that frees the lock — the last read
+// unlock, the final write unlock, a ForceUnlock, a writer's abandon, or any
+// script that evicts an expired last holder — hands the write hold, in the
+// same call, to the first queued writer whose Client still listens, and
+// publishes the grant on that Client's channel for the lock
+// ("<prefix>:{name}:rw:w:<client id>"): the writer holds when the message
+// arrives, with no further round trip, so one release wakes one writer in
+// one process. A writer whose process died is skipped at once (its Client no
+// longer listens); one frozen when granted keeps the lock for its lease, as
+// a frozen holder would; with classic pub/sub on a Cluster the first live
+// claim is granted listening or not. With no writer to hand it to, the
+// waiting readers are woken all at once on the readers' channel; a write
+// unlock that leaves read holds (downgrade) wakes them too, unless a writer
+// waits. Nothing is published when nobody waits. A waiter whose holder died
+// tries again when that holder's lease has run out (a writer at least every
+// third of the waiter timeout).
 //
-// Keys: "<prefix>:{name}:rw" (every holder's count and deadline), which
-// disappears with its last holder; ":rw:writers" (claims of waiting
-// writers), only while a writer waits; ":rw:tail" (the last write token)
-// and the markers of final Unlocks, for the unlock latch (see
-// WithUnlockLatch). An RWLock, a Lock and a
-// FairLock of the same name are different locks.
+// Keys: "<prefix>:{name}:rw" (every holder's count and deadline, the
+// waiting writers' queue and whether readers wait), which disappears with
+// its last holder; ":rw:tail" (the last write token) and the markers of
+// final Unlocks, for the unlock latch (see WithUnlockLatch). An RWLock, a
+// Lock and a FairLock of the same name are different locks.
 type RWLock struct {
 	base // Name and the queries' plumbing
 	keys rwKeys
 }
 
 type rwKeys struct {
-	hash, writers, tail, latchPrefix, readCh, writeCh string
+	hash, tail, latchPrefix, readCh string
+	// writers and writeCh are the waiting writers' claims and channel of
+	// older versions, which queued writers apart and woke them all; kept for
+	// WritersKey, Inspect and Channels.
+	writers, writeCh string
+	// waitChannel is where releases hand the write hold over to this
+	// Client's waiting writers: <hash>:w:<client uuid> (see rw_common.lua).
+	waitChannel string
 }
 
 func rwKeysOf(ks keyspace) rwKeys {
@@ -66,6 +89,7 @@ func (c *Client) RWLock(name string) *RWLock {
 	l := &RWLock{}
 	if l.init(c, name) {
 		l.keys = rwKeysOf(l.ks)
+		l.keys.waitChannel = l.keys.hash + ":w:" + c.id
 	}
 	return l
 }
@@ -73,14 +97,19 @@ func (c *Client) RWLock(name string) *RWLock {
 // Key returns the Redis key of the lock's hash.
 func (l *RWLock) Key() string { return l.keys.hash }
 
-// WritersKey returns the Redis key of the waiting writers' claims.
+// WritersKey returns the Redis key where older versions kept the waiting
+// writers' claims.
+//
+// Deprecated: waiting writers are queued in the lock's hash itself (field
+// "~q" of Key), and this key is no longer written. Inspect reports the
+// waiting writers (RWState.WritersWaiting).
 func (l *RWLock) WritersKey() string { return l.keys.writers }
 
 // ReadLock returns the shared side of the lock.
 func (l *RWLock) ReadLock() *ReadLock { return &ReadLock{rwMode{l: l, kind: "r"}} }
 
 // WriteLock returns the exclusive side of the lock.
-func (l *RWLock) WriteLock() *WriteLock { return &WriteLock{rwMode{l: l, kind: "w"}} }
+func (l *RWLock) WriteLock() *WriteLock { return &WriteLock{rwWriter{rwMode{l: l, kind: "w"}}} }
 
 // ReadLock is the shared side of an RWLock. Its methods work as Lock's; the
 // differences are stated on each.
@@ -88,7 +117,7 @@ type ReadLock struct{ m rwMode }
 
 // WriteLock is the exclusive side of an RWLock. Its methods work as Lock's;
 // the differences are stated on each.
-type WriteLock struct{ m rwMode }
+type WriteLock struct{ m rwWriter }
 
 // Lock blocks until a read hold is granted — no writer holds the lock and
 // none waits, or ctx's owner already reads or writes — or ctx ends, and
@@ -254,7 +283,8 @@ func (m rwMode) info() LockInfo {
 func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := m.l
 	k := l.keys
-	call := rwReadAcquireCall(k, r)
+	call := rwReadAcquireCall(l.c, k, r)
+	channel := k.readCh
 	if m.kind == "w" {
 		if r.gen == "" {
 			// Known locally: no round trip for the error.
@@ -262,7 +292,7 @@ func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 				return attempt{}, ErrUpgrade
 			}
 		}
-		call = rwWriteAcquireCall(l.c, k, r)
+		call, channel = rwWriteAcquireCall(l.c, k, r), k.waitChannel
 	}
 	res, repl, err := l.c.runAcquire(ctx, call)
 	if err != nil {
@@ -270,10 +300,6 @@ func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	}
 	if len(res) == 2 && res[0] == -2 {
 		return attempt{}, ErrUpgrade
-	}
-	channel := k.readCh
-	if m.kind == "w" {
-		channel = k.writeCh
 	}
 	a, err := parseAcquire(res, channel)
 	if a.outcome == acquired {
@@ -300,15 +326,43 @@ func (m rwMode) renewal(owner, gen string, lease time.Duration) renewal {
 	return renewal{call: rwRenewCall(m.l.keys.hash, m.kind, owner, gen, lease)}
 }
 
-// abandon withdraws a writer's claim; readers leave no trace while waiting.
-func (m rwMode) abandon(ctx context.Context, owner, _ string) {
-	if m.kind != "w" {
-		return
+// abandon: a waiting reader leaves nothing in Redis but a mark that some
+// reader waits (~r), which costs at most one needless wake-up.
+func (rwMode) abandon(context.Context, string, string) {}
+
+// rwWriter is the write side's scheme: a handingScheme, whose waiters queue
+// in the lock's hash and are handed the write hold by the release that frees
+// the lock (see rw_common.lua). The read side is a plain rwMode: its waiters
+// are all woken at once on the readers' channel.
+type rwWriter struct{ rwMode }
+
+func (w rwWriter) tryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
+	return w.l.tryLock(ctx, w, wait, lease)
+}
+
+func (w rwWriter) lock(ctx context.Context) (context.Context, error) {
+	return w.tryLock(ctx, WaitForever, 0)
+}
+
+func (w rwWriter) unlock(ctx context.Context) error { return w.l.unlock(ctx, w) }
+
+// abandon takes a writer that gave up out of the queue, and releases the
+// write hold if a hand-over made it the holder meanwhile. A failure is
+// retried in the background: a grant nobody uses would block the lock for a
+// lease, and a claim left behind holds readers up for the waiter timeout.
+func (w rwWriter) abandon(ctx context.Context, owner, waiter string) {
+	if waiter == "" {
+		return // it never queued
 	}
-	l := m.l
-	err := rwAbandonCall(l.c, l.keys, owner).run(ctx, l.c.rdb).Err()
-	if err != nil {
-		l.c.log.Warn("relock: could not withdraw a waiting writer's claim; it lapses at the waiter timeout",
-			"lock", l.ks.name, "err", err)
+	l := w.l
+	run := func(ctx context.Context) error {
+		return rwAbandonCall(l.c, l.keys, owner, waiter).run(ctx, l.c.rdb).Err()
+	}
+	if err := run(ctx); err != nil && transient(err) {
+		l.c.retryInBackground(run, time.Now().Add(l.c.opts.watchdogLease))
 	}
 }
+
+// waitChannel makes the write side a handingScheme: its waiting writers
+// queue in Redis and are handed the write hold on this channel.
+func (w rwWriter) waitChannel() string { return w.l.keys.waitChannel }

@@ -2,18 +2,32 @@ package relock_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 )
+
+// writersQueued is how many writers wait in the queue of l's hash (field
+// ~q: five NUL-terminated fields per writer, see rw_common.lua).
+func writersQueued(t testing.TB, rdb redis.UniversalClient, l *relock.RWLock) int {
+	t.Helper()
+	q, err := rdb.HGet(context.Background(), l.Key(), "~q").Result()
+	if errors.Is(err, redis.Nil) {
+		return 0
+	}
+	require.NoError(t, err)
+	return strings.Count(q, "\x00") / 5
+}
 
 // holders returns the count fields of an RWLock's hash: "r:<owner>" and
 // "w:<owner>" → count, leaving out (after checking they are there) each
@@ -193,7 +207,7 @@ func TestRWLockUpgradeIsAnError(t *testing.T) {
 		_, err = c2.RWLock("rw:up").WriteLock().TryLock(octx, time.Second, 0)
 		require.ErrorIs(t, err, relock.ErrUpgrade)
 		assert.Equal(t, before, hgetall(t, b.rdb, l.Key()))
-		assert.Zero(t, b.rdb.Exists(bg, l.WritersKey()).Val(), "no claim left behind")
+		assert.Zero(t, writersQueued(t, b.rdb, l), "no claim left behind")
 
 		require.NoError(t, l.ReadLock().Unlock(r2))
 		require.NoError(t, l.ReadLock().Unlock(r))
@@ -268,7 +282,7 @@ func TestRWLockWriterIsNotStarvedByReaders(t *testing.T) {
 		held := reads.Load()
 		time.Sleep(5 * time.Millisecond) // readers try meanwhile
 		assert.Equal(t, held, reads.Load(), "no reader got in under the writer")
-		assert.Zero(t, b.rdb.Exists(bg, l.WritersKey()).Val(), "the writer's claim is gone once it holds")
+		assert.Zero(t, writersQueued(t, b.rdb, l), "the writer's claim is gone once it holds")
 		require.NoError(t, l.WriteLock().Unlock(w))
 		require.Eventually(t, func() bool { return reads.Load() > held }, 5*time.Second, time.Millisecond,
 			"the write unlock lets readers go on")
@@ -324,7 +338,7 @@ func TestRWLockLastReadUnlockWakesWriterAndClaimsAreWithdrawn(t *testing.T) {
 
 		_, err = l.WriteLock().TryLock(bg, 20*time.Millisecond, 0)
 		require.ErrorIs(t, err, relock.ErrNotObtained)
-		assert.Zero(t, b.rdb.Exists(bg, l.WritersKey()).Val(), "the claim is withdrawn")
+		assert.Zero(t, writersQueued(t, b.rdb, l), "the claim is withdrawn")
 		r2, err := l.ReadLock().TryLock(bg, 0, 0)
 		require.NoError(t, err, "readers go on once no writer waits")
 		require.NoError(t, l.ReadLock().Unlock(r2))
@@ -335,7 +349,7 @@ func TestRWLockLastReadUnlockWakesWriterAndClaimsAreWithdrawn(t *testing.T) {
 			assert.NoError(t, err)
 			got <- ctx
 		}()
-		require.Eventually(t, func() bool { return b.rdb.ZCard(bg, l.WritersKey()).Val() == 1 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return writersQueued(t, b.rdb, l) == 1 }, 5*time.Second, time.Millisecond)
 		_, err = l.ReadLock().TryLock(bg, 0, 0)
 		require.ErrorIs(t, err, relock.ErrNotObtained, "a new reader queues behind the waiting writer")
 		inner, err := l.ReadLock().TryLock(r, 0, 0)
@@ -383,7 +397,7 @@ func TestRWLockReadHoldExpiresOnItsOwnLease(t *testing.T) {
 			assert.NoError(t, err)
 			got <- ctx
 		}()
-		require.Eventually(t, func() bool { return b.rdb.ZCard(bg, l.WritersKey()).Val() == 1 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return writersQueued(t, b.rdb, l) == 1 }, 5*time.Second, time.Millisecond)
 		require.NoError(t, l.ReadLock().Unlock(long), "the live reader leaves")
 		w := <-got
 		assert.Equal(t, map[string]string{"w:" + ownerField(t, c, w): "1"}, holders(t, b, l))

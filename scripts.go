@@ -175,32 +175,36 @@ func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
 		[]any{c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwReadAcquireScript = newScript("rw_common", "acquire_common", "rw_read_acquire")
+// The RWLock scripts carry acquire_common (tokens) and release_common
+// (latches) before rw_common, whose hand-over uses them.
+var rwReadAcquireScript = newScript("acquire_common", "release_common", "rw_common", "rw_read_acquire")
 
 // rwReadAcquireCall takes or re-enters a read hold.
-func rwReadAcquireCall(k rwKeys, r acquireReq) scriptCall {
-	return scriptCall{rwReadAcquireScript, []string{k.hash, k.writers},
-		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds()}}
+func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
+	return scriptCall{rwReadAcquireScript, []string{k.hash, k.tail, k.readCh},
+		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.publishCommand(), c.blindHandOverArg()}}
 }
 
-var rwWriteAcquireScript = newScript("rw_common", "acquire_common", "rw_write_acquire")
+var rwWriteAcquireScript = newScript("acquire_common", "release_common", "rw_common", "rw_write_acquire")
 
-// rwWriteAcquireCall takes or re-enters the write hold, or claims the next
-// turn.
+// rwWriteAcquireCall takes or re-enters the write hold, or queues the
+// writer (r.waiter) for a hand-over.
 func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
-	return scriptCall{rwWriteAcquireScript, []string{k.hash, k.writers, k.tail},
-		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), c.opts.waiterTimeout.Milliseconds()}}
+	return scriptCall{rwWriteAcquireScript, []string{k.hash, k.tail},
+		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), c.opts.waiterTimeout.Milliseconds(),
+			boolArg(r.waiter), c.publishCommand(), c.blindHandOverArg()}}
 }
 
-var rwReleaseScript = newScript("rw_common", "release_common", "rw_release")
+var rwReleaseScript = newScript("acquire_common", "release_common", "rw_common", "rw_release")
 
-// rwReleaseCall releases one hold of the given kind ("r" or "w").
+// rwReleaseCall releases one hold of the given kind ("r" or "w"); the
+// release that frees the lock hands it over to the first queued writer.
 func rwReleaseCall(c *Client, k rwKeys, kind string, r releaseReq) scriptCall {
-	return scriptCall{rwReleaseScript, []string{k.hash, k.writers, k.readCh, k.writeCh, k.latchPrefix + r.op, k.tail},
-		[]any{r.owner, r.op, r.gen, kind, boolArg(r.final), c.publishCommand(), c.latchArg()}}
+	return scriptCall{rwReleaseScript, []string{k.hash, k.readCh, k.latchPrefix + r.op, k.tail},
+		[]any{r.owner, r.op, r.gen, kind, boolArg(r.final), c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwRenewScript = newScript("rw_common", "renew_common", "rw_renew")
+var rwRenewScript = newScript("acquire_common", "rw_common", "renew_common", "rw_renew")
 
 // rwRenewCall renews (lease 0: checks) generation gen of owner's hold of the
 // given kind: one item of a batch, as lockRenewCall.
@@ -209,24 +213,26 @@ func rwRenewCall(hash, kind, owner, gen string, lease time.Duration) scriptCall 
 		[]any{kind + "g:" + owner, kind + "d:" + owner, gen, lease.Milliseconds()}}
 }
 
-var rwAbandonScript = newScript("rw_common", "rw_abandon")
+var rwAbandonScript = newScript("acquire_common", "release_common", "rw_common", "rw_abandon")
 
-// rwAbandonCall withdraws a waiting writer's claim.
-func rwAbandonCall(c *Client, k rwKeys, owner string) scriptCall {
-	return scriptCall{rwAbandonScript, []string{k.hash, k.writers, k.readCh, k.writeCh},
-		[]any{owner, c.publishCommand()}}
+// rwAbandonCall takes waiter (the op id its attempts sent) out of the
+// writers' queue, releasing a write hold handed to it.
+func rwAbandonCall(c *Client, k rwKeys, owner, waiter string) scriptCall {
+	return scriptCall{rwAbandonScript, []string{k.hash, k.readCh, k.tail},
+		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwForceReleaseScript = newScript("rw_common", "rw_force_release")
+var rwForceReleaseScript = newScript("acquire_common", "release_common", "rw_common", "rw_force_release")
 
-// rwForceReleaseCall removes every hold of the given kind, whoever has it:
-// 1 removed, 0 none.
+// rwForceReleaseCall removes every hold of the given kind, whoever has it,
+// handing a lock that ends up free to the first queued writer: 1 removed, 0
+// none.
 func rwForceReleaseCall(c *Client, k rwKeys, kind string) scriptCall {
-	return scriptCall{rwForceReleaseScript, []string{k.hash, k.writers, k.readCh, k.writeCh, k.tail},
-		[]any{kind, c.publishCommand(), c.latchArg()}}
+	return scriptCall{rwForceReleaseScript, []string{k.hash, k.readCh, k.tail},
+		[]any{kind, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwStateScript = newScript("rw_common", "rw_state")
+var rwStateScript = newScript("acquire_common", "rw_common", "rw_state")
 
 // rwStateCall reads {readers, writer, owner's reads, owner's writes} (owner
 // "" for none).

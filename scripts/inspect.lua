@@ -12,7 +12,8 @@
 --          server ms)
 -- KEYS[7]  RWLock hash
 -- KEYS[8]  RWLock fencing counter (older versions)
--- KEYS[9]  RWLock waiting writers (sorted set owner -> claim deadline)
+-- KEYS[9]  RWLock waiting writers of older versions (sorted set owner ->
+--          claim deadline; writers now queue in the RWLock hash, field ~q)
 -- KEYS[10] FairLock queue (string of entries, see fair_common)
 --
 -- Returns {seconds, microseconds,              -- server TIME

@@ -1,23 +1,38 @@
--- rw_abandon: withdraw the claim of a writer that stops waiting.
+-- rw_abandon: a waiting writer gives up. It leaves the queue; if a
+-- hand-over made it the holder meanwhile (the grant crossed its decision to
+-- leave), the write hold is released as by rw_release, handing the lock on.
 --
 -- KEYS[1]  lock hash
--- KEYS[2]  waiting writers
--- KEYS[3]  readers' channel
--- KEYS[4]  writers' channel
+-- KEYS[2]  readers' channel
+-- KEYS[3]  tail
 -- ARGV[1]  owner
--- ARGV[2]  publish command: "publish" or "spublish"
+-- ARGV[2]  the waiter id (the op id its attempts sent)
+-- ARGV[3]  publish command: "publish" or "spublish"
+-- ARGV[4]  tail lifetime in milliseconds (the unlock latch)
+-- ARGV[5]  "1" to hand over without trusting PUBLISH's receiver count
 --
--- Returns 1 when the owner had a claim, 0 when it had none.
+-- Returns 1 when it released a hold handed to the waiter, 0 otherwise.
 --
--- Readers that queued behind the claim are woken if no writer waits any
--- more, and a writer is woken if the lock is free: the wake-up of a release
--- may have gone to the writer that is leaving.
-local was = redis.call('zrem', KEYS[2], ARGV[1])
-if was == 1 then
-	local free = redis.call('exists', KEYS[1]) == 0
-	local writersWait = waiting(KEYS[2], now_ms())
-	if free or not writersWait then
-		announce(ARGV[2], KEYS[3], KEYS[4], free, writersWait)
+-- Readers that waited behind the claim are told once no writer holds or
+-- waits. Idempotent: once the waiter is neither queued nor holding, it
+-- changes nothing (but for evicting expired holders, as every script does).
+local hash, owner, w = KEYS[1], ARGV[1], ARGV[2]
+local env = {rch = KEYS[2], tail = KEYS[3], pub = ARGV[3], ms = ARGV[4], trust = ARGV[5]}
+local now = now_ms()
+local st = scan(hash, now, true)
+local cf, _, gf = fields('w', owner)
+local handed = 0
+if st.f[gf] == w and st.f[cf] then
+	drop(hash, st, 'w', owner)
+	handed = 1
+else
+	local q = st.f['~q'] or ''
+	local rest = q_without(q, w)
+	if rest == q then
+		return 0
 	end
+	st.f['~q'] = rest
+	redis.call('hset', hash, '~q', rest)
 end
-return was
+after_release(hash, st, now, env)
+return handed

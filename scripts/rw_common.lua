@@ -1,4 +1,6 @@
 -- rw_common: helpers prepended to every rw_* script; not run on its own.
+-- The scripts that grant or hand over the write hold also carry
+-- acquire_common (tokens) and release_common (latches), before this file.
 --
 -- An RWLock is one hash. Each holder has a count field and a deadline field
 -- (server milliseconds), so that every hold expires on its own lease, and
@@ -9,11 +11,23 @@
 --   w:<owner>  write holds     wd:<owner>  write deadline
 --   wg:<owner> write generation wo:<owner> last write op
 --   ~t         fencing token of the last write hold
+--   ~q         the waiting writers, in arrival order (see below)
+--   ~r         set while readers wait: the next script that lets readers in
+--              tells them, once, on the readers' channel
 -- The hash's PTTL is the latest deadline, so it disappears with its last
--- holder. A holder whose deadline has passed (its process died) is evicted
--- by the next script that looks. Waiting writers are a sorted set owner ->
--- deadline of their claim, renewed at every attempt. Times come from the
--- server (TIME), so clock skew between processes does not matter.
+-- holder, and its queue with it (the waiters, who sleep at most until then,
+-- try again and queue anew). A holder whose deadline has passed (its
+-- process died) is evicted by the next script that looks. Times come from
+-- the server (TIME), so clock skew between processes does not matter.
+--
+-- The queue (~q): per waiting writer five NUL-terminated fields, its waiter
+-- id (the op id its attempts send, "<client uuid>:<n>"), its lease in ms,
+-- its fencing flag, its owner and its claim deadline (server ms). A live
+-- claim (deadline not passed) makes new readers wait; every attempt of the
+-- writer pushes its deadline to now + the waiter timeout, so the claim of a
+-- writer that died lapses within that. The script that frees the lock hands
+-- the write hold to the first live writer whose Client still listens (see
+-- hand_over_write). Owners never contain NUL (WithOwner refuses it).
 
 local function now_ms()
 	local t = redis.call('time')
@@ -26,54 +40,62 @@ local function fields(kind, owner)
 	return kind .. ':' .. owner, kind .. 'd:' .. owner, kind .. 'g:' .. owner, kind .. 'o:' .. owner
 end
 
--- drop removes every field of owner's hold of kind.
-local function drop(hash, kind, owner)
-	redis.call('hdel', hash, fields(kind, owner))
+-- recount sets st's readers, writer and latest deadline from its live
+-- deadlines (st.dls: deadline field -> server ms).
+local function recount(st)
+	st.readers, st.writer, st.maxdl = 0, nil, 0
+	for df, dl in pairs(st.dls) do
+		local kind, owner = string.match(df, '^(%a+):(.*)$')
+		if kind == 'rd' then
+			st.readers = st.readers + 1
+		else
+			st.writer = owner
+		end
+		if dl > st.maxdl then
+			st.maxdl = dl
+		end
+	end
 end
 
--- scan evicts expired holders (when evict is true) and returns the state:
--- readers (owners with read holds), writer (owner of the write hold or nil)
--- and the latest live deadline.
+-- forget takes owner's hold of kind out of the state st (not out of Redis).
+local function forget(st, kind, owner)
+	local cf, df, gf, of = fields(kind, owner)
+	st.f[cf], st.f[df], st.f[gf], st.f[of] = nil, nil, nil, nil
+	st.dls[df] = nil
+	recount(st)
+end
+
+-- drop removes every field of owner's hold of kind, in Redis and in st.
+local function drop(hash, st, kind, owner)
+	redis.call('hdel', hash, fields(kind, owner))
+	forget(st, kind, owner)
+end
+
+-- scan reads the whole hash (one HGETALL, which every script needs) and
+-- evicts expired holders (when evict is true). It returns the state: f
+-- (field -> value), dls (live deadline fields -> ms), readers (owners with a
+-- live read hold), writer (owner of the live write hold or nil) and maxdl
+-- (the latest live deadline, 0 for none).
 local function scan(hash, now, evict)
 	local all = redis.call('hgetall', hash)
-	local st = {readers = 0, writer = nil, maxdl = 0}
+	local st = {f = {}, dls = {}}
+	for i = 1, #all, 2 do
+		st.f[all[i]] = all[i + 1]
+	end
 	for i = 1, #all, 2 do
 		local kind, owner = string.match(all[i], '^(%a+):(.*)$')
 		if kind == 'rd' or kind == 'wd' then
 			local dl = tonumber(all[i + 1])
-			if dl <= now then
-				if evict then
-					drop(hash, string.sub(kind, 1, 1), owner)
-				end
-			else
-				if kind == 'rd' then
-					st.readers = st.readers + 1
-				else
-					st.writer = owner
-				end
-				if dl > st.maxdl then
-					st.maxdl = dl
-				end
+			if dl > now then
+				st.dls[all[i]] = dl
+			elseif evict then
+				redis.call('hdel', hash, fields(string.sub(kind, 1, 1), owner))
+				forget(st, string.sub(kind, 1, 1), owner)
 			end
 		end
 	end
+	recount(st)
 	return st
-end
-
--- settle makes the hash live exactly as long as its latest holder, and
--- reports whether the lock is free. A free lock's hash goes; its last write
--- token stays in the tail for the unlock latch's time (ms).
-local function settle(hash, st, now, tail, ms)
-	if st.readers == 0 and st.writer == nil then
-		local token = redis.call('hget', hash, '~t')
-		redis.call('del', hash)
-		if token and tonumber(token) > 0 then
-			redis.call('set', tail, token, 'px', ms)
-		end
-		return true
-	end
-	redis.call('pexpire', hash, st.maxdl - now)
-	return false
 end
 
 -- extend pushes deadline field df to now + lease (never shortening it) and
@@ -88,22 +110,29 @@ local function extend(hash, df, lease, now)
 	end
 end
 
--- grant starts a new hold of kind for owner, generation op: any leftover of
--- an older generation of the owner's (a hold its Client ended already, or
--- one resumed with WithOwner) is taken over.
-local function grant(hash, kind, owner, op, lease, now)
+-- grant starts a new hold of kind for owner, generation gen, in a hash
+-- whose state is st: any leftover of an older generation of the owner's (a
+-- hold its Client ended already, or one resumed with WithOwner) is taken
+-- over. extra are more field-value pairs to write in the same HSET.
+local function grant(hash, st, kind, owner, gen, lease, now, extra)
 	local cf, df, gf, of = fields(kind, owner)
-	redis.call('hset', hash, cf, 1, df, now + lease, gf, op, of, op)
-	if redis.call('pttl', hash) < lease then
+	local f = {cf, 1, df, now + lease, gf, gen, of, gen}
+	for _, v in ipairs(extra or {}) do
+		f[#f + 1] = v
+	end
+	redis.call('hset', hash, unpack(f))
+	if now + lease > st.maxdl then
 		redis.call('pexpire', hash, lease)
 	end
+	st.dls[df] = now + lease
+	recount(st)
 end
 
 -- reenter adds one hold to generation gen of owner's hold of kind; nil when
 -- that generation no longer holds (lost).
-local function reenter(hash, kind, owner, gen, op, lease, now)
+local function reenter(hash, kind, owner, gen, op, lease, now, cur)
 	local cf, df, gf, of = fields(kind, owner)
-	if redis.call('hget', hash, gf) ~= gen then
+	if cur[3] ~= gen then
 		return nil
 	end
 	local count = redis.call('hincrby', hash, cf, 1)
@@ -113,42 +142,187 @@ local function reenter(hash, kind, owner, gen, op, lease, now)
 end
 
 -- seen answers an acquire of kind without looking at the other holders when
--- it can: a replay of the owner's last op (cur: HMGET of its count and
--- last-op fields) gets the reply it had, a re-entry of generation gen gets
--- its count (or {-1, 0} when the generation is gone). token is the token to
--- reply with. nil: a new acquisition, left to the caller.
+-- it can: a replay of the owner's last op (cur: the owner's count, last-op
+-- and generation fields) gets the reply it had, its lease counted from now
+-- (a waiter claiming a grant that reached it late counts the hold's end
+-- from this attempt); a re-entry of generation gen gets its count (or
+-- {-1, 0} when the generation is gone). token is the token to reply with.
+-- nil: a new acquisition, left to the caller.
 local function seen(hash, kind, owner, op, gen, lease, now, cur, token)
 	if cur[2] == op then
+		local _, df = fields(kind, owner)
+		extend(hash, df, lease, now)
 		return {1, token, tonumber(cur[1] or 0)}
 	end
 	if gen == '' then
 		return nil
 	end
-	local count = reenter(hash, kind, owner, gen, op, lease, now)
+	local count = reenter(hash, kind, owner, gen, op, lease, now, cur)
 	if not count then
 		return {-1, 0}
 	end
 	return {1, token, count}
 end
 
--- waiting reports whether a writer waits, after evicting stale claims.
-local function waiting(writers, now)
-	redis.call('zremrangebyscore', writers, '-inf', now)
-	return redis.call('zcard', writers) > 0
-end
+local Q_ENTRY = '(([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z)'
 
--- announce tells waiters that holds ended: when the lock is free a waiting
--- writer goes first; readers are woken only when no writer waits, since
--- they would queue behind it anyway.
-local function announce(pub, rch, wch, free, writersWait)
-	if writersWait then
-		if free then
-			redis.call(pub, wch, '1')
-		end
-	else
-		redis.call(pub, rch, 'all')
-		if free then
-			redis.call(pub, wch, '1')
+-- q_live returns queue q less the writers whose claim has lapsed, and the
+-- latest live claim deadline (0 for none).
+local function q_live(q, now)
+	local out, last = {}, 0
+	for e, _, _, _, _, dl in string.gmatch(q or '', Q_ENTRY) do
+		dl = tonumber(dl)
+		if dl > now then
+			out[#out + 1] = e
+			if dl > last then
+				last = dl
+			end
 		end
 	end
+	return table.concat(out), last
+end
+
+-- q_put returns q with waiter w's claim renewed to deadline dl: in its place
+-- if it is queued, else at the end.
+local function q_put(q, w, lease, fencing, owner, dl)
+	local entry = w .. '\0' .. lease .. '\0' .. fencing .. '\0' .. owner .. '\0' .. dl .. '\0'
+	local out, found = {}, false
+	for e, id in string.gmatch(q, Q_ENTRY) do
+		if id == w then
+			e, found = entry, true
+		end
+		out[#out + 1] = e
+	end
+	if not found then
+		out[#out + 1] = entry
+	end
+	return table.concat(out)
+end
+
+-- q_without returns q less waiter w's entry.
+local function q_without(q, w)
+	local out = {}
+	for e, id in string.gmatch(q, Q_ENTRY) do
+		if id ~= w then
+			out[#out + 1] = e
+		end
+	end
+	return table.concat(out)
+end
+
+-- store_queue writes q as the hash's queue, if it differs from what the
+-- hash has (st.f['~q']).
+local function store_queue(hash, st, q)
+	if q == (st.f['~q'] or '') then
+		return
+	end
+	if q == '' then
+		redis.call('hdel', hash, '~q')
+		st.f['~q'] = nil
+	else
+		redis.call('hset', hash, '~q', q)
+		st.f['~q'] = q
+	end
+end
+
+-- mark_readers records that a reader waits (see ~r).
+local function mark_readers(hash, st)
+	if not st.f['~r'] then
+		redis.call('hset', hash, '~r', '1')
+		st.f['~r'] = '1'
+	end
+end
+
+-- wake_readers tells the waiting readers, if any, that they may go in.
+local function wake_readers(hash, st, env)
+	if st.f['~r'] then
+		redis.call(env.pub, env.rch, 'all')
+		redis.call('hdel', hash, '~r')
+		st.f['~r'] = nil
+	end
+end
+
+-- hand_over_write gives the write hold of the lock in hash, which nobody
+-- holds (state st), to the first writer of the live queue q whose Client
+-- still listens, in the same call: it publishes the grant ("<waiter id>
+-- <token>") on that Client's channel for the lock, <hash>:w:<client uuid>,
+-- and writes the hold — count 1, generation and last op = the waiter id,
+-- deadline now + the waiter's lease, token = a new one above ~t and the
+-- tail (0 without fencing). PUBLISH counts its receivers: a Client that
+-- crashed, closed or stopped waiting is not subscribed, so its writers are
+-- skipped and leave the queue (unless env.trust is '1': classic pub/sub on a
+-- Cluster, whose count covers one node only). The entry of waiter self (the
+-- caller of an acquire, "" for none) is never published to: reaching it
+-- stops the hand-over.
+--
+-- It returns the rest of the queue (after the granted or reached entry) and
+-- the granted lease, or 'self' when the caller's own entry came first, or
+-- nil when nobody was handed the lock (the rest is then empty).
+local function hand_over_write(hash, st, now, q, env, self)
+	while q ~= '' do
+		local e, w, lease, fencing, owner = string.match(q, '^' .. Q_ENTRY)
+		if not e then
+			break
+		end
+		q = string.sub(q, #e + 1)
+		if w == self then
+			return q, 'self'
+		end
+		local token = 0
+		if fencing == '1' then
+			token = next_token(env.tail, st.f['~t'])
+		end
+		local client = string.match(w, '^(.*):')
+		if client then
+			local heard = redis.call(env.pub, hash .. ':w:' .. client, w .. ' ' .. fmt(token))
+			if heard > 0 or env.trust == '1' then
+				lease = tonumber(lease)
+				local extra = {'~t', fmt(token)}
+				if q ~= '' then
+					extra[3], extra[4] = '~q', q
+				end
+				grant(hash, st, 'w', owner, w, lease, now, extra)
+				st.f['~t'] = fmt(token)
+				if q == '' and st.f['~q'] then
+					redis.call('hdel', hash, '~q')
+				end
+				st.f['~q'] = q ~= '' and q or nil
+				return q, lease
+			end
+		end
+	end
+	return '', nil
+end
+
+-- after_release settles the lock once holds may have ended (a release, an
+-- eviction, a force-release, a writer that gave up): st is its state after
+-- the change. A free lock is handed over to the first live queued writer
+-- that listens; failing that, its hash goes (the tail keeps its last write
+-- token for the latch's time, env.ms) and waiting readers are told. A lock
+-- still held lives exactly as long as its latest holder, and waiting readers
+-- are told once no writer holds or waits any more. It publishes only to
+-- someone who waits. Returns true when the lock ended up free.
+local function after_release(hash, st, now, env)
+	local q = q_live(st.f['~q'], now)
+	if st.readers == 0 and st.writer == nil then
+		if q ~= '' then
+			local _, lease = hand_over_write(hash, st, now, q, env, '')
+			if lease then
+				return false
+			end
+		end
+		wake_readers(hash, st, env)
+		redis.call('del', hash)
+		local token = st.f['~t']
+		if token and tonumber(token) > 0 then
+			redis.call('set', env.tail, token, 'px', env.ms)
+		end
+		return true
+	end
+	store_queue(hash, st, q)
+	redis.call('pexpire', hash, st.maxdl - now)
+	if st.writer == nil and q == '' then
+		wake_readers(hash, st, env)
+	end
+	return false
 end

@@ -1,52 +1,78 @@
--- rw_write_acquire: take or re-enter the write hold, or claim the next turn.
+-- rw_write_acquire: take or re-enter the write hold, or queue for it.
 --
 -- KEYS[1]  lock hash (see rw_common)
--- KEYS[2]  waiting writers: sorted set owner -> claim deadline
--- KEYS[3]  tail: the last released write hold's token
+-- KEYS[2]  tail: the last released write hold's token
 -- ARGV[1]  owner
--- ARGV[2]  op id of this request
+-- ARGV[2]  op id of this request; a waiter sends the same one at each of
+--          its attempts, and it is the waiter's id in the queue
 -- ARGV[3]  generation of the owner's write hold ("" : new)
 -- ARGV[4]  lease in milliseconds
 -- ARGV[5]  "1" to hand out a fencing token on a new acquisition, "0" not to
 -- ARGV[6]  waiter timeout in milliseconds: how long the claim lives unless
 --          renewed by the next attempt
+-- ARGV[7]  "1" to queue the caller when the lock is held (it waits for a
+--          hand-over), "0" not to (a TryLock that does not wait)
+-- ARGV[8]  publish command: "publish" or "spublish"
+-- ARGV[9]  "1" to hand over without trusting PUBLISH's receiver count
+--          (classic pub/sub on a Cluster), "0" otherwise
 --
 -- Returns {1, token, count}  acquired
---         {0, wait}          held by others: this owner's claim is recorded
---                            (new readers now queue behind it); wait is the
---                            time until the latest hold's deadline, in ms
+--         {0, wait}          held by others: a waiter's claim is recorded or
+--                            renewed (new readers now queue behind it); wait
+--                            is the time until the latest hold's deadline,
+--                            in ms
 --         {-1, 0}            the caller's generation no longer holds (lost)
 --         {-2, 0}            this owner holds a read hold: an upgrade would
 --                            deadlock, nothing was changed
 --
--- Idempotent under replay: a request whose op id is the owner's last write
--- op already ran; a claim is recorded once per owner.
+-- A free lock whose queue has live writers ahead of the caller goes to the
+-- first of them that listens (see hand_over_write), as a release would have
+-- given it. Idempotent under replay: a request whose op id is the owner's
+-- last write op already ran — or was granted by a hand-over, which names the
+-- hold after the waiter's id — and gets its lease from now.
 local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local lease = tonumber(ARGV[4])
+local env = {tail = KEYS[2], pub = ARGV[8], trust = ARGV[9]}
 local now = now_ms()
 local st = scan(hash, now, true)
 local cf, df, gf, of = fields('w', owner)
-local cur = redis.call('hmget', hash, cf, of, '~t')
-local reply = seen(hash, 'w', owner, op, gen, lease, now, cur, tonumber(cur[3] or 0))
+local reply = seen(hash, 'w', owner, op, gen, lease, now, {st.f[cf], st.f[of], st.f[gf]}, tonumber(st.f['~t'] or 0))
 if reply then
 	return reply
 end
-if redis.call('hexists', hash, 'r:' .. owner) == 1 then
+if st.f['r:' .. owner] then
 	return {-2, 0}
 end
-if (st.writer == nil and st.readers == 0) or st.writer == owner then
-	redis.call('zrem', KEYS[2], owner)
+local q = q_live(st.f['~q'], now)
+local free = st.writer == owner or (st.writer == nil and st.readers == 0)
+if free and st.writer == nil and q ~= '' then
+	local rest, lease2 = hand_over_write(hash, st, now, q, env, op)
+	if lease2 == 'self' or not lease2 then
+		q = rest
+	else
+		if ARGV[7] == '1' then
+			store_queue(hash, st, q_put(rest, op, ARGV[4], ARGV[5], owner, now + tonumber(ARGV[6])))
+		end
+		return {0, lease2}
+	end
+end
+if free then
 	local token = 0
 	if ARGV[5] == '1' then
-		token = next_token(KEYS[3], cur[3])
+		token = next_token(KEYS[2], st.f['~t'])
 	end
-	grant(hash, 'w', owner, op, lease, now)
-	redis.call('hset', hash, '~t', fmt(token))
+	local extra = {'~t', fmt(token)}
+	q = q_without(q, op)
+	if q ~= '' then
+		extra[3], extra[4] = '~q', q
+	elseif st.f['~q'] then
+		redis.call('hdel', hash, '~q')
+	end
+	grant(hash, st, 'w', owner, op, lease, now, extra)
 	return {1, token, 1}
 end
-local timeout = tonumber(ARGV[6])
-redis.call('zadd', KEYS[2], now + timeout, owner)
-if redis.call('pttl', KEYS[2]) < timeout then
-	redis.call('pexpire', KEYS[2], timeout)
+if ARGV[7] == '1' then
+	q = q_put(q, op, ARGV[4], ARGV[5], owner, now + tonumber(ARGV[6]))
 end
+store_queue(hash, st, q)
 return {0, st.maxdl - now}

@@ -593,7 +593,7 @@ func TestCLILeastPrivilege(t *testing.T) {
 		}
 		args = append(args, r)
 	}
-	args = append(args, "+type", "+lrange", "+scan")
+	args = append(args, "+type", "+lrange", "+zrange", "+scan")
 	srv := redistest.Start(t)
 	require.NoError(t, srv.Client().Do(context.Background(), args...).Err())
 

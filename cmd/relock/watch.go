@@ -181,28 +181,33 @@ func (w *watcher) show(ctx context.Context, ev jsonEvent, always bool) {
 	printState(w.cl.stdout, st)
 }
 
-// listenScript marks a held Lock or FairLock as listened to on its channel
-// (field ~m, as a waiting MultiLock does): relock publishes a release or a
+// listenScript marks held locks as listened to (KEYS[i] gets field
+// ARGV[i]): a Lock's or FairLock's ~m, as a waiting MultiLock sets it, and
+// an RWLock's ~r, as a waiting reader does. relock publishes a release or a
 // hand-over only when someone waits or listens. It never creates a hash: a
 // free lock stays free.
-var listenScript = redis.NewScript(`for _, k in ipairs(KEYS) do
-	if redis.call('exists', k) == 1 then redis.call('hset', k, '~m', '1') end
+var listenScript = redis.NewScript(`for i, k in ipairs(KEYS) do
+	if redis.call('exists', k) == 1 then redis.call('hset', k, ARGV[i], '1') end
 end`)
 
-// listen asks the current holds of the Lock and the FairLock to announce
-// their release or hand-over, which they would not do when nobody waits or
-// listens. A hold taken later is marked at the next look (a refresh, or
-// settle after a message).
+// listen asks the current holds of the name to announce their release or
+// hand-over, which they would not do when nobody waits or listens. A hold
+// taken later is marked at the next look (a refresh, or settle after a
+// message).
 func (w *watcher) listen(ctx context.Context, st *relock.LockState) {
 	var keys []string
+	var fields []any
 	if st.Lock != nil {
-		keys = append(keys, st.Lock.Key)
+		keys, fields = append(keys, st.Lock.Key), append(fields, "~m")
 	}
 	if st.FairLock != nil && len(st.FairLock.Holders) > 0 {
-		keys = append(keys, st.FairLock.Key)
+		keys, fields = append(keys, st.FairLock.Key), append(fields, "~m")
+	}
+	if st.RWLock != nil && (len(st.RWLock.Readers) > 0 || st.RWLock.Writer != nil) {
+		keys, fields = append(keys, st.RWLock.Key), append(fields, "~r")
 	}
 	if len(keys) > 0 {
-		_ = listenScript.Run(ctx, w.cl.rdb, keys).Err()
+		_ = listenScript.Run(ctx, w.cl.rdb, keys, fields...).Err()
 	}
 }
 

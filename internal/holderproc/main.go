@@ -1,11 +1,12 @@
 // Command holderproc is a relock holder in a process of its own, for the
 // tests that need a real process to kill or stop.
 //
-// By default it takes a relock Lock (-kind fair: a FairLock) and holds it
-// until it is killed: the process whose SIGKILL the fault tests inflict. It
-// prints one line, "locked <token> <owner field>", once it holds the lock.
-// With -cluster it talks to a Redis Cluster (-addr: a comma-separated list
-// of nodes), with -classic using classic pub/sub there.
+// By default it takes a relock Lock (or, with -kind, a FairLock or an
+// RWLock's write lock) and holds it until it is killed: the process whose
+// SIGKILL the fault tests inflict. It prints one line, "locked <token>
+// <owner field>", once it holds the lock. With -cluster it talks to a Redis
+// Cluster (-addr: a comma-separated list of nodes), with -classic using
+// classic pub/sub there.
 //
 // With -judge it is a worker of the multi-process safety run (see worker.go):
 // it takes and releases the lock in a loop and reports every enter, exit and
@@ -35,7 +36,7 @@ func main() {
 	var w worker
 	flag.StringVar(&w.judge, "judge", "", "worker mode: the judge's address (host:port) to report to")
 	flag.StringVar(&w.id, "id", "", "worker mode: the name this process reports under (default p<pid>)")
-	flag.StringVar(&w.kind, "kind", "lock", "lock type: lock or fair (worker mode: also write)")
+	flag.StringVar(&w.kind, "kind", "lock", "lock type: lock, fair or write")
 	flag.DurationVar(&w.hold, "hold", 100*time.Millisecond, "worker mode: how long each hold lasts")
 	flag.DurationVar(&w.wait, "wait", 30*time.Second, "worker mode: TryLock wait per attempt")
 	flag.IntVar(&w.n, "n", 0, "worker mode: stop after this many holds (0: no limit)")
@@ -60,14 +61,13 @@ func main() {
 		opts = append(opts, relock.WithShardedPubSub(false))
 	}
 	c := relock.New(rdb, opts...)
-	var l interface {
-		Lock(context.Context) (context.Context, error)
-		Token(context.Context) (int64, error)
-	} = c.Lock(*name)
-	if w.kind == "fair" {
-		l = c.FairLock(*name)
+	w.name = *name
+	l, err := w.open(c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "holderproc:", err)
+		os.Exit(2)
 	}
-	ctx, err := l.Lock(context.Background())
+	ctx, err := l.TryLock(context.Background(), relock.WaitForever, 0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "holderproc:", err)
 		os.Exit(1)
