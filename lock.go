@@ -29,7 +29,7 @@ type lockKeys struct {
 	hash, tail, channel string
 	latchPrefix         string // + request id: the latch of one final release
 	// waitChannel is where releases hand the lock over to this Client's
-	// waiters: <hash>:w:<client uuid> (see queue_common.lua).
+	// waiters: <hash>:w:<client uuid> (see handover_common.lua).
 	waitChannel string
 }
 

@@ -39,8 +39,9 @@ func (sc scriptCall) run(ctx context.Context, rdb redis.Scripter) *redis.Cmd {
 var scriptFiles embed.FS
 
 // newScript makes one script of the files scripts/<name>.lua, in order: the
-// preludes a script uses (acquire_common, release_common, fair_common,
-// rw_common, renew_common; never run on their own), then the script itself.
+// preludes a script uses (acquire_common, release_common, queue_common,
+// handover_common, fair_common, rw_common, renew_common; never run on their
+// own), then the script itself.
 func newScript(names ...string) *redis.Script {
 	var src strings.Builder
 	for _, name := range names {
@@ -53,12 +54,14 @@ func newScript(names ...string) *redis.Script {
 	return redis.NewScript(src.String())
 }
 
-// The Lock scripts that queue or hand over (see queue_common.lua) carry its
-// helpers, which use acquire_common's token and release_common's latch.
+// The Lock scripts that queue (see queue_common.lua) carry its helpers; those
+// that free a hold also carry handover_common's, which use acquire_common's
+// token and release_common's latch. A script carries only the helpers it
+// may call: Redis creates every one of them again at each call.
 var (
-	lockAcquireScript = newScript("acquire_common", "release_common", "queue_common", "lock_acquire")
-	lockReleaseScript = newScript("acquire_common", "release_common", "queue_common", "lock_release")
-	lockAbandonScript = newScript("acquire_common", "release_common", "queue_common", "lock_abandon")
+	lockAcquireScript = newScript("acquire_common", "queue_common", "lock_acquire")
+	lockReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "lock_release")
+	lockAbandonScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "lock_abandon")
 	fairAcquireScript = newScript("fair_common", "acquire_common", "fair_acquire")
 	fairReleaseScript = newScript("fair_common", "release_common", "fair_release")
 )
@@ -99,7 +102,7 @@ func lockAbandonCall(c *Client, k lockKeys, owner, waiter string) scriptCall {
 		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var lockForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "lock_force_release")
+var lockForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "lock_force_release")
 
 // lockForceReleaseCall frees the Lock whose keys are k, whoever holds it,
 // handing it over to its first queued waiter: 1 freed, 0 not held.
@@ -133,7 +136,7 @@ func multiAcquireCall(c *Client, ks []lockKeys, held []string, owner, op string,
 	return scriptCall{multiAcquireScript, keys, args}
 }
 
-var multiReleaseScript = newScript("acquire_common", "release_common", "queue_common", "multi_release")
+var multiReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "multi_release")
 
 // multiReleaseCall releases one hold of owner's on each of the Locks ks of
 // one Client (and slot): generation gens[i], the last one when final[i].
