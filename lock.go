@@ -199,3 +199,13 @@ func boolArg(b bool) string {
 	}
 	return "0"
 }
+
+// flagArg is boolArg(b) boxed once, for the hot calls.
+func flagArg(b bool) any {
+	if b {
+		return argTrue
+	}
+	return argFalse
+}
+
+var argTrue, argFalse any = "1", "0"

@@ -71,14 +71,14 @@ var (
 // (RedLock's rounds do not: no single master can hand a RedLock over).
 func lockAcquireCall(c *Client, k lockKeys, owner string, r acquireReq, queue bool) scriptCall {
 	return scriptCall{lockAcquireScript, []string{k.hash, k.tail},
-		[]any{owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), boolArg(queue)}}
+		[]any{owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, flagArg(queue)}}
 }
 
 // lockReleaseCall releases one hold of owner's (request r) on the Lock whose
 // keys are k; a final release hands the lock over to its first queued waiter.
 func lockReleaseCall(c *Client, k lockKeys, owner string, r releaseReq) scriptCall {
 	return scriptCall{lockReleaseScript, []string{k.hash, k.channel, k.latchPrefix + r.op, k.tail},
-		[]any{owner, r.op, r.gen, boolArg(r.final), c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+		[]any{owner, r.op, r.gen, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind}}
 }
 
 // fairAcquireCall takes, re-enters or queues for (request r) the FairLock
