@@ -34,6 +34,10 @@ type Client struct {
 	dog   *watchdog
 	bg    sync.WaitGroup // background clean-ups (releaseInBackground)
 
+	// args holds the arguments every Lock script call passes, boxed once
+	// (see lockArgs): boxing them per call was an allocation each.
+	args lockArgs
+
 	reqSeq   atomic.Uint64
 	presence atomic.Bool // the subscriber keeps the Client's own channel (keepPresence)
 
@@ -73,6 +77,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		c.sharded = *c.opts.sharded
 	}
 	c.log = c.opts.logger.With("client", c.id)
+	c.args = c.newLockArgs()
 	c.holds.init()
 	c.subs = newSubscriber(c)
 	c.dog = newWatchdog(c)
@@ -176,6 +181,25 @@ func (c *Client) leaseFor(lease time.Duration) time.Duration {
 	return lease
 }
 
+// lockArgs are script arguments that only depend on the Client's options,
+// boxed once: publishCommand, latchArg, blindHandOverArg, fencingArg, and
+// the watchdog lease in ms (the lease of most acquisitions).
+type lockArgs struct {
+	publish, latch, blind, fencing, watchdogLease any
+}
+
+func (c *Client) newLockArgs() lockArgs {
+	return lockArgs{c.publishCommand(), c.latchArg(), c.blindHandOverArg(), c.fencingArg(), c.opts.watchdogLease.Milliseconds()}
+}
+
+// leaseArg is lease in ms as a script argument.
+func (c *Client) leaseArg(lease time.Duration) any {
+	if lease == c.opts.watchdogLease {
+		return c.args.watchdogLease
+	}
+	return lease.Milliseconds()
+}
+
 // latchArg is the unlock latch's lifetime, as the release scripts take it.
 func (c *Client) latchArg() int64 { return c.opts.unlockLatch.Milliseconds() }
 
@@ -188,9 +212,17 @@ func (c *Client) fencingArg() string {
 }
 
 // newOp returns an id unique to one request of this Client: it names a
-// request, or a hold generation, in Redis.
+// request, or a hold generation, in Redis. One allocation: it is made twice
+// per Lock+Unlock.
 func (c *Client) newOp() string {
-	return c.id + ":" + strconv.FormatUint(c.reqSeq.Add(1), 10)
+	var n [20]byte
+	seq := strconv.AppendUint(n[:0], c.reqSeq.Add(1), 10)
+	var b strings.Builder
+	b.Grow(len(c.id) + 1 + len(seq))
+	b.WriteString(c.id)
+	b.WriteByte(':')
+	b.Write(seq)
+	return b.String()
 }
 
 // owner is what a context carries to identify the holder of a lock, the Go
@@ -198,6 +230,11 @@ func (c *Client) newOp() string {
 type owner struct {
 	id       string
 	explicit bool // id is used as-is, not prefixed with the Client's UUID
+	// home and homeField: the field of the Client the owner was made for
+	// (by its first Lock), so that its Lock and Unlock there build no
+	// string. Set at creation, never changed.
+	home      *Client
+	homeField string
 }
 
 type ownerKey struct{}
@@ -208,13 +245,16 @@ type ownerKey struct{}
 // different owners the same field "<uuid>:<n>" on the second Client.
 var ownerSeq atomic.Uint64
 
-// withNewOwner returns ctx and the owner it carries, giving it a new owner
-// when it has none.
-func withNewOwner(ctx context.Context) (context.Context, *owner) {
+// withNewOwner returns ctx and the owner it carries, giving it a new owner,
+// made for Client c, when it has none.
+func withNewOwner(ctx context.Context, c *Client) (context.Context, *owner) {
 	if o := ownerFrom(ctx); o != nil {
 		return ctx, o
 	}
 	o := &owner{id: strconv.FormatUint(ownerSeq.Add(1), 10)}
+	if c != nil {
+		o.home, o.homeField = c, c.id+":"+o.id
+	}
 	return context.WithValue(ctx, ownerKey{}, o), o
 }
 
@@ -227,6 +267,9 @@ func ownerFrom(ctx context.Context) *owner {
 func (o *owner) field(c *Client) string {
 	if o.explicit {
 		return o.id
+	}
+	if c == o.home {
+		return o.homeField
 	}
 	return c.id + ":" + o.id
 }

@@ -303,7 +303,7 @@ func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context
 	if err := checkLockArgs(ctx, wait, lease); err != nil {
 		return ctx, err
 	}
-	parent, o := withNewOwner(ctx)
+	parent, o := withNewOwner(ctx, s.client())
 	k := &lockCall{s: s, c: s.client(), parted: isParted(s), parent: parent, lease: lease, parts: make([]part, len(recs))}
 	for i, r := range recs {
 		k.parts[i].h = r.client().holds.enter(r, o.field(r.client()))
@@ -512,7 +512,7 @@ func unlockWith(ctx context.Context, s scheme) error {
 	for _, p := range k.parts {
 		p.h.client().holds.use(p.h)
 	}
-	taken, _ := serialise(context.WithoutCancel(ctx), k.parts)
+	taken, _ := serialise(context.Background(), k.parts) // never gives up: an Unlock must run
 	defer leave(k.parts, taken)
 
 	errs, live := k.prepare()

@@ -29,7 +29,7 @@ type lockKeys struct {
 	hash, tail, channel string
 	latchPrefix         string // + request id: the latch of one final release
 	// waitChannel is where releases hand the lock over to this Client's
-	// waiters: <hash>:w:<client uuid> (see queue_common.lua).
+	// waiters: <hash>:w:<client uuid> (see handover_common.lua).
 	waitChannel string
 }
 
@@ -200,3 +200,13 @@ func boolArg(b bool) string {
 	}
 	return "0"
 }
+
+// flagArg is boolArg(b) boxed once, for the hot calls.
+func flagArg(b bool) any {
+	if b {
+		return argTrue
+	}
+	return argFalse
+}
+
+var argTrue, argFalse any = "1", "0"

@@ -900,7 +900,7 @@ func (s *subscriber) delivered(channel, payload string) {
 	case st.handing && strings.Contains(payload, " "):
 		s.granted(st, payload)
 	case st.handing && st.byID[payload] != nil:
-		// One waiter asked to try again (see hand_over in queue_common.lua).
+		// One waiter asked to try again (see hand_over in handover_common.lua).
 		s.wake(st.byID[payload])
 	case payload == wakeAll:
 		s.wakeEveryone(st)

@@ -39,8 +39,9 @@ func (sc scriptCall) run(ctx context.Context, rdb redis.Scripter) *redis.Cmd {
 var scriptFiles embed.FS
 
 // newScript makes one script of the files scripts/<name>.lua, in order: the
-// preludes a script uses (acquire_common, release_common, fair_common,
-// rw_common, renew_common; never run on their own), then the script itself.
+// preludes a script uses (acquire_common, release_common, queue_common,
+// handover_common, fair_common, rw_common, renew_common; never run on their
+// own), then the script itself.
 func newScript(names ...string) *redis.Script {
 	var src strings.Builder
 	for _, name := range names {
@@ -53,14 +54,16 @@ func newScript(names ...string) *redis.Script {
 	return redis.NewScript(src.String())
 }
 
-// The Lock scripts that queue or hand over (see queue_common.lua) carry its
-// helpers, which use acquire_common's token and release_common's latch.
+// The Lock scripts that queue (see queue_common.lua) carry its helpers; those
+// that free a hold also carry handover_common's, which use acquire_common's
+// token and release_common's latch. A script carries only the helpers it
+// may call: Redis creates every one of them again at each call.
 var (
-	lockAcquireScript = newScript("acquire_common", "release_common", "queue_common", "lock_acquire")
-	lockReleaseScript = newScript("acquire_common", "release_common", "queue_common", "lock_release")
-	lockAbandonScript = newScript("acquire_common", "release_common", "queue_common", "lock_abandon")
-	fairAcquireScript = newScript("acquire_common", "release_common", "queue_common", "fair_common", "fair_acquire")
-	fairReleaseScript = newScript("acquire_common", "release_common", "queue_common", "fair_common", "fair_release")
+	lockAcquireScript = newScript("acquire_common", "queue_common", "lock_acquire")
+	lockReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "lock_release")
+	lockAbandonScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "lock_abandon")
+	fairAcquireScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "fair_common", "fair_acquire")
+	fairReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "fair_common", "fair_release")
 )
 
 // lockAcquireCall takes or re-enters the Lock whose keys are k for owner
@@ -68,14 +71,14 @@ var (
 // (RedLock's rounds do not: no single master can hand a RedLock over).
 func lockAcquireCall(c *Client, k lockKeys, owner string, r acquireReq, queue bool) scriptCall {
 	return scriptCall{lockAcquireScript, []string{k.hash, k.tail},
-		[]any{owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), boolArg(queue)}}
+		[]any{owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, flagArg(queue)}}
 }
 
 // lockReleaseCall releases one hold of owner's (request r) on the Lock whose
 // keys are k; a final release hands the lock over to its first queued waiter.
 func lockReleaseCall(c *Client, k lockKeys, owner string, r releaseReq) scriptCall {
 	return scriptCall{lockReleaseScript, []string{k.hash, k.channel, k.latchPrefix + r.op, k.tail},
-		[]any{owner, r.op, r.gen, boolArg(r.final), c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+		[]any{owner, r.op, r.gen, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind}}
 }
 
 // fairAcquireCall takes, re-enters or queues for (request r) the FairLock
@@ -101,7 +104,7 @@ func lockAbandonCall(c *Client, k lockKeys, owner, waiter string) scriptCall {
 		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var lockForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "lock_force_release")
+var lockForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "lock_force_release")
 
 // lockForceReleaseCall frees the Lock whose keys are k, whoever holds it,
 // handing it over to its first queued waiter: 1 freed, 0 not held.
@@ -135,7 +138,7 @@ func multiAcquireCall(c *Client, ks []lockKeys, held []string, owner, op string,
 	return scriptCall{multiAcquireScript, keys, args}
 }
 
-var multiReleaseScript = newScript("acquire_common", "release_common", "queue_common", "multi_release")
+var multiReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "multi_release")
 
 // multiReleaseCall releases one hold of owner's on each of the Locks ks of
 // one Client (and slot): generation gens[i], the last one when final[i].
@@ -157,7 +160,7 @@ func redFenceCall(hash, gen string, token int64) scriptCall {
 	return scriptCall{redFenceScript, []string{hash}, []any{gen, token}}
 }
 
-var fairAbandonScript = newScript("acquire_common", "release_common", "queue_common", "fair_common", "fair_abandon")
+var fairAbandonScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "fair_common", "fair_abandon")
 
 // fairAbandonCall takes waiter (the op id its attempts sent) out of the
 // FairLock's queue, releasing a grant handed to it.
@@ -166,7 +169,7 @@ func fairAbandonCall(c *Client, k fairKeys, owner, waiter string) scriptCall {
 		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var fairForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "fair_common", "fair_force_release")
+var fairForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "fair_common", "fair_force_release")
 
 // fairForceReleaseCall frees the FairLock whoever holds it and wakes the next
 // waiter: 1 freed, 0 not held.

@@ -1,5 +1,6 @@
 -- fair_common: the FairLock's queue, prepended to the fair_* scripts after
--- queue_common (whose entries, hand-over and release it shares with Lock).
+-- queue_common and handover_common (whose entries, hand-over and release it
+-- shares with Lock).
 --
 -- A FairLock's waiters queue in a string key of their own (KEYS[2], the
 -- entries of queue_common, oldest first), not in the hash: the queue must

@@ -1,6 +1,6 @@
 -- lock_release: release one hold of a reentrant exclusive lock; the final
 -- release hands the lock over to the first queued waiter that still listens,
--- in the same call (see queue_common).
+-- in the same call (see handover_common).
 --
 -- KEYS[1]  lock hash (see lock_acquire)
 -- KEYS[2]  the lock's channel, told when it becomes free if a MultiLock waits

@@ -1,0 +1,114 @@
+-- handover_common: the hand-over of an exclusive lock (Lock, and a Lock that
+-- is a MultiLock part) to its first queued waiter, prepended after
+-- acquire_common, release_common and queue_common to the scripts that free
+-- a hold (release, abandon, force release) and to every FairLock script (a
+-- FairLock's acquire may find the lock free with others queued, and hand it
+-- to the first of them). Lock's acquire does without it: it never frees a
+-- hold, and every helper a script carries is created again at each call.
+
+-- store_queue writes q, the queue left after a hand-over, where it lives:
+-- the hash's ~q (qkey nil: Lock, written with the new hold) or qkey, a
+-- string key of its own (FairLock: its queue outlives a hold whose lease
+-- runs out), keeping qkey's TTL.
+local function store_queue(qkey, q)
+	if not qkey then
+		return
+	end
+	if q == '' then
+		redis.call('del', qkey)
+	else
+		redis.call('set', qkey, q, 'keepttl')
+	end
+end
+
+-- hand_over gives the lock in hash, being freed, to the first queued waiter
+-- whose Client still listens, in the same call: it publishes the grant
+-- ("<waiter id> <token>") on that Client's channel for this lock,
+-- <hash>:w:<client uuid>, and writes the hold — count 1, generation = the
+-- waiter id, token = last + 1 (or a new one when the last hold had none),
+-- the waiter's lease — keeping ~m and the rest of the queue (see
+-- store_queue). When that lease is shorter than the one of the hold it
+-- follows (l), the next waiter is woken ("<waiter id>") to try once: it
+-- slept on the longer lease, and would oversleep the new hold's end if its
+-- holder never releases. PUBLISH counts its receivers: a Client that
+-- crashed, closed or stopped waiting on this lock is not subscribed, so its
+-- waiters are skipped, never granted (unless trust is '1': classic pub/sub
+-- on a Cluster, whose count covers one node only). A waiter whose id is
+-- self (the caller of an acquire that found the lock free) is granted
+-- without a message. It returns true, the token and the waiter's id when
+-- the lock was handed over, false when nobody was left to take it.
+local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self)
+	while q and q ~= '' do
+		local e, w, lease, fencing, owner = string.match(q, '^' .. Q_ENTRY)
+		if not e then
+			break
+		end
+		q = string.sub(q, #e + 1)
+		local token = 0
+		if fencing == '1' then
+			if tonumber(last or 0) > 0 then
+				token = tonumber(last) + 1
+			else
+				token = next_token(tail, 0)
+			end
+		end
+		local client = string.match(w, '^(.*):')
+		local heard = w == self
+		if client and not heard then
+			heard = redis.call(pub, hash .. ':w:' .. client, w .. ' ' .. fmt(token)) > 0 or trust == '1'
+		end
+		if heard then
+			redis.call('del', hash)
+			local f = {owner, 1, '~g', w, '~o', w, '~t', fmt(token), '~l', lease}
+			if q ~= '' and not qkey then
+				f[#f + 1], f[#f + 2] = '~q', q
+			end
+			if m then
+				f[#f + 1], f[#f + 2] = '~m', m
+			end
+			redis.call('hset', hash, unpack(f))
+			redis.call('pexpire', hash, lease)
+			store_queue(qkey, q)
+			local nxt = string.match(q, '^([^%z]*)%z')
+			if nxt and tonumber(lease) < tonumber(l or 0) then
+				redis.call(pub, hash .. ':w:' .. (string.match(nxt, '^(.*):') or ''), nxt)
+			end
+			return true, token, w
+		end
+	end
+	store_queue(qkey, '')
+	return false
+end
+
+-- free_hold ends an exclusive hold whose fields are cur ({~g, ~o, ~t, ~q,
+-- ~m, ~l}, as release_hold returns them): it hands the lock over to a queued
+-- waiter (the hash's ~q, or the string qkey when given), or deletes it,
+-- leaving the tail; either way the listeners a hold marked (~m) are told on
+-- channel ("handed": the lock stays held, by its new holder; "all": it is
+-- free) and latch (when given) marks the request as done.
+local function free_hold(hash, channel, latch, tail, cur, pub, ms, trust, qkey)
+	local q = cur[4]
+	if qkey then
+		q = redis.call('get', qkey)
+	end
+	if hand_over(hash, tail, q, cur[3], cur[5], cur[6], pub, trust, qkey) then
+		if cur[5] then
+			redis.call(pub, channel, 'handed')
+		end
+		if latch then
+			redis.call('set', latch, '1', 'px', ms)
+		end
+		return
+	end
+	redis.call('del', hash)
+	if cur[5] then
+		-- Every listener re-checks ('all'): the one that gets the lock
+		-- writes a new hash, which the others' attempts mark again.
+		redis.call(pub, channel, 'all')
+	end
+	if latch then
+		end_hold(latch, tail, cur[3], ms)
+	elseif cur[3] and tonumber(cur[3]) > 0 then
+		redis.call('set', tail, cur[3], 'px', ms)
+	end
+end
