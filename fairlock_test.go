@@ -307,7 +307,7 @@ func TestFairLockChildProcess(t *testing.T) {
 	}
 	addr, name, _ := strings.Cut(spec, "|")
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	c := relock.New(rdb, relock.WithWaiterTimeout(300*time.Millisecond))
+	c := relock.New(rdb) // the default waiter timeout, 10 s: eviction would take that long
 	_, err := c.FairLock(name).Lock(context.Background())
 	t.Fatalf("the child must block until killed, got %v", err)
 }
@@ -318,8 +318,7 @@ func TestFairLockChildProcess(t *testing.T) {
 // which a grant to the dead waiter would cost).
 func TestFairLockKilledWaiterIsSkipped(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
-		const timeout = 300 * time.Millisecond
-		c := b.newClient(t, relock.WithWaiterTimeout(timeout))
+		c := b.newClient(t)
 		bg := context.Background()
 		name := "fair:crash"
 		l := c.FairLock(name)

@@ -11,32 +11,6 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// A waiting writer whose grant reaches it long after its last attempt
-// claims it with an attempt under its waiter id: a replay of the grant,
-// which gives the write hold its lease from now.
-func TestRWClaimingAGrantRenewsItsLease(t *testing.T) {
-	srv := redistest.Start(t)
-	c := New(srv.Client())
-	t.Cleanup(func() { _ = c.Close() })
-	w := c.RWLock("claim").WriteLock().m
-	ctx := context.Background()
-	req := acquireReq{owner: c.id + ":w", op: c.newOp(), lease: 300 * time.Millisecond, waiter: true}
-	a, err := w.acquire(ctx, req) // stands for the hand-over's grant
-	require.NoError(t, err)
-	require.Equal(t, acquired, a.outcome)
-
-	req.lease = 30 * time.Second
-	a, err = w.acquire(ctx, req) // the claim: same op, later
-	require.NoError(t, err)
-	require.Equal(t, acquired, a.outcome, "the claim is a replay of the grant")
-	pttl, err := srv.Client().PTTL(ctx, w.l.keys.hash).Result()
-	require.NoError(t, err)
-	assert.Greater(t, pttl, 29*time.Second, "the claim gave the hold its lease from now")
-	dl, err := srv.Client().HGet(ctx, w.l.keys.hash, "wd:"+req.owner).Int64()
-	require.NoError(t, err)
-	assert.Greater(t, dl, time.Now().Add(29*time.Second).UnixMilli(), "the holder's own deadline too")
-}
-
 // A writer that gives up after a release handed it the write hold (the
 // grant crossed its decision to leave) releases that hold in its abandon,
 // handing the lock on: here to the next queued writer.
