@@ -128,18 +128,20 @@ func WithShardedPubSub(on bool) Option {
 	}
 }
 
-// DefaultWaiterTimeout is how long a waiter registered in Redis (a FairLock's
-// queue, an RWLock's waiting writers) stays there without renewing its place.
+// DefaultWaiterTimeout is how long what a waiter keeps in Redis (a
+// FairLock's queue, an RWLock writer's claim) lives without being renewed.
 const DefaultWaiterTimeout = 10 * time.Second
 
-// WithWaiterTimeout sets how long a waiter that registers itself in Redis — a
-// place in a FairLock's queue, or an RWLock writer's claim that makes new
-// readers queue behind it — is kept without being renewed (default 10 s).
-// A live waiter renews its place every third of this, one round trip each
-// time, so it never lapses unless the process stalls that long; a crashed
-// waiter is evicted when it runs out, so it can hold up the others behind it
-// for at most this long. A waiter that stalled past it is not lost: it joins
-// again at the back of the queue on its next attempt.
+// WithWaiterTimeout sets how long what a waiter keeps in Redis lives without
+// being renewed (default 10 s): a FairLock's queue (renewed by the attempts
+// of any of its waiters), an RWLock writer's claim that makes new readers
+// queue behind it. A live waiter makes an attempt every third of this, one
+// round trip each time, so neither lapses unless every waiter stalls that
+// long. A waiter whose process died is skipped at once by the next
+// hand-over (its Client no longer listens); its RWLock claim keeps new
+// readers out for at most this long. A FairLock whose waiters all stalled
+// past it loses its queue; they queue again, in the order of their next
+// attempts.
 func WithWaiterTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("waiter timeout", d); err != nil {
