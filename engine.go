@@ -661,6 +661,18 @@ func (c *Client) releaseInBackground(s scheme, req releaseReq, until time.Time) 
 	}, until)
 }
 
+// leaveQueue runs call, a handing scheme's abandon script for a waiter that
+// gave up: it leaves the queue and releases a grant that crossed its leaving.
+// A failure is retried in the background: a grant nobody uses would block
+// the lock for a lease (and an RWLock writer's claim hold readers up for the
+// waiter timeout).
+func (c *Client) leaveQueue(ctx context.Context, call scriptCall) {
+	run := func(ctx context.Context) error { return call.run(ctx, c.rdb).Err() }
+	if err := run(ctx); err != nil && transient(err) {
+		c.retryInBackground(run, time.Now().Add(c.opts.watchdogLease))
+	}
+}
+
 // retryInBackground runs op until it succeeds, fails for good, the Client
 // closes or until has passed.
 func (c *Client) retryInBackground(op func(context.Context) error, until time.Time) {

@@ -166,18 +166,11 @@ func (s fairScheme) renewal(_, gen string, lease time.Duration) renewal {
 	return renewal{call: lockRenewCall(s.l.keys.hash, gen, lease)}
 }
 
-// abandon takes a waiter that gave up out of the queue, and releases the
-// lock if a hand-over made it the holder meanwhile, as Lock's does.
+// abandon takes a waiter that gave up out of the queue (see
+// Client.leaveQueue).
 func (s fairScheme) abandon(ctx context.Context, owner, waiter string) {
-	if waiter == "" {
-		return // it never queued
-	}
-	l := s.l
-	run := func(ctx context.Context) error {
-		return fairAbandonCall(l.c, l.keys, owner, waiter).run(ctx, l.c.rdb).Err()
-	}
-	if err := run(ctx); err != nil && transient(err) {
-		l.c.retryInBackground(run, time.Now().Add(l.c.opts.watchdogLease))
+	if waiter != "" { // else it never queued
+		s.l.c.leaveQueue(ctx, fairAbandonCall(s.l.c, s.l.keys, owner, waiter))
 	}
 }
 

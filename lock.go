@@ -174,19 +174,11 @@ func (s lockScheme) renewal(_, gen string, lease time.Duration) renewal {
 	return renewal{call: lockRenewCall(s.l.keys.hash, gen, lease)}
 }
 
-// abandon takes a waiter that gave up out of the lock's queue, and releases
-// the lock if a hand-over made it the holder meanwhile. A failure is retried
-// in the background: a grant nobody uses would block the lock for a lease.
+// abandon takes a waiter that gave up out of the lock's queue (see
+// Client.leaveQueue).
 func (s lockScheme) abandon(ctx context.Context, owner, waiter string) {
-	if waiter == "" {
-		return // it never queued
-	}
-	l := s.l
-	run := func(ctx context.Context) error {
-		return lockAbandonCall(l.c, l.keys, owner, waiter).run(ctx, l.c.rdb).Err()
-	}
-	if err := run(ctx); err != nil && transient(err) {
-		l.c.retryInBackground(run, time.Now().Add(l.c.opts.watchdogLease))
+	if waiter != "" { // else it never queued
+		s.l.c.leaveQueue(ctx, lockAbandonCall(s.l.c, s.l.keys, owner, waiter))
 	}
 }
 

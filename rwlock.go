@@ -346,20 +346,11 @@ func (w rwWriter) lock(ctx context.Context) (context.Context, error) {
 
 func (w rwWriter) unlock(ctx context.Context) error { return w.l.unlock(ctx, w) }
 
-// abandon takes a writer that gave up out of the queue, and releases the
-// write hold if a hand-over made it the holder meanwhile. A failure is
-// retried in the background: a grant nobody uses would block the lock for a
-// lease, and a claim left behind holds readers up for the waiter timeout.
+// abandon takes a writer that gave up out of the queue (see
+// Client.leaveQueue).
 func (w rwWriter) abandon(ctx context.Context, owner, waiter string) {
-	if waiter == "" {
-		return // it never queued
-	}
-	l := w.l
-	run := func(ctx context.Context) error {
-		return rwAbandonCall(l.c, l.keys, owner, waiter).run(ctx, l.c.rdb).Err()
-	}
-	if err := run(ctx); err != nil && transient(err) {
-		l.c.retryInBackground(run, time.Now().Add(l.c.opts.watchdogLease))
+	if waiter != "" { // else it never queued
+		w.l.c.leaveQueue(ctx, rwAbandonCall(w.l.c, w.l.keys, owner, waiter))
 	}
 }
 
