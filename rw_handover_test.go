@@ -1,9 +1,7 @@
 package relock_test
 
 import (
-	"bufio"
 	"context"
-	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -104,18 +102,7 @@ func TestRWHandOverWritersInOrderAcrossClients(t *testing.T) {
 // is killed.
 func startWriterProcess(t *testing.T, bin string, srv *redistest.Server, name string) (*exec.Cmd, <-chan struct{}) {
 	t.Helper()
-	cmd := exec.Command(bin, "-addr", srv.Addr(), "-name", name, "-kind", "write")
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
-	go func() { _, _ = bufio.NewReader(stdout).ReadString('\n') }()
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	cmd, _, exited := startHolderProcess(t, bin, "-addr", srv.Addr(), "-name", name, "-kind", "write")
 	return cmd, exited
 }
 
