@@ -80,7 +80,9 @@
 // granted listening or not, and a dead one's grant lasts its lease.
 // FairLock is the same mechanism with its queue in a key of its own
 // (<hash>:q), which outlives a hold whose lease runs out, so that an attempt
-// finding the lock free hands it to the first in line, never to a newcomer.
+// finding the lock free hands it to the first in line, never to a newcomer;
+// its hash's ~q only marks that the queue key holds waiters, so that an
+// uncontended release does not read it.
 // A waiter queues only once its Client listens on the channel (the attempt
 // after the subscription's confirmation): a hand-over skips a Client that
 // does not, and must not skip a live waiter still subscribing.

@@ -176,6 +176,54 @@ func TestHandOverCommandsPerAcquisitionAcrossClients(t *testing.T) {
 	}
 }
 
+// An uncontended Lock+Unlock costs Redis a fixed number of commands, the
+// two script calls included, and publishes nothing: nobody waits. Lock: the
+// acquire's HMGET, TIME, GET of the tail, HSET, PEXPIRE; the release's
+// HMGET, latch SET, tail SET, DEL. A FairLock adds only the acquire's GET of
+// its queue key (its release reads the queue only when the hold is marked
+// as having waiters, see fair_common.lua).
+func TestUncontendedCommandsPerCycle(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, k := range []struct {
+		kind lockKind
+		want int64
+	}{
+		{exclusiveKinds[0], 11},
+		{exclusiveKinds[1], 12},
+		{exclusiveKinds[2], 14},
+	} {
+		t.Run(k.kind.name, func(t *testing.T) {
+			c := relock.New(srv.Client())
+			t.Cleanup(func() { _ = c.Close() })
+			l := k.kind.open(c, "alone-"+k.kind.name)
+			cycle := func() {
+				ctx, err := l.Lock(context.Background())
+				require.NoError(t, err)
+				require.NoError(t, l.Unlock(ctx))
+			}
+			cycle() // loads the scripts: NOSCRIPT replies do not count
+			const cycles = 20
+			before, err := redistest.CommandCalls(context.Background(), srv.Client())
+			require.NoError(t, err)
+			for range cycles {
+				cycle()
+			}
+			after, err := redistest.CommandCalls(context.Background(), srv.Client())
+			require.NoError(t, err)
+			var total int64
+			diff := map[string]int64{}
+			for name, n := range after {
+				if name != "info" && name != "hello" && n != before[name] { // the counting connection's own
+					total += n - before[name]
+					diff[name] = n - before[name]
+				}
+			}
+			assert.Equal(t, k.want*cycles, total, "commands run by Redis in %d cycles: %v", cycles, diff)
+			assert.Equal(t, before["publish"], after["publish"], "a release with nobody waiting published")
+		})
+	}
+}
+
 // commandsPerContendedAcquisition has procs Clients take the lock of kind 30
 // times each, with a 200 µs critical section, and returns the commands
 // Redis ran per acquisition.

@@ -1,6 +1,8 @@
 -- fair_acquire: take or re-enter a fair lock, or queue up for it.
 --
--- KEYS[1]  lock hash: as lock_acquire's (owner -> count, ~g, ~o, ~t, ~l, ~m)
+-- KEYS[1]  lock hash: as lock_acquire's (owner -> count, ~g, ~o, ~t, ~l,
+--          ~m), but ~q only marks that the queue holds waiters (see
+--          fair_common)
 -- KEYS[2]  queue: the waiters, oldest first (see fair_common)
 -- KEYS[3]  tail: the last released hold's token
 -- ARGV[1]  owner
@@ -30,7 +32,7 @@ if gen ~= '' then
 	-- Re-entry never waits in the queue: the owner holds the lock already.
 	return reenter_hold(hash, owner, op, gen, ARGV[4])
 end
-local cur = redis.call('hmget', hash, owner, '~o', '~t', '~g')
+local cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
 if cur[2] == op then
 	-- A replay, or the claim of a grant that reached the waiter late: the
 	-- lease counts from now (see lock_acquire).
@@ -43,6 +45,9 @@ local q = redis.call('get', KEYS[2])
 if cur[4] and not cur[1] then
 	if ARGV[6] == '1' then
 		fair_enqueue(KEYS[2], q, op, ARGV[4], ARGV[5], owner, tonumber(ARGV[7]))
+		if not cur[5] then
+			redis.call('hset', hash, '~q', '1')
+		end
 	end
 	return {0, redis.call('pttl', hash)}
 end
@@ -62,5 +67,8 @@ if not cur[1] and q then
 end
 -- Free with nobody in line, or a leftover of the owner's own (a hold its
 -- Client ended already, or one resumed with WithOwner): taken over.
-fair_dequeue(KEYS[2], q, op)
-return {1, grant_new(hash, KEYS[3], owner, op, ARGV[4], ARGV[5], cur[3]), 1}
+local token = grant_new(hash, KEYS[3], owner, op, ARGV[4], ARGV[5], cur[3])
+if fair_dequeue(KEYS[2], q, op) ~= '' then
+	redis.call('hset', hash, '~q', '1')
+end
+return {1, token, 1}

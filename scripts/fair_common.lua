@@ -10,6 +10,14 @@
 -- least every third of its timeout), so it goes by itself once every waiter
 -- has died. A dead waiter's entry is skipped by the hand-over (its Client no
 -- longer listens), wherever it stands.
+--
+-- The hash's ~q is not the queue (as in a Lock's) but a mark, '1', that the
+-- queue key may hold waiters: set by the first waiter that queues behind a
+-- hold, and by a hand-over that leaves others queued. A release whose hold
+-- has no mark frees the lock without reading the queue key, so an
+-- uncontended FairLock costs one command less. Every path that queues a
+-- waiter behind a live hold sets it; a queue left behind a hold that ran
+-- out (no hash, no mark) is read by the next acquire, which always reads it.
 
 -- fair_enqueue queues waiter w at the end of qkey (q: its value), or only
 -- renews the key's lifetime when w is queued already: a waiter keeps its
@@ -27,10 +35,12 @@ local function fair_enqueue(qkey, q, w, lease, fencing, owner, timeout)
 	return q
 end
 
--- fair_dequeue takes waiter w out of qkey (q: its value), if it is there.
+-- fair_dequeue takes waiter w out of qkey (q: its value), if it is there,
+-- and returns the rest of the queue.
 local function fair_dequeue(qkey, q, w)
 	local rest = q_without(q, w)
 	if rest ~= (q or '') then
 		store_queue(qkey, rest)
 	end
+	return rest
 end

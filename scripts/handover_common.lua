@@ -60,8 +60,9 @@ local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self)
 		if heard then
 			redis.call('del', hash)
 			local f = {owner, 1, '~g', w, '~o', w, '~t', fmt(token), '~l', lease}
-			if q ~= '' and not qkey then
-				f[#f + 1], f[#f + 2] = '~q', q
+			if q ~= '' then
+				-- A FairLock's hash marks that its queue key holds waiters.
+				f[#f + 1], f[#f + 2] = '~q', qkey and '1' or q
 			end
 			if m then
 				f[#f + 1], f[#f + 2] = '~m', m
@@ -82,16 +83,17 @@ end
 
 -- free_hold ends an exclusive hold whose fields are cur ({~g, ~o, ~t, ~q,
 -- ~m, ~l}, as release_hold returns them): it hands the lock over to a queued
--- waiter (the hash's ~q, or the string qkey when given), or deletes it,
+-- waiter (the hash's ~q, or the string qkey when given and ~q marks it as
+-- holding waiters, see fair_common), or deletes it,
 -- leaving the tail; either way the listeners a hold marked (~m) are told on
 -- channel ("handed": the lock stays held, by its new holder; "all": it is
 -- free) and latch (when given) marks the request as done.
 local function free_hold(hash, channel, latch, tail, cur, pub, ms, trust, qkey)
 	local q = cur[4]
-	if qkey then
+	if qkey and q then
 		q = redis.call('get', qkey)
 	end
-	if hand_over(hash, tail, q, cur[3], cur[5], cur[6], pub, trust, qkey) then
+	if q and hand_over(hash, tail, q, cur[3], cur[5], cur[6], pub, trust, qkey) then
 		if cur[5] then
 			redis.call(pub, channel, 'handed')
 		end
