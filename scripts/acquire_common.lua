@@ -7,10 +7,16 @@
 -- after losing the reply) is recognised by its op id, never by arithmetic
 -- on counts, which a local lease end or a late reply can make ambiguous.
 
--- now_us is the server's clock in microseconds.
+-- now_us is the server's clock in microseconds, read once per call of the
+-- script: a script runs at one instant for everything it decides (and an
+-- RWLock's deadlines and its token share one TIME).
+local clock_us
 local function now_us()
-	local t = redis.call('time')
-	return tonumber(t[1]) * 1000000 + tonumber(t[2])
+	if not clock_us then
+		local t = redis.call('time')
+		clock_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+	end
+	return clock_us
 end
 
 -- next_token returns a fencing token above every token this lock name has

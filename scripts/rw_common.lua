@@ -29,9 +29,9 @@
 -- the write hold to the first live writer whose Client still listens (see
 -- hand_over_write). Owners never contain NUL (WithOwner refuses it).
 
+-- now_ms is the server's clock in milliseconds (see now_us).
 local function now_ms()
-	local t = redis.call('time')
-	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+	return math.floor(now_us() / 1000)
 end
 
 -- fields returns the count, deadline, generation and last-op fields of
@@ -301,10 +301,17 @@ end
 -- token for the latch's time, env.ms) and waiting readers are told. A lock
 -- still held lives exactly as long as its latest holder, and waiting readers
 -- are told once no writer holds or waits any more. It publishes only to
--- someone who waits. Returns true when the lock ended up free.
-local function after_release(hash, st, now, env)
+-- someone who waits. gone, when given, are fields of an ended hold that st
+-- has forgotten already and Redis not yet: they are deleted here, with the
+-- hash when the lock ends free, so that an uncontended release does not
+-- delete them first. Returns true when the lock ended up free.
+local function after_release(hash, st, now, env, gone)
 	local q = q_live(st.f['~q'], now)
-	if st.readers == 0 and st.writer == nil then
+	local free = st.readers == 0 and st.writer == nil
+	if gone and (not free or q ~= '') then
+		redis.call('hdel', hash, unpack(gone))
+	end
+	if free then
 		if q ~= '' then
 			local _, lease = hand_over_write(hash, st, now, q, env, '')
 			if lease then

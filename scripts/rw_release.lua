@@ -43,7 +43,7 @@ if ARGV[5] ~= '1' then
 	redis.call('hset', hash, of, op)
 	return 0
 end
-drop(hash, st, kind, owner)
-after_release(hash, st, now, env)
+forget(st, kind, owner)
+after_release(hash, st, now, env, {cf, df, gf, of})
 redis.call('set', KEYS[3], '1', 'px', ARGV[7])
 return 1
