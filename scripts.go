@@ -178,9 +178,17 @@ func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
 		[]any{c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-// The RWLock scripts carry acquire_common (tokens) and release_common
-// (latches) before rw_common, whose hand-over uses them.
-var rwReadAcquireScript = newScript("acquire_common", "release_common", "rw_common", "rw_read_acquire")
+// newRWScript makes an RWLock script: every one carries acquire_common
+// (tokens), release_common (latches), queue_common (the queue's entries)
+// and handover_common (the walk of the queue for a Client that listens)
+// before rw_common, whose hand-over of the write hold uses them, then names.
+// rw_renew and rw_state never hand over, but carry them all the same, so
+// that every name in rw_common resolves.
+func newRWScript(names ...string) *redis.Script {
+	return newScript(append([]string{"acquire_common", "release_common", "queue_common", "handover_common", "rw_common"}, names...)...)
+}
+
+var rwReadAcquireScript = newRWScript("rw_read_acquire")
 
 // rwReadAcquireCall takes or re-enters a read hold.
 func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
@@ -188,7 +196,7 @@ func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
 		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.publishCommand(), c.blindHandOverArg()}}
 }
 
-var rwWriteAcquireScript = newScript("acquire_common", "release_common", "rw_common", "rw_write_acquire")
+var rwWriteAcquireScript = newRWScript("rw_write_acquire")
 
 // rwWriteAcquireCall takes or re-enters the write hold, or queues the
 // writer (r.waiter) for a hand-over.
@@ -198,7 +206,7 @@ func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
 			boolArg(r.waiter), c.publishCommand(), c.blindHandOverArg()}}
 }
 
-var rwReleaseScript = newScript("acquire_common", "release_common", "rw_common", "rw_release")
+var rwReleaseScript = newRWScript("rw_release")
 
 // rwReleaseCall releases one hold of the given kind ("r" or "w"); the
 // release that frees the lock hands it over to the first queued writer.
@@ -207,7 +215,7 @@ func rwReleaseCall(c *Client, k rwKeys, kind string, r releaseReq) scriptCall {
 		[]any{r.owner, r.op, r.gen, kind, boolArg(r.final), c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwRenewScript = newScript("acquire_common", "rw_common", "renew_common", "rw_renew")
+var rwRenewScript = newRWScript("renew_common", "rw_renew")
 
 // rwRenewCall renews (lease 0: checks) generation gen of owner's hold of the
 // given kind: one item of a batch, as lockRenewCall.
@@ -216,7 +224,7 @@ func rwRenewCall(hash, kind, owner, gen string, lease time.Duration) scriptCall 
 		[]any{kind + "g:" + owner, kind + "d:" + owner, gen, lease.Milliseconds()}}
 }
 
-var rwAbandonScript = newScript("acquire_common", "release_common", "rw_common", "rw_abandon")
+var rwAbandonScript = newRWScript("rw_abandon")
 
 // rwAbandonCall takes waiter (the op id its attempts sent) out of the
 // writers' queue, releasing a write hold handed to it.
@@ -225,7 +233,7 @@ func rwAbandonCall(c *Client, k rwKeys, owner, waiter string) scriptCall {
 		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwForceReleaseScript = newScript("acquire_common", "release_common", "rw_common", "rw_force_release")
+var rwForceReleaseScript = newRWScript("rw_force_release")
 
 // rwForceReleaseCall removes every hold of the given kind, whoever has it,
 // handing a lock that ends up free to the first queued writer: 1 removed, 0
@@ -235,7 +243,7 @@ func rwForceReleaseCall(c *Client, k rwKeys, kind string) scriptCall {
 		[]any{kind, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwStateScript = newScript("acquire_common", "rw_common", "rw_state")
+var rwStateScript = newRWScript("rw_state")
 
 // rwStateCall reads {readers, writer, owner's reads, owner's writes} (owner
 // "" for none).
