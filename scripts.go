@@ -40,8 +40,8 @@ var scriptFiles embed.FS
 
 // newScript makes one script of the files scripts/<name>.lua, in order: the
 // preludes a script uses (acquire_common, release_common, queue_common,
-// handover_common, fair_common, rw_common, renew_common; never run on their
-// own), then the script itself.
+// listener_common, handover_common, fair_common, rw_common, renew_common;
+// never run on their own), then the script itself.
 func newScript(names ...string) *redis.Script {
 	var src strings.Builder
 	for _, name := range names {
@@ -55,15 +55,16 @@ func newScript(names ...string) *redis.Script {
 }
 
 // The Lock scripts that queue (see queue_common.lua) carry its helpers; those
-// that free a hold also carry handover_common's, which use acquire_common's
-// token and release_common's latch. A script carries only the helpers it
+// that free a hold also carry handover_common's (and listener_common's walk
+// of the queue, which it uses), which use acquire_common's token and
+// release_common's latch. A script carries only the helpers it
 // may call: Redis creates every one of them again at each call.
 var (
 	lockAcquireScript = newScript("acquire_common", "queue_common", "lock_acquire")
-	lockReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "lock_release")
-	lockAbandonScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "lock_abandon")
-	fairAcquireScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "fair_common", "fair_acquire")
-	fairReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "fair_common", "fair_release")
+	lockReleaseScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "lock_release")
+	lockAbandonScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "lock_abandon")
+	fairAcquireScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "fair_common", "fair_acquire")
+	fairReleaseScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "fair_common", "fair_release")
 )
 
 // lockAcquireCall takes or re-enters the Lock whose keys are k for owner
@@ -104,7 +105,7 @@ func lockAbandonCall(c *Client, k lockKeys, owner, waiter string) scriptCall {
 		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var lockForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "lock_force_release")
+var lockForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "lock_force_release")
 
 // lockForceReleaseCall frees the Lock whose keys are k, whoever holds it,
 // handing it over to its first queued waiter: 1 freed, 0 not held.
@@ -138,7 +139,7 @@ func multiAcquireCall(c *Client, ks []lockKeys, held []string, owner, op string,
 	return scriptCall{multiAcquireScript, keys, args}
 }
 
-var multiReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "multi_release")
+var multiReleaseScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "multi_release")
 
 // multiReleaseCall releases one hold of owner's on each of the Locks ks of
 // one Client (and slot): generation gens[i], the last one when final[i].
@@ -160,7 +161,7 @@ func redFenceCall(hash, gen string, token int64) scriptCall {
 	return scriptCall{redFenceScript, []string{hash}, []any{gen, token}}
 }
 
-var fairAbandonScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "fair_common", "fair_abandon")
+var fairAbandonScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "fair_common", "fair_abandon")
 
 // fairAbandonCall takes waiter (the op id its attempts sent) out of the
 // FairLock's queue, releasing a grant handed to it.
@@ -169,7 +170,7 @@ func fairAbandonCall(c *Client, k fairKeys, owner, waiter string) scriptCall {
 		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var fairForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "handover_common", "fair_common", "fair_force_release")
+var fairForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "fair_common", "fair_force_release")
 
 // fairForceReleaseCall frees the FairLock whoever holds it and wakes the next
 // waiter: 1 freed, 0 not held.
@@ -178,9 +179,17 @@ func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
 		[]any{c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-// The RWLock scripts carry acquire_common (tokens) and release_common
-// (latches) before rw_common, whose hand-over uses them.
-var rwReadAcquireScript = newScript("acquire_common", "release_common", "rw_common", "rw_read_acquire")
+// newRWScript makes an RWLock script: every one carries acquire_common
+// (tokens), release_common (latches), queue_common (the queue's entries)
+// and listener_common (the walk of the queue for a Client that listens)
+// before rw_common, whose hand-over of the write hold uses them, then names.
+// rw_renew and rw_state never hand over, but carry them all the same, so
+// that every name in rw_common resolves.
+func newRWScript(names ...string) *redis.Script {
+	return newScript(append([]string{"acquire_common", "release_common", "queue_common", "listener_common", "rw_common"}, names...)...)
+}
+
+var rwReadAcquireScript = newRWScript("rw_read_acquire")
 
 // rwReadAcquireCall takes or re-enters a read hold.
 func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
@@ -188,7 +197,7 @@ func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
 		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.publishCommand(), c.blindHandOverArg()}}
 }
 
-var rwWriteAcquireScript = newScript("acquire_common", "release_common", "rw_common", "rw_write_acquire")
+var rwWriteAcquireScript = newRWScript("rw_write_acquire")
 
 // rwWriteAcquireCall takes or re-enters the write hold, or queues the
 // writer (r.waiter) for a hand-over.
@@ -198,7 +207,7 @@ func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
 			boolArg(r.waiter), c.publishCommand(), c.blindHandOverArg()}}
 }
 
-var rwReleaseScript = newScript("acquire_common", "release_common", "rw_common", "rw_release")
+var rwReleaseScript = newRWScript("rw_release")
 
 // rwReleaseCall releases one hold of the given kind ("r" or "w"); the
 // release that frees the lock hands it over to the first queued writer.
@@ -207,7 +216,7 @@ func rwReleaseCall(c *Client, k rwKeys, kind string, r releaseReq) scriptCall {
 		[]any{r.owner, r.op, r.gen, kind, boolArg(r.final), c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwRenewScript = newScript("acquire_common", "rw_common", "renew_common", "rw_renew")
+var rwRenewScript = newRWScript("renew_common", "rw_renew")
 
 // rwRenewCall renews (lease 0: checks) generation gen of owner's hold of the
 // given kind: one item of a batch, as lockRenewCall.
@@ -216,7 +225,7 @@ func rwRenewCall(hash, kind, owner, gen string, lease time.Duration) scriptCall 
 		[]any{kind + "g:" + owner, kind + "d:" + owner, gen, lease.Milliseconds()}}
 }
 
-var rwAbandonScript = newScript("acquire_common", "release_common", "rw_common", "rw_abandon")
+var rwAbandonScript = newRWScript("rw_abandon")
 
 // rwAbandonCall takes waiter (the op id its attempts sent) out of the
 // writers' queue, releasing a write hold handed to it.
@@ -225,7 +234,7 @@ func rwAbandonCall(c *Client, k rwKeys, owner, waiter string) scriptCall {
 		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwForceReleaseScript = newScript("acquire_common", "release_common", "rw_common", "rw_force_release")
+var rwForceReleaseScript = newRWScript("rw_force_release")
 
 // rwForceReleaseCall removes every hold of the given kind, whoever has it,
 // handing a lock that ends up free to the first queued writer: 1 removed, 0
@@ -235,7 +244,7 @@ func rwForceReleaseCall(c *Client, k rwKeys, kind string) scriptCall {
 		[]any{kind, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwStateScript = newScript("acquire_common", "rw_common", "rw_state")
+var rwStateScript = newRWScript("rw_state")
 
 // rwStateCall reads {readers, writer, owner's reads, owner's writes} (owner
 // "" for none).

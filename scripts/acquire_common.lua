@@ -7,16 +7,10 @@
 -- after losing the reply) is recognised by its op id, never by arithmetic
 -- on counts, which a local lease end or a late reply can make ambiguous.
 
--- now_us is the server's clock in microseconds, read once per call of the
--- script: a script runs at one instant for everything it decides (and an
--- RWLock's deadlines and its token share one TIME).
-local clock_us
+-- now_us is the server's clock in microseconds.
 local function now_us()
-	if not clock_us then
-		local t = redis.call('time')
-		clock_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-	end
-	return clock_us
+	local t = redis.call('time')
+	return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
 -- next_token returns a fencing token above every token this lock name has
@@ -25,9 +19,10 @@ end
 -- that tokens keep increasing when Redis forgets (a restart without
 -- persistence, a failover to a replica that missed writes, eviction) as long
 -- as the server clocks do not step back by more than the time that took.
-local function next_token(tail, last)
+-- now, when given, is the clock read already by the script (now_us).
+local function next_token(tail, last, now)
 	local prev = math.max(tonumber(last or 0), tonumber(redis.call('get', tail) or 0))
-	local now = now_us()
+	now = now or now_us()
 	if now > prev then
 		return now
 	end

@@ -5,6 +5,8 @@
 -- FairLock's acquire may find the lock free with others queued, and hand it
 -- to the first of them). Lock's acquire does without it: it never frees a
 -- hold, and every helper a script carries is created again at each call.
+-- The walk of the queue is listener_common's, shared with RWLock's
+-- writers.
 
 -- store_queue writes q, the queue left after a hand-over, where it lives:
 -- the hash's ~q (qkey nil: Lock, written with the new hold) or qkey, a
@@ -22,60 +24,49 @@ local function store_queue(qkey, q)
 end
 
 -- hand_over gives the lock in hash, being freed, to the first queued waiter
--- whose Client still listens, in the same call: it publishes the grant
--- ("<waiter id> <token>") on that Client's channel for this lock,
--- <hash>:w:<client uuid>, and writes the hold — count 1, generation = the
--- waiter id, token = last + 1 (or a new one when the last hold had none),
--- the waiter's lease — keeping ~m and the rest of the queue (see
--- store_queue). When that lease is shorter than the one of the hold it
--- follows (l), the next waiter is woken ("<waiter id>") to try once: it
--- slept on the longer lease, and would oversleep the new hold's end if its
--- holder never releases. PUBLISH counts its receivers: a Client that
--- crashed, closed or stopped waiting on this lock is not subscribed, so its
--- waiters are skipped, never granted (unless trust is '1': classic pub/sub
--- on a Cluster, whose count covers one node only). A waiter whose id is
--- self (the caller of an acquire that found the lock free) is granted
+-- whose Client still listens, in the same call (see first_listener), and
+-- writes the hold — count 1, generation = the waiter id, token = last + 1
+-- (or a new one when the last hold had none), the waiter's lease — keeping
+-- ~m and the rest of the queue (see store_queue). When that lease is
+-- shorter than the one of the hold it follows (l), the next waiter is woken
+-- ("<waiter id>") to try once: it slept on the longer lease, and would
+-- oversleep the new hold's end if its holder never releases. A waiter whose
+-- id is self (the caller of an acquire that found the lock free) is granted
 -- without a message. It returns true, the token and the waiter's id when
 -- the lock was handed over, false when nobody was left to take it.
 local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self)
-	while q and q ~= '' do
-		local e, w, lease, fencing, owner = string.match(q, '^' .. Q_ENTRY)
-		if not e then
-			break
+	local function fence()
+		if tonumber(last or 0) > 0 then
+			return tonumber(last) + 1
 		end
-		q = string.sub(q, #e + 1)
-		local token = 0
+		return next_token(tail, 0)
+	end
+	local how, w, lease, fencing, owner, token
+	how, q, w, lease, fencing, owner, token = first_listener(hash, q, Q_ENTRY, fence, pub, trust, self)
+	if how == 'self' then
+		token = 0
 		if fencing == '1' then
-			if tonumber(last or 0) > 0 then
-				token = tonumber(last) + 1
-			else
-				token = next_token(tail, 0)
-			end
+			token = fence()
 		end
-		local client = string.match(w, '^(.*):')
-		local heard = w == self
-		if client and not heard then
-			heard = redis.call(pub, hash .. ':w:' .. client, w .. ' ' .. fmt(token)) > 0 or trust == '1'
+	end
+	if how then
+		redis.call('del', hash)
+		local f = {owner, 1, '~g', w, '~o', w, '~t', fmt(token), '~l', lease}
+		if q ~= '' then
+			-- A FairLock's hash marks that its queue key holds waiters.
+			f[#f + 1], f[#f + 2] = '~q', qkey and '1' or q
 		end
-		if heard then
-			redis.call('del', hash)
-			local f = {owner, 1, '~g', w, '~o', w, '~t', fmt(token), '~l', lease}
-			if q ~= '' then
-				-- A FairLock's hash marks that its queue key holds waiters.
-				f[#f + 1], f[#f + 2] = '~q', qkey and '1' or q
-			end
-			if m then
-				f[#f + 1], f[#f + 2] = '~m', m
-			end
-			redis.call('hset', hash, unpack(f))
-			redis.call('pexpire', hash, lease)
-			store_queue(qkey, q)
-			local nxt = string.match(q, '^([^%z]*)%z')
-			if nxt and tonumber(lease) < tonumber(l or 0) then
-				redis.call(pub, hash .. ':w:' .. (string.match(nxt, '^(.*):') or ''), nxt)
-			end
-			return true, token, w
+		if m then
+			f[#f + 1], f[#f + 2] = '~m', m
 		end
+		redis.call('hset', hash, unpack(f))
+		redis.call('pexpire', hash, lease)
+		store_queue(qkey, q)
+		local nxt = string.match(q, '^([^%z]*)%z')
+		if nxt and tonumber(lease) < tonumber(l or 0) then
+			redis.call(pub, hash .. ':w:' .. (string.match(nxt, '^(.*):') or ''), nxt)
+		end
+		return true, token, w
 	end
 	store_queue(qkey, '')
 	return false

@@ -1,6 +1,9 @@
 -- queue_common: the waiters of an exclusive lock (Lock, and a Lock that is a
 -- MultiLock part), prepended to the scripts that queue or hand over; those
--- that hand over (release) also get handover_common, which uses it.
+-- that hand over (release) also get listener_common and handover_common, which use it. The
+-- RWLock scripts carry it too, before rw_common: their writers' queue is
+-- read and written by the same helpers, given its own entry pattern (see
+-- q_pattern).
 --
 -- The queue lives in the lock hash itself (field ~q), so it costs no key,
 -- no TTL of its own and no command to read (the HMGET every script makes
@@ -19,7 +22,21 @@
 -- with the hash, so every listener is woken to re-check (and so to mark
 -- the next hold): one woken alone would leave the others unmarked.
 
-local Q_ENTRY = '(([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z)'
+-- q_pattern returns the Lua pattern of a queue entry of n NUL-terminated
+-- fields, the waiter id first: it captures the whole entry, then each
+-- field. Each kind of queue keeps the format it has on Redis, which the
+-- other versions of relock on the same lock parse: Q_ENTRY (four fields,
+-- above) for Lock and FairLock, five for RWLock's writers (see rw_common).
+local function q_pattern(n)
+	return '(' .. string.rep('([^%z]*)%z', n) .. ')'
+end
+
+local Q_ENTRY = q_pattern(4)
+
+-- q_entry returns the entry of the fields given (the waiter id first).
+local function q_entry(...)
+	return table.concat({...}, '\0') .. '\0'
+end
 
 local function q_has(q, w)
 	for _, id in string.gmatch(q or '', Q_ENTRY) do
@@ -30,15 +47,26 @@ local function q_has(q, w)
 	return false
 end
 
--- q_without returns q less the entry of waiter w.
-local function q_without(q, w)
+-- q_without returns q less the entry of waiter w; pat is the entry pattern
+-- (Q_ENTRY when nil).
+local function q_without(q, w, pat)
 	local out = {}
-	for e, id in string.gmatch(q or '', Q_ENTRY) do
+	for e, id in string.gmatch(q or '', pat or Q_ENTRY) do
 		if id ~= w then
 			out[#out + 1] = e
 		end
 	end
 	return table.concat(out)
+end
+
+-- write_hash_queue writes q as the queue in hash's field ~q, or deletes the
+-- field when q is empty.
+local function write_hash_queue(hash, q)
+	if q == '' then
+		redis.call('hdel', hash, '~q')
+	else
+		redis.call('hset', hash, '~q', q)
+	end
 end
 
 -- dequeue takes waiter w out of hash's queue q, if it is there.
@@ -50,18 +78,13 @@ local function dequeue(hash, q, w)
 	if rest == (q or '') then
 		return
 	end
-	q = rest
-	if q == '' then
-		redis.call('hdel', hash, '~q')
-	else
-		redis.call('hset', hash, '~q', q)
-	end
+	write_hash_queue(hash, rest)
 end
 
 -- enqueue adds waiter w at the end of hash's queue q, unless it is queued:
 -- a waiter keeps its place across its attempts.
 local function enqueue(hash, q, w, lease, fencing, owner)
 	if not q_has(q, w) then
-		redis.call('hset', hash, '~q', (q or '') .. w .. '\0' .. lease .. '\0' .. fencing .. '\0' .. owner .. '\0')
+		redis.call('hset', hash, '~q', (q or '') .. q_entry(w, lease, fencing, owner))
 	end
 end

@@ -27,7 +27,7 @@ if st.f[gf] == w and st.f[cf] then
 	handed = 1
 else
 	local q = st.f['~q'] or ''
-	local rest = q_without(q, w)
+	local rest = q_without(q, w, RW_ENTRY)
 	if rest == q then
 		return 0
 	end

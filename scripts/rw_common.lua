@@ -1,6 +1,7 @@
 -- rw_common: helpers prepended to every rw_* script; not run on its own.
--- The scripts that grant or hand over the write hold also carry
--- acquire_common (tokens) and release_common (latches), before this file.
+-- Before this file, every rw_* script carries acquire_common (tokens),
+-- release_common (latches), queue_common (the queue's entries) and
+-- listener_common (first_listener, the walk of hand_over_write).
 --
 -- An RWLock is one hash. Each holder has a count field and a deadline field
 -- (server milliseconds), so that every hold expires on its own lease, and
@@ -27,11 +28,18 @@
 -- writer pushes its deadline to now + the waiter timeout, so the claim of a
 -- writer that died lapses within that. The script that frees the lock hands
 -- the write hold to the first live writer whose Client still listens (see
--- hand_over_write). Owners never contain NUL (WithOwner refuses it).
+-- hand_over_write). Owners never contain NUL (WithOwner refuses it). The
+-- format stays five fields (RW_ENTRY), apart from the four of Lock's and
+-- FairLock's queues, whatever the helpers share: every version of relock
+-- on one lock parses the queues of the others.
 
--- now_ms is the server's clock in milliseconds (see now_us).
+-- now_ms is the server's clock in milliseconds; clock_us keeps the reading
+-- in µs, so that the script's token (next_token) and deadlines share one
+-- TIME.
+local clock_us
 local function now_ms()
-	return math.floor(now_us() / 1000)
+	clock_us = now_us()
+	return math.floor(clock_us / 1000)
 end
 
 -- fields returns the count, deadline, generation and last-op fields of
@@ -164,13 +172,13 @@ local function seen(hash, kind, owner, op, gen, lease, now, cur, token)
 	return {1, token, count}
 end
 
-local Q_ENTRY = '(([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z)'
+local RW_ENTRY = q_pattern(5)
 
 -- q_live returns queue q less the writers whose claim has lapsed, and the
 -- latest live claim deadline (0 for none).
 local function q_live(q, now)
 	local out, last = {}, 0
-	for e, _, _, _, _, dl in string.gmatch(q or '', Q_ENTRY) do
+	for e, _, _, _, _, dl in string.gmatch(q or '', RW_ENTRY) do
 		dl = tonumber(dl)
 		if dl > now then
 			out[#out + 1] = e
@@ -185,9 +193,9 @@ end
 -- q_put returns q with waiter w's claim renewed to deadline dl: in its place
 -- if it is queued, else at the end.
 local function q_put(q, w, lease, fencing, owner, dl)
-	local entry = w .. '\0' .. lease .. '\0' .. fencing .. '\0' .. owner .. '\0' .. dl .. '\0'
+	local entry = q_entry(w, lease, fencing, owner, dl)
 	local out, found = {}, false
-	for e, id in string.gmatch(q, Q_ENTRY) do
+	for e, id in string.gmatch(q, RW_ENTRY) do
 		if id == w then
 			e, found = entry, true
 		end
@@ -199,30 +207,14 @@ local function q_put(q, w, lease, fencing, owner, dl)
 	return table.concat(out)
 end
 
--- q_without returns q less waiter w's entry.
-local function q_without(q, w)
-	local out = {}
-	for e, id in string.gmatch(q, Q_ENTRY) do
-		if id ~= w then
-			out[#out + 1] = e
-		end
-	end
-	return table.concat(out)
-end
-
--- store_queue writes q as the hash's queue, if it differs from what the
--- hash has (st.f['~q']).
-local function store_queue(hash, st, q)
+-- update_queue writes q as the hash's queue (write_hash_queue) if it differs
+-- from st's copy of it (st.f['~q']), and keeps that copy.
+local function update_queue(hash, st, q)
 	if q == (st.f['~q'] or '') then
 		return
 	end
-	if q == '' then
-		redis.call('hdel', hash, '~q')
-		st.f['~q'] = nil
-	else
-		redis.call('hset', hash, '~q', q)
-		st.f['~q'] = q
-	end
+	write_hash_queue(hash, q)
+	st.f['~q'] = q ~= '' and q or nil
 end
 
 -- mark_readers records that a reader waits (see ~r).
@@ -244,54 +236,39 @@ end
 
 -- hand_over_write gives the write hold of the lock in hash, which nobody
 -- holds (state st), to the first writer of the live queue q whose Client
--- still listens, in the same call: it publishes the grant ("<waiter id>
--- <token>") on that Client's channel for the lock, <hash>:w:<client uuid>,
--- and writes the hold — count 1, generation and last op = the waiter id,
--- deadline now + the waiter's lease, token = a new one above ~t and the
--- tail (0 without fencing). PUBLISH counts its receivers: a Client that
--- crashed, closed or stopped waiting is not subscribed, so its writers are
--- skipped and leave the queue (unless env.trust is '1': classic pub/sub on a
--- Cluster, whose count covers one node only). The entry of waiter self (the
--- caller of an acquire, "" for none) is never published to: reaching it
--- stops the hand-over.
+-- still listens, in the same call (see first_listener; its token is a new
+-- one above ~t and the tail), and writes the hold — count 1, generation and
+-- last op = the waiter id, deadline now + the waiter's lease. Writers
+-- skipped leave the queue. The entry of waiter self (the caller of an
+-- acquire, "" for none) stops the hand-over.
 --
 -- It returns the rest of the queue (after the granted or reached entry) and
 -- the granted lease, or 'self' when the caller's own entry came first, or
 -- nil when nobody was handed the lock (the rest is then empty).
 local function hand_over_write(hash, st, now, q, env, self)
-	while q ~= '' do
-		local e, w, lease, fencing, owner = string.match(q, '^' .. Q_ENTRY)
-		if not e then
-			break
-		end
-		q = string.sub(q, #e + 1)
-		if w == self then
-			return q, 'self'
-		end
-		local token = 0
-		if fencing == '1' then
-			token = next_token(env.tail, st.f['~t'])
-		end
-		local client = string.match(w, '^(.*):')
-		if client then
-			local heard = redis.call(env.pub, hash .. ':w:' .. client, w .. ' ' .. fmt(token))
-			if heard > 0 or env.trust == '1' then
-				lease = tonumber(lease)
-				local extra = {'~t', fmt(token)}
-				if q ~= '' then
-					extra[3], extra[4] = '~q', q
-				end
-				grant(hash, st, 'w', owner, w, lease, now, extra)
-				st.f['~t'] = fmt(token)
-				if q == '' and st.f['~q'] then
-					redis.call('hdel', hash, '~q')
-				end
-				st.f['~q'] = q ~= '' and q or nil
-				return q, lease
-			end
-		end
+	local function fence()
+		return next_token(env.tail, st.f['~t'], clock_us)
 	end
-	return '', nil
+	local how, w, lease, _, owner, token
+	how, q, w, lease, _, owner, token = first_listener(hash, q, RW_ENTRY, fence, env.pub, env.trust, self)
+	if how == 'self' then
+		return q, 'self'
+	end
+	if not how then
+		return '', nil
+	end
+	lease = tonumber(lease)
+	local extra = {'~t', fmt(token)}
+	if q ~= '' then
+		extra[3], extra[4] = '~q', q
+	end
+	grant(hash, st, 'w', owner, w, lease, now, extra)
+	st.f['~t'] = fmt(token)
+	if q == '' and st.f['~q'] then
+		redis.call('hdel', hash, '~q')
+	end
+	st.f['~q'] = q ~= '' and q or nil
+	return q, lease
 end
 
 -- after_release settles the lock once holds may have ended (a release, an
@@ -326,7 +303,7 @@ local function after_release(hash, st, now, env, gone)
 		end
 		return true
 	end
-	store_queue(hash, st, q)
+	update_queue(hash, st, q)
 	redis.call('pexpire', hash, st.maxdl - now)
 	if st.writer == nil and q == '' then
 		wake_readers(hash, st, env)

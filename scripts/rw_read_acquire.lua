@@ -46,7 +46,7 @@ if st.writer ~= nil then
 end
 local q, last = q_live(st.f['~q'], now)
 if q ~= '' and st.readers > 0 then
-	store_queue(hash, st, q)
+	update_queue(hash, st, q)
 	mark_readers(hash, st)
 	return {0, math.min(st.maxdl, last) - now}
 end
@@ -58,7 +58,7 @@ if q ~= '' then
 	end
 	q = ''
 end
-store_queue(hash, st, q)
+update_queue(hash, st, q)
 -- Nothing holds readers back any more: those that wait may go in too.
 wake_readers(hash, st, env)
 grant(hash, st, 'r', owner, op, lease, now)

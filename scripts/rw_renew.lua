@@ -1,5 +1,6 @@
 -- rw_renew: the watchdog's batch renewal (or check) of read and write holds.
--- rw_common and renew_common are prepended.
+-- rw_common (with the helpers it uses, see scripts.go) and renew_common are
+-- prepended.
 --
 -- KEYS[i]      lock hash of item i (see rw_common)
 -- ARGV[4i-3]   generation field of item i ("rg:<owner>" or "wg:<owner>")

@@ -51,7 +51,7 @@ if free and st.writer == nil and q ~= '' then
 		q = rest
 	else
 		if ARGV[7] == '1' then
-			store_queue(hash, st, q_put(rest, op, ARGV[4], ARGV[5], owner, now + tonumber(ARGV[6])))
+			update_queue(hash, st, q_put(rest, op, ARGV[4], ARGV[5], owner, now + tonumber(ARGV[6])))
 		end
 		return {0, lease2}
 	end
@@ -59,10 +59,10 @@ end
 if free then
 	local token = 0
 	if ARGV[5] == '1' then
-		token = next_token(KEYS[2], st.f['~t'])
+		token = next_token(KEYS[2], st.f['~t'], clock_us)
 	end
 	local extra = {'~t', fmt(token)}
-	q = q_without(q, op)
+	q = q_without(q, op, RW_ENTRY)
 	if q ~= '' then
 		extra[3], extra[4] = '~q', q
 	elseif st.f['~q'] then
@@ -74,5 +74,5 @@ end
 if ARGV[7] == '1' then
 	q = q_put(q, op, ARGV[4], ARGV[5], owner, now + tonumber(ARGV[6]))
 end
-store_queue(hash, st, q)
+update_queue(hash, st, q)
 return {0, st.maxdl - now}

@@ -1,0 +1,43 @@
+-- listener_common: the walk of a queue of waiters (queue_common's entries)
+-- for the first whose Client listens, shared by every hand-over: Lock's and
+-- FairLock's (handover_common) and an RWLock's writers' (rw_common). It is
+-- prepended after queue_common, before either; on its own in a file so that
+-- an RWLock script does not carry Lock's hand-over, nor Lock's acquire this.
+
+-- first_listener walks queue q (entries of pattern pat: waiter id, lease,
+-- fencing flag, owner, then whatever else the format has) for the first
+-- waiter whose Client still listens, and publishes the grant ("<waiter id>
+-- <token>") on that Client's channel for the lock in hash, <hash>:w:<client
+-- uuid>; the token is fence() for a waiter with fencing ('1'), else 0,
+-- computed before the grant that carries it. PUBLISH counts its receivers:
+-- a Client that crashed, closed or stopped waiting on this lock is not
+-- subscribed, so its waiters are skipped, never granted (unless trust is
+-- '1': classic pub/sub on a Cluster, whose count covers one node only). The
+-- entry of waiter self (the caller of an acquire) is never published to:
+-- reaching it stops the walk, its token not computed.
+--
+-- It returns 'heard' or 'self' (which entry stopped the walk), the rest of
+-- the queue after that entry, and the entry's waiter id, lease, fencing
+-- flag, owner and (for 'heard') token; nil when nobody listened. It writes
+-- nothing but the PUBLISHes: the caller grants the hold.
+local function first_listener(hash, q, pat, fence, pub, trust, self)
+	while q and q ~= '' do
+		local e, w, lease, fencing, owner = string.match(q, '^' .. pat)
+		if not e then
+			break
+		end
+		q = string.sub(q, #e + 1)
+		if w == self then
+			return 'self', q, w, lease, fencing, owner
+		end
+		local token = 0
+		if fencing == '1' then
+			token = fence()
+		end
+		local client = string.match(w, '^(.*):')
+		if client and (redis.call(pub, hash .. ':w:' .. client, w .. ' ' .. fmt(token)) > 0 or trust == '1') then
+			return 'heard', q, w, lease, fencing, owner, token
+		end
+	end
+	return nil
+end
