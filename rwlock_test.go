@@ -339,6 +339,7 @@ func TestRWLockLastReadUnlockWakesWriterAndClaimsAreWithdrawn(t *testing.T) {
 		_, err = l.WriteLock().TryLock(bg, 20*time.Millisecond, 0)
 		require.ErrorIs(t, err, relock.ErrNotObtained)
 		assert.Zero(t, writersQueued(t, b.rdb, l), "the claim is withdrawn")
+		assert.False(t, b.rdb.HExists(bg, l.Key(), "~q").Val(), "no empty queue left in the hash")
 		r2, err := l.ReadLock().TryLock(bg, 0, 0)
 		require.NoError(t, err, "readers go on once no writer waits")
 		require.NoError(t, l.ReadLock().Unlock(r2))

@@ -31,8 +31,7 @@ else
 	if rest == q then
 		return 0
 	end
-	st.f['~q'] = rest
-	redis.call('hset', hash, '~q', rest)
+	update_queue(hash, st, rest)
 end
 after_release(hash, st, now, env)
 return handed
