@@ -266,7 +266,10 @@ func TestLostMessageDuringReconnectDoesNotStrandWaiters(t *testing.T) {
 	require.NoError(t, admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
 	require.NoError(t, holderClient.Lock("reconnect").Unlock(holder)) // published to nobody, most likely
 
-	deadline := time.After(2 * time.Second) // a hand-off, not the 30 s lease
+	// A hand-off after the reconnection, not the 30 s lease the waiters
+	// would otherwise sleep: 5 s leaves room for go-redis's reconnect on a
+	// loaded machine (2 s failed once under a full parallel test run).
+	deadline := time.After(5 * time.Second)
 	for range 2 {
 		select {
 		case err := <-got:
