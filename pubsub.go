@@ -147,11 +147,15 @@ type outCmd struct {
 }
 
 type chanState struct {
-	name        string
-	shard       *shard
-	refs        int        // joined waiters
-	queue       *list.List // of *waiter, the ones asleep, in wake-up order
-	pendingAt   time.Time  // a wake-up arrived then while no waiter was queued (zero: none)
+	name      string
+	shard     *shard
+	refs      int        // joined waiters
+	queue     *list.List // of *waiter, the ones asleep, in wake-up order
+	pendingAt time.Time  // a wake-up arrived then while no waiter was queued (zero: none)
+	// allAt is when the last broadcast arrived (wakeAll): it is news to
+	// every waiter whose attempt went out before it, so, unlike pendingAt,
+	// no waiter uses it up.
+	allAt       time.Time
 	confirmed   bool
 	confirmedAt time.Time
 	keep        bool // the presence channel: subscribed until Close
@@ -212,8 +216,7 @@ func (s *subscriber) join(ctx context.Context, channel, id string, since time.Ti
 	if id != "" {
 		s.joinHanding(st, w)
 	}
-	if st.pendingAt.After(since) || (st.confirmed && st.confirmedAt.After(since)) {
-		st.pendingAt = time.Time{}
+	if missed(st, since) {
 		s.wake(w)
 	}
 	return w, nil
@@ -306,10 +309,21 @@ func (w *waiter) rearm(tried time.Time) {
 	}
 	w.woken, w.granted = false, false
 	w.elem = w.st.queue.PushFront(w)
-	if w.st.pendingAt.After(tried) {
-		w.st.pendingAt = time.Time{}
+	if missed(w.st, tried) {
 		s.wake(w)
 	}
+}
+
+// missed reports whether a waiter whose last attempt went out at since has
+// missed a wake-up on st meanwhile: a broadcast, the subscription's
+// confirmation, or a wake-up that found nobody queued (which it takes, so
+// that it wakes one waiter only). s.mu is held.
+func missed(st *chanState, since time.Time) bool {
+	if st.pendingAt.After(since) {
+		st.pendingAt = time.Time{}
+		return true
+	}
+	return st.allAt.After(since) || (st.confirmed && st.confirmedAt.After(since))
 }
 
 // leave unregisters a waiter. One that was woken and did not get the lock
@@ -401,8 +415,9 @@ func (s *subscriber) wakeEveryone(st *chanState) {
 	for st.queue.Len() > 0 {
 		s.wake(st.queue.Front().Value.(*waiter))
 	}
-	// Waiters between two attempts are not queued; they see this on rearm.
-	st.pendingAt = time.Now()
+	// Waiters between two attempts are not queued; they see this on rearm,
+	// each of them.
+	st.allAt = time.Now()
 }
 
 // clusterSharded returns the Cluster client when channels are shard channels

@@ -78,6 +78,34 @@ func TestSubscriberWakeUps(t *testing.T) {
 		a.rearm(time.Now())
 		assert.False(t, signalled(a))
 	})
+	t.Run("a broadcast wakes every waiter that was between attempts", func(t *testing.T) {
+		// An RWLock's readers are all told at once ("all"); two of them
+		// whose attempts went out before it and who re-queue after it must
+		// both try again: one re-queuing must not use the broadcast up.
+		s.mu.Lock()
+		s.wake(a) // mid-attempt: popped and signalled
+		s.mu.Unlock()
+		require.True(t, signalled(a))
+		c2, err := s.join(ctx, ch, "", time.Now())
+		require.NoError(t, err)
+		s.mu.Lock()
+		s.wake(c2)
+		s.mu.Unlock()
+		require.True(t, signalled(c2))
+		tried := time.Now()
+		s.deliver(ch, wakeAll)
+		a.rearm(tried)
+		c2.rearm(tried)
+		assert.True(t, signalled(a), "a tried before the broadcast")
+		assert.True(t, signalled(c2), "c2 tried before the broadcast too: it must not sleep through it")
+		late, err := s.join(ctx, ch, "", tried)
+		require.NoError(t, err)
+		assert.True(t, signalled(late), "a waiter joining after the broadcast, its attempt sent before, re-checks too")
+		late.leave(false)
+		c2.leave(false)
+		a.rearm(time.Now())
+		assert.False(t, signalled(a), "a broadcast older than the attempt wakes nobody")
+	})
 	t.Run("the last waiter to leave unsubscribes", func(t *testing.T) {
 		a.leave(false)
 		assert.Equal(t, 0, s.channels())

@@ -313,11 +313,15 @@ func TestRWLockWriteUnlockWakesAllReaders(t *testing.T) {
 		require.Eventually(t, func() bool {
 			return b.rdb.PubSubNumSub(bg, "relock:{rw:wakeall}:rw:rch").Val()["relock:{rw:wakeall}:rw:rch"] == 1
 		}, 5*time.Second, time.Millisecond)
+		unlocked := time.Now()
 		require.NoError(t, l.WriteLock().Unlock(w))
 		var ctxs []context.Context
 		for range n {
 			ctxs = append(ctxs, <-got)
 		}
+		// Woken, not the fallback: a reader that misses the broadcast
+		// sleeps until the writer's lease (30 s) would have run out.
+		assert.Less(t, time.Since(unlocked), 5*time.Second, "a reader slept through the broadcast")
 		assert.Len(t, holders(t, b, l), n, "all readers hold at once")
 		for _, ctx := range ctxs {
 			require.NoError(t, l.ReadLock().Unlock(ctx))
