@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 )
@@ -47,19 +45,13 @@ func BenchmarkLockUnlock(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				ok, err := bk.rdb.SetNX(ctx, "floor", "token", 30*time.Second).Result()
-				if err != nil || !ok {
-					b.Fatal(ok, err)
-				}
-				if err := floorRelease.Run(ctx, bk.rdb, []string{"floor"}, "token").Err(); err != nil {
+				if err := relock.FloorCycle(ctx, bk.rdb); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
 }
-
-var floorRelease = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
 
 // BenchmarkReentrantLock is a re-entry and its Unlock under an outer hold.
 func BenchmarkReentrantLock(b *testing.B) {

@@ -23,7 +23,7 @@ local st = scan(hash, now, true)
 local cf, _, gf = fields('w', owner)
 local handed = 0
 if st.f[gf] == w and st.f[cf] then
-	drop(hash, st, 'w', owner)
+	drop(st, 'w', owner)
 	handed = 1
 else
 	local q = st.f['~q'] or ''

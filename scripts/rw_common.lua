@@ -73,9 +73,15 @@ local function forget(st, kind, owner)
 	recount(st)
 end
 
--- drop removes every field of owner's hold of kind, in Redis and in st.
-local function drop(hash, st, kind, owner)
-	redis.call('hdel', hash, fields(kind, owner))
+-- drop ends owner's hold of kind: st forgets it at once, and its fields
+-- join st.gone, which after_release deletes from Redis — or not, when it
+-- deletes the whole hash (an uncontended release deletes nothing twice).
+-- Every script that drops a hold settles with after_release.
+local function drop(st, kind, owner)
+	st.gone = st.gone or {}
+	for _, f in ipairs({fields(kind, owner)}) do
+		st.gone[#st.gone + 1] = f
+	end
 	forget(st, kind, owner)
 end
 
@@ -278,15 +284,14 @@ end
 -- token for the latch's time, env.ms) and waiting readers are told. A lock
 -- still held lives exactly as long as its latest holder, and waiting readers
 -- are told once no writer holds or waits any more. It publishes only to
--- someone who waits. gone, when given, are fields of an ended hold that st
--- has forgotten already and Redis not yet: they are deleted here, with the
--- hash when the lock ends free, so that an uncontended release does not
--- delete them first. Returns true when the lock ended up free.
-local function after_release(hash, st, now, env, gone)
+-- someone who waits. The fields of dropped holds (st.gone) go here, with
+-- the hash when the lock ends free. Returns true when the lock ended up
+-- free.
+local function after_release(hash, st, now, env)
 	local q = q_live(st.f['~q'], now)
 	local free = st.readers == 0 and st.writer == nil
-	if gone and (not free or q ~= '') then
-		redis.call('hdel', hash, unpack(gone))
+	if st.gone and (not free or q ~= '') then
+		redis.call('hdel', hash, unpack(st.gone))
 	end
 	if free then
 		if q ~= '' then

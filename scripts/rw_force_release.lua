@@ -25,7 +25,7 @@ if #owners == 0 then
 	return 0
 end
 for _, owner in ipairs(owners) do
-	drop(hash, st, ARGV[1], owner)
+	drop(st, ARGV[1], owner)
 end
 after_release(hash, st, now, env)
 return 1

@@ -29,7 +29,7 @@ local hash, owner, op, gen, kind = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local env = {rch = KEYS[2], tail = KEYS[4], pub = ARGV[6], ms = ARGV[7], trust = ARGV[8]}
 local now = now_ms()
 local st = scan(hash, now, true)
-local cf, df, gf, of = fields(kind, owner)
+local cf, _, gf, of = fields(kind, owner)
 if st.f[gf] ~= gen then
 	return release_replay(KEYS[3])
 end
@@ -43,7 +43,7 @@ if ARGV[5] ~= '1' then
 	redis.call('hset', hash, of, op)
 	return 0
 end
-forget(st, kind, owner)
-after_release(hash, st, now, env, {cf, df, gf, of})
+drop(st, kind, owner)
+after_release(hash, st, now, env)
 redis.call('set', KEYS[3], '1', 'px', ARGV[7])
 return 1
