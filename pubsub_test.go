@@ -260,7 +260,14 @@ func TestLostMessageDuringReconnectDoesNotStrandWaiters(t *testing.T) {
 			got <- err
 		}()
 	}
-	require.Eventually(t, func() bool { return pubsubConnections(t, b) == 1 }, 5*time.Second, time.Millisecond)
+	// Both waiters queued in Redis and asleep on their Client's channel,
+	// which is subscribed. (Counting pub/sub connections cannot tell: the
+	// holder's Client keeps one of its own from its first hold.)
+	channel := "relock:{reconnect}:w:" + c.ID()
+	require.Eventually(t, func() bool {
+		return c.QueuedWaiters(channel) == 2 && queueLen(t, b.srv, c.Lock("reconnect").Key()) == 2 &&
+			b.rdb.PubSubNumSub(ctx, channel).Val()[channel] == 1
+	}, 5*time.Second, time.Millisecond)
 
 	admin := b.newConn(t)
 	require.NoError(t, admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
@@ -268,7 +275,7 @@ func TestLostMessageDuringReconnectDoesNotStrandWaiters(t *testing.T) {
 
 	// A hand-off after the reconnection, not the 30 s lease the waiters
 	// would otherwise sleep: 5 s leaves room for go-redis's reconnect on a
-	// loaded machine (2 s failed once under a full parallel test run).
+	// loaded machine.
 	deadline := time.After(5 * time.Second)
 	for range 2 {
 		select {
