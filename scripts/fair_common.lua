@@ -30,7 +30,7 @@ local function fair_enqueue(qkey, q, w, lease, fencing, owner, timeout)
 		end
 		return q
 	end
-	q = (q or '') .. w .. '\0' .. lease .. '\0' .. fencing .. '\0' .. owner .. '\0'
+	q = (q or '') .. q_entry(w, lease, fencing, owner)
 	redis.call('set', qkey, q, 'px', math.max(ttl, timeout))
 	return q
 end
