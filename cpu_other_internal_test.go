@@ -1,7 +1,7 @@
 //go:build !unix
 
-package relock_test
+package relock
 
 import "time"
 
-func processCPU() (time.Duration, bool) { return 0, false }
+func ProcessCPU() (time.Duration, bool) { return 0, false }

@@ -1,14 +1,15 @@
 //go:build unix
 
-package relock_test
+package relock
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the CPU time (user + system) the test process has used.
-func processCPU() (time.Duration, bool) {
+// ProcessCPU returns the CPU time (user + system) the test process has used
+// (exported for the black-box benchmarks).
+func ProcessCPU() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false

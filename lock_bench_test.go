@@ -45,7 +45,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if err := relock.FloorCycle(ctx, bk.rdb); err != nil {
+				if err := relock.FloorCycle(ctx, bk.rdb, "floor"); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -100,7 +100,7 @@ func BenchmarkObserverPaired(b *testing.B) {
 			var blockCPU time.Duration
 			endBlock := func() {
 				wall[side] += time.Since(blockStart)
-				c, ok := processCPU()
+				c, ok := relock.ProcessCPU()
 				cpu[side] += c - blockCPU
 				cpuOK = cpuOK && ok
 			}
@@ -117,7 +117,7 @@ func BenchmarkObserverPaired(b *testing.B) {
 					if (i/(2*block))%2 == 1 {
 						side = 1 - side
 					}
-					blockCPU, _ = processCPU()
+					blockCPU, _ = relock.ProcessCPU()
 					blockStart = time.Now()
 				}
 				held, err := locks[side].Lock(ctx)
