@@ -123,7 +123,10 @@ func BenchmarkOwnKeysParts(b *testing.B) {
 			for i := range cycles {
 				rdb := srv.Client()
 				c := partsClient(rdb, variant)
-				b.Cleanup(func() { _ = c.Close(); _ = rdb.Close() })
+				// Closed when this run ends, not the sub-benchmark: RunParallel
+				// calls it again for each b.N it tries, and idle Clients of
+				// earlier runs would add their CPU to the later ones'.
+				defer func() { _ = c.Close(); _ = rdb.Close() }()
 				cycles[i] = partsCycle(c, rdb, variant, "own"+strconv.Itoa(i))
 				if err := cycles[i](ctx); err != nil {
 					b.Fatal(err)
