@@ -289,21 +289,9 @@ func checkUnlocks(pass *analysis.Pass, fn inspector.Cursor, calls []call) {
 		if c.kind != acquire || c.key == "" {
 			continue
 		}
-		var dst ast.Expr
-		switch p := c.cur.Parent().Node().(type) {
-		case *ast.ExprStmt, *ast.GoStmt, *ast.DeferStmt:
-			continue // discarded: check 1
-		case *ast.AssignStmt:
-			if len(p.Rhs) == 1 && len(p.Lhs) == 2 {
-				dst = p.Lhs[0]
-			}
-		case *ast.ValueSpec:
-			if len(p.Values) == 1 && len(p.Names) == 2 {
-				dst = p.Names[0]
-			}
-		}
-		if dst != nil && isBlank(dst) {
-			continue // discarded: check 1
+		dst, discarded := holdDest(c.cur)
+		if discarded {
+			continue // check 1
 		}
 		v := localVar(info, dst)
 		if v == nil {

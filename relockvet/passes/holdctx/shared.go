@@ -66,22 +66,34 @@ func holdRoots(info *types.Info, fn inspector.Cursor) []*types.Var {
 		if k, _ := classify(info, ce); k != acquire {
 			continue
 		}
-		var dst ast.Expr
-		switch p := cur.Parent().Node().(type) {
-		case *ast.AssignStmt:
-			if len(p.Rhs) == 1 && len(p.Lhs) == 2 {
-				dst = p.Lhs[0]
+		if dst, discarded := holdDest(cur); !discarded {
+			if v := localVar(info, dst); v != nil {
+				out = append(out, v)
 			}
-		case *ast.ValueSpec:
-			if len(p.Values) == 1 && len(p.Names) == 2 {
-				dst = p.Names[0]
-			}
-		}
-		if v := localVar(info, dst); v != nil {
-			out = append(out, v)
 		}
 	}
 	return out
+}
+
+// holdDest returns where the Lock or TryLock call at cur keeps its hold
+// context: the first left-hand side of `hctx, err := l.Lock(ctx)` (or of a
+// var declaration), nil when it goes elsewhere (return l.Lock(ctx), an
+// argument); discarded when the call is a statement of its own or its hold
+// is assigned to _.
+func holdDest(cur inspector.Cursor) (dst ast.Expr, discarded bool) {
+	switch p := cur.Parent().Node().(type) {
+	case *ast.ExprStmt, *ast.GoStmt, *ast.DeferStmt:
+		return nil, true
+	case *ast.AssignStmt:
+		if len(p.Rhs) == 1 && len(p.Lhs) == 2 {
+			dst = p.Lhs[0]
+		}
+	case *ast.ValueSpec:
+		if len(p.Values) == 1 && len(p.Names) == 2 {
+			dst = p.Names[0]
+		}
+	}
+	return dst, dst != nil && isBlank(dst)
 }
 
 // goroutineBody returns the code that runs in a new goroutine: the function
