@@ -130,9 +130,9 @@ func TestLeastPrivilegeACL(t *testing.T) {
 			}
 		}
 		assert.ElementsMatch(t, slices.Sorted(maps.Keys(called)), scriptCommands)
-		// What the README says Inspect and the CLI add: +type +lrange +zrange (+scan).
+		// What the README says Inspect and the CLI add: +type (and +scan).
 		for cmd := range inspect {
-			assert.True(t, slices.Contains(scriptCommands, cmd) || cmd == "type" || cmd == "lrange" || cmd == "zrange", "inspect calls %s", cmd)
+			assert.True(t, slices.Contains(scriptCommands, cmd) || cmd == "type", "inspect calls %s", cmd)
 		}
 
 		readme, err := os.ReadFile("README.md")

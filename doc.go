@@ -122,29 +122,4 @@
 // get that call's context. The extra/relockotel module turns them into
 // OpenTelemetry metrics and spans. Independently, the Client logs one Warn
 // line per loss and per subscriber outage, nothing per acquisition.
-//
-// # Where things live
-//
-//	client.go     Client, owners in the context (NewOwner, WithOwner), recheckHolds
-//	engine.go     the engine: scheme interface, Lock/Unlock for every type (MultiLock's
-//	              parts included), re-entry, clean-up, the acquire runner, the
-//	              EVALSHA/EVAL pipeline
-//	wait.go       the one wait loop and its fallback sleep
-//	registry.go   the Client's hold records: generations, entries, grant, end, expiry
-//	watchdog.go   the one renewer per Client: batched renewals and checks
-//	pubsub.go     the shared subscriber: channels, waiters, wake-ups, health
-//	scripts.go    the embedded Lua scripts (scripts/*.lua, each with its header)
-//	              and each one's ...Call wrapper: its KEYS and ARGV, written once
-//	base.go       what Lock, FairLock and RWLock embed: name, Client, option error,
-//	              the shared queries (IsLocked, HoldCount, TTL...), ForceUnlock, Token
-//	lock.go, fairlock.go, rwlock.go, multilock.go, redlock.go
-//	              each lock type: its keys, its scheme, what its API adds
-//	do.go         Do, the scoped form, for every type
-//	inspect.go    Inspect, ListLocks, Channels: read-only views for operators
-//	observer.go   the Observer hooks; replicas.go WithReplicas (the WAIT after an
-//	              acquire); topology.go errors → rechecks
-//	options.go, errors.go, keys.go   options, sentinel errors, key names
-//
-// Lock order for the whole Client: a hold's semaphore, then the registry's
-// mutex, then the watchdog's; the subscriber's mutex is never held with them.
 package relock

@@ -37,10 +37,7 @@ import (
 // Once the lock is free and nobody waits, only ":fair:tail" (the last token)
 // and the markers of final Unlocks remain, for the unlock latch (see
 // WithUnlockLatch); then nothing. A FairLock and a Lock of the same name are
-// different locks. (Versions before the hand-over kept the queue in the list
-// ":fair:queue" and the sorted set ":fair:timeouts"; a process of such a
-// version and one of this version exclude each other but do not share the
-// queue's order.)
+// different locks.
 //
 // Every call costs what Lock's does — one round trip for an uncontended Lock
 // or Unlock, none for a waiter handed the lock — plus one for a waiter that

@@ -13,10 +13,8 @@ import (
 )
 
 // Read-only inspection of what Redis holds, for operators and tools (the
-// relock command uses it). It reads the current layout of every lock type and
-// that of earlier versions: hash fields starting with '~' are metadata, the
-// fencing token is the field "~t" or, in data written by older versions, the
-// lock's ":fence" counter key.
+// relock command uses it). Hash fields starting with '~' are metadata; the
+// fencing token is the field "~t".
 
 // KindRWLock is an RWLock as a whole, as Inspect and ListLocks report it
 // (events name its sides KindReadLock and KindWriteLock). Inspection reports
@@ -109,8 +107,6 @@ type FairState struct {
 	QueueKey string
 	// Waiters are the queued owners, next in line first (a waiter whose
 	// Client stopped listening stays listed until a hand-over skips it).
-	// Data of versions before the hand-over also list waiters by deadline,
-	// leaving out those whose deadline has passed.
 	Waiters []Waiter
 }
 
@@ -128,8 +124,7 @@ type RWState struct {
 	Token int64
 	// WritersWaiting are the writers waiting for the write hold, in the
 	// order the release that frees the lock hands it over (the first whose
-	// Client still listens gets it), then those of older versions, earliest
-	// claim deadline first. New readers wait behind them. Each claim lapses
+	// Client still listens gets it). New readers wait behind them. Each claim lapses
 	// at its Deadline unless the writer's next attempt renews it; lapsed
 	// claims are left out.
 	WritersWaiting []Waiter
@@ -144,8 +139,8 @@ type LockSummary struct {
 	// Holders is the number of owners holding it (readers and writer for an
 	// RWLock).
 	Holders int
-	// Waiters is the number of queued FairLock waiters, or of RWLock writers
-	// waiting.
+	// Waiters is the number of queued waiters: a Lock's or a FairLock's, or
+	// an RWLock's writers waiting.
 	Waiters int
 	// Lease is the longest remaining lease of its holds, 0 when not held.
 	Lease time.Duration
@@ -179,9 +174,6 @@ type LockChannels struct {
 	// an RWLock's release hands the write hold over to that Client's
 	// waiting writer: "<waiter id> <token>".
 	RWHandOverPrefix string
-	// RWWrite is the channel on which older versions woke waiting writers;
-	// writers are now handed the lock on RWHandOverPrefix instead.
-	RWWrite string
 }
 
 // Inspect reads, in one atomic script and without changing anything, the
@@ -220,13 +212,13 @@ func (c *Client) Channels(name string) (LockChannels, error) {
 	lk := lockKeysOf(ks)
 	fk := fairKeysOf(ks)
 	return LockChannels{Lock: lk.channel, LockHandOverPrefix: lk.hash + ":w:", Fair: fk.channel,
-		FairHandOverPrefix: fk.hash + ":w:", RWRead: rw.readCh, RWHandOverPrefix: rw.hash + ":w:", RWWrite: rw.writeCh}, nil
+		FairHandOverPrefix: fk.hash + ":w:", RWRead: rw.readCh, RWHandOverPrefix: rw.hash + ":w:"}, nil
 }
 
 // parseInspect reads the inspect script's reply (see scripts/inspect.lua).
 func parseInspect(ks keyspace, res []any) (*LockState, error) {
-	if len(res) != 15 {
-		return nil, fmt.Errorf("relock: inspect script returned %d values, want 15", len(res))
+	if len(res) != 8 {
+		return nil, fmt.Errorf("relock: inspect script returned %d values, want 8", len(res))
 	}
 	p := replyParser{res: res}
 	sec, usec := p.int(0), p.int(1)
@@ -234,30 +226,18 @@ func parseInspect(ks keyspace, res []any) (*LockState, error) {
 	nowMs := sec*1000 + usec/1000
 	st := &LockState{Name: ks.name, ServerTime: now}
 
-	if ex := exclusiveState(ks.key(""), p.strs(2), p.int(3), p.str(4)); len(ex.Holders) > 0 {
+	if ex := exclusiveState(ks.key(""), p.strs(2), p.int(3)); len(ex.Holders) > 0 {
 		st.Lock = &ex
 	}
 	fair := FairState{
-		ExclusiveState: exclusiveState(ks.key("fair"), p.strs(5), p.int(6), p.str(7)),
+		ExclusiveState: exclusiveState(ks.key("fair"), p.strs(4), p.int(5)),
 		QueueKey:       ks.key("fair:q"),
-		Waiters:        queuedWaiters(p.str(14)),
-	}
-	deadlines := zsetScores(p.strs(9))
-	for _, owner := range p.strs(8) {
-		w := Waiter{Owner: owner}
-		if dl, ok := deadlines[owner]; ok {
-			if dl <= nowMs {
-				continue // evicted by the next acquire
-			}
-			w.Deadline = time.UnixMilli(dl)
-			w.Remaining = time.Duration(dl-nowMs) * time.Millisecond
-		}
-		fair.Waiters = append(fair.Waiters, w)
+		Waiters:        queuedWaiters(p.str(6)),
 	}
 	if len(fair.Holders) > 0 || len(fair.Waiters) > 0 {
 		st.FairLock = &fair
 	}
-	if rw := rwState(ks.key("rw"), p.strs(10), p.str(12), p.strs(13), nowMs); rw != nil {
+	if rw := rwState(ks.key("rw"), p.strs(7), nowMs); rw != nil {
 		st.RWLock = rw
 	}
 	if p.err != nil {
@@ -267,22 +247,18 @@ func parseInspect(ks keyspace, res []any) (*LockState, error) {
 }
 
 // exclusiveState reads a Lock or FairLock hash: owner fields hold counts,
-// fields starting with '~' are metadata ("~t": fencing token). fence is the
-// legacy counter key's value ("" when absent), the token of the current hold
-// in data written by older versions.
-func exclusiveState(key string, fields []string, pttl int64, fence string) ExclusiveState {
+// fields starting with '~' are metadata ("~t": fencing token, "~q": queue).
+func exclusiveState(key string, fields []string, pttl int64) ExclusiveState {
 	ex := ExclusiveState{Key: key}
 	if pttl > 0 {
 		ex.Lease = time.Duration(pttl) * time.Millisecond
 	}
-	tokenSeen := false
 	for i := 0; i+1 < len(fields); i += 2 {
 		f, v := fields[i], fields[i+1]
 		if strings.HasPrefix(f, "~") {
 			switch f {
 			case "~t":
 				ex.Token, _ = strconv.ParseInt(v, 10, 64)
-				tokenSeen = true
 			case "~q":
 				ex.Queued = queuedWaiters(v)
 			}
@@ -292,9 +268,6 @@ func exclusiveState(key string, fields []string, pttl int64, fence string) Exclu
 		ex.Holders = append(ex.Holders, Holder{Owner: f, Count: n, Lease: ex.Lease})
 	}
 	sort.Slice(ex.Holders, func(i, j int) bool { return ex.Holders[i].Owner < ex.Holders[j].Owner })
-	if !tokenSeen && len(ex.Holders) > 0 && fence != "" {
-		ex.Token, _ = strconv.ParseInt(fence, 10, 64)
-	}
 	return ex
 }
 
@@ -318,21 +291,17 @@ type rwHold struct {
 // rwState reads an RWLock hash, whose fields are "<kind>:<owner>": r/w hold
 // counts, rd/wd deadlines (server ms); other kinds (generations, last ops)
 // and '~' metadata are not shown. Nil when nobody holds or waits.
-func rwState(key string, fields []string, fence string, writers []string, nowMs int64) *RWState {
+func rwState(key string, fields []string, nowMs int64) *RWState {
 	rw := &RWState{Key: key}
-	reads, writes, token, tokenSeen := rwHolds(fields)
+	reads, writes, token := rwHolds(fields)
 	rw.Readers = liveHolders(reads, nowMs)
 	if w := liveHolders(writes, nowMs); len(w) > 0 {
 		rw.Writer = &w[0]
 	}
-	switch {
-	case rw.Writer == nil:
-	case tokenSeen:
+	if rw.Writer != nil {
 		rw.Token = token
-	case fence != "":
-		rw.Token, _ = strconv.ParseInt(fence, 10, 64)
 	}
-	rw.WritersWaiting = append(queuedWriters(fieldValue(fields, "~q"), nowMs), waitingWriters(writers, nowMs)...)
+	rw.WritersWaiting = queuedWriters(fieldValue(fields, "~q"), nowMs)
 	if len(rw.Readers) == 0 && rw.Writer == nil && len(rw.WritersWaiting) == 0 {
 		return nil
 	}
@@ -340,8 +309,8 @@ func rwState(key string, fields []string, fence string, writers []string, nowMs 
 }
 
 // rwHolds gathers an RWLock hash's fields per owner, read and write holds
-// apart, and its token field "~t", if any.
-func rwHolds(fields []string) (reads, writes map[string]*rwHold, token int64, tokenSeen bool) {
+// apart, and its token field "~t" (0 when absent).
+func rwHolds(fields []string) (reads, writes map[string]*rwHold, token int64) {
 	reads, writes = map[string]*rwHold{}, map[string]*rwHold{}
 	get := func(m map[string]*rwHold, owner string) *rwHold {
 		h := m[owner]
@@ -355,7 +324,6 @@ func rwHolds(fields []string) (reads, writes map[string]*rwHold, token int64, to
 		f, v := fields[i], fields[i+1]
 		if f == "~t" {
 			token, _ = strconv.ParseInt(v, 10, 64)
-			tokenSeen = true
 			continue
 		}
 		kind, owner, ok := strings.Cut(f, ":")
@@ -374,7 +342,7 @@ func rwHolds(fields []string) (reads, writes map[string]*rwHold, token int64, to
 			get(writes, owner).deadline = n
 		}
 	}
-	return reads, writes, token, tokenSeen
+	return reads, writes, token
 }
 
 // liveHolders are the holds of m whose deadline has not passed, by owner.
@@ -417,34 +385,6 @@ func queuedWriters(q string, nowMs int64) []Waiter {
 			Deadline:  time.UnixMilli(dl),
 			Remaining: time.Duration(dl-nowMs) * time.Millisecond,
 		})
-	}
-	return out
-}
-
-// waitingWriters reads the waiting writers' claims of older versions (ZRANGE
-// WITHSCORES), leaving out those whose deadline has passed.
-func waitingWriters(writers []string, nowMs int64) []Waiter {
-	var out []Waiter
-	for i := 0; i+1 < len(writers); i += 2 {
-		dl, _ := strconv.ParseFloat(writers[i+1], 64)
-		if int64(dl) <= nowMs {
-			continue
-		}
-		out = append(out, Waiter{
-			Owner:     writers[i],
-			Deadline:  time.UnixMilli(int64(dl)),
-			Remaining: time.Duration(int64(dl)-nowMs) * time.Millisecond,
-		})
-	}
-	return out
-}
-
-// zsetScores reads ZRANGE WITHSCORES's flat reply as member → integer score.
-func zsetScores(flat []string) map[string]int64 {
-	out := make(map[string]int64, len(flat)/2)
-	for i := 0; i+1 < len(flat); i += 2 {
-		f, _ := strconv.ParseFloat(flat[i+1], 64)
-		out[flat[i]] = int64(f)
 	}
 	return out
 }
@@ -503,15 +443,14 @@ var tagUnescaper = strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%")
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
 // kindOfSuffix tells which lock type a key suffix (after the name's tag)
-// belongs to; keys that are not a lock's state (fencing counters, tails,
-// latches) give "".
+// belongs to; keys that are not a lock's state (tails, latches) give "".
 func kindOfSuffix(suffix string) Kind {
 	switch suffix {
 	case "":
 		return KindLock
-	case ":fair", ":fair:q", ":fair:queue", ":fair:timeouts":
+	case ":fair", ":fair:q":
 		return KindFairLock
-	case ":rw", ":rw:writers":
+	case ":rw":
 		return KindRWLock
 	}
 	return ""
@@ -627,7 +566,7 @@ func (c *Client) inspectMany(ctx context.Context, kss []keyspace) ([]*LockState,
 func summarize(st *LockState) []LockSummary {
 	var out []LockSummary
 	if l := st.Lock; l != nil {
-		out = append(out, LockSummary{Name: st.Name, Kind: KindLock, Holders: len(l.Holders), Lease: l.Lease, Token: l.Token})
+		out = append(out, LockSummary{Name: st.Name, Kind: KindLock, Holders: len(l.Holders), Waiters: len(l.Queued), Lease: l.Lease, Token: l.Token})
 	}
 	if f := st.FairLock; f != nil {
 		out = append(out, LockSummary{Name: st.Name, Kind: KindFairLock, Holders: len(f.Holders), Waiters: len(f.Waiters), Lease: f.Lease, Token: f.Token})

@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -246,63 +247,42 @@ func TestInspectSeveralKinds(t *testing.T) {
 	require.NoError(t, c.RWLock(name).ReadLock().Unlock(l3))
 }
 
-// TestInspectLayouts pins the two layouts Inspect reads, written by hand:
-// owner → count with a ":fence" counter key (older versions), and owner →
-// count with "~" metadata fields and per-owner RW fields (current).
-func TestInspectLayouts(t *testing.T) {
+// TestInspectLayout pins the layout Inspect reads, written by hand: owner →
+// count with "~" metadata fields (token ~t, a Lock's queue ~q), a FairLock's
+// queue in a key of its own, and per-owner RW fields with the writers' queue
+// in ~q.
+func TestInspectLayout(t *testing.T) {
 	b := newReal(t)
 	ctx := context.Background()
 	c := b.newClient(t)
 	rdb := b.rdb
 	now := time.Now().UnixMilli() // loopback server: same clock
+	entry := func(fields ...string) string { return strings.Join(fields, "\x00") + "\x00" }
 
-	// Older layout.
-	require.NoError(t, rdb.HSet(ctx, "relock:{old}", "u1:1", "3").Err())
-	require.NoError(t, rdb.PExpire(ctx, "relock:{old}", 20*time.Second).Err())
-	require.NoError(t, rdb.Set(ctx, "relock:{old}:fence", "41", 0).Err())
-	require.NoError(t, rdb.HSet(ctx, "relock:{old}:rw", "w:u2:1", "1", "wd:u2:1", now+20000).Err())
-	require.NoError(t, rdb.Set(ctx, "relock:{old}:rw:fence", "7", 0).Err())
-	st, err := c.Inspect(ctx, "old")
-	require.NoError(t, err)
-	require.NotNil(t, st.Lock)
-	assert.Equal(t, []relock.Holder{{Owner: "u1:1", Count: 3, Lease: st.Lock.Lease}}, st.Lock.Holders)
-	assert.InDelta(t, 20*time.Second, st.Lock.Lease, float64(2*time.Second))
-	assert.Equal(t, int64(41), st.Lock.Token)
-	require.NotNil(t, st.RWLock)
-	require.NotNil(t, st.RWLock.Writer)
-	assert.Equal(t, "u2:1", st.RWLock.Writer.Owner)
-	assert.Equal(t, int64(7), st.RWLock.Token)
-
-	// Current layout: metadata fields are not holders; "~t" wins over a
-	// leftover counter key.
-	require.NoError(t, rdb.HSet(ctx, "relock:{new}", "u1:1", "2", "~g", "op1", "~o", "op2", "~t", "1700000000000001").Err())
+	require.NoError(t, rdb.HSet(ctx, "relock:{new}", "u1:1", "2", "~g", "op1", "~o", "op2", "~t", "1700000000000001",
+		"~q", entry("u9:1", "30000", "1", "u9:1")+entry("u9:2", "30000", "1", "u9:2")).Err())
 	require.NoError(t, rdb.PExpire(ctx, "relock:{new}", 20*time.Second).Err())
-	require.NoError(t, rdb.Set(ctx, "relock:{new}:fence", "5", 0).Err())
-	require.NoError(t, rdb.HSet(ctx, "relock:{new}:fair", "u3:1", "1", "~g", "op3", "~o", "op3", "~t", "99").Err())
+	require.NoError(t, rdb.HSet(ctx, "relock:{new}:fair", "u3:1", "1", "~g", "op3", "~o", "op3", "~t", "99", "~q", "1").Err())
 	require.NoError(t, rdb.PExpire(ctx, "relock:{new}:fair", 20*time.Second).Err())
-	require.NoError(t, rdb.RPush(ctx, "relock:{new}:fair:queue", "u4:1", "gone:1", "u5:1").Err())
-	require.NoError(t, rdb.ZAdd(ctx, "relock:{new}:fair:timeouts",
-		redis.Z{Member: "u4:1", Score: float64(now + 9000)},
-		redis.Z{Member: "gone:1", Score: float64(now - 1000)},
-		redis.Z{Member: "u5:1", Score: float64(now + 9500)}).Err())
+	require.NoError(t, rdb.Set(ctx, "relock:{new}:fair:q", entry("u4:1", "30000", "1", "u4:1")+entry("u5:1", "30000", "1", "u5:1"), 10*time.Second).Err())
 	require.NoError(t, rdb.HSet(ctx, "relock:{new}:rw",
 		"r:u6:1", "2", "rd:u6:1", now+15000, "rg:u6:1", "op6", "ro:u6:1", "op7",
 		"r:dead:1", "1", "rd:dead:1", now-5000,
-		"w:u7:1", "1", "wd:u7:1", now+25000, "wg:u7:1", "op8", "wo:u7:1", "op8", "~t", "1700000000000002").Err())
-	require.NoError(t, rdb.ZAdd(ctx, "relock:{new}:rw:writers", redis.Z{Member: "u8:1", Score: float64(now + 8000)}).Err())
-	st, err = c.Inspect(ctx, "new")
+		"w:u7:1", "1", "wd:u7:1", now+25000, "wg:u7:1", "op8", "wo:u7:1", "op8", "~t", "1700000000000002",
+		"~q", entry("u8:1", "30000", "1", "u8:1", strconv.FormatInt(now+8000, 10))+
+			entry("lapsed:1", "30000", "1", "lapsed:1", strconv.FormatInt(now-1000, 10))).Err())
+	st, err := c.Inspect(ctx, "new")
 	require.NoError(t, err)
 	require.NotNil(t, st.Lock)
-	require.Len(t, st.Lock.Holders, 1)
+	require.Len(t, st.Lock.Holders, 1, "metadata fields are not holders")
 	assert.Equal(t, "u1:1", st.Lock.Holders[0].Owner)
 	assert.Equal(t, 2, st.Lock.Holders[0].Count)
+	assert.InDelta(t, 20*time.Second, st.Lock.Lease, float64(2*time.Second))
 	assert.Equal(t, int64(1700000000000001), st.Lock.Token)
+	assert.Equal(t, []relock.Waiter{{Owner: "u9:1"}, {Owner: "u9:2"}}, st.Lock.Queued)
 	require.NotNil(t, st.FairLock)
 	assert.Equal(t, int64(99), st.FairLock.Token)
-	require.Len(t, st.FairLock.Waiters, 2, "the waiter past its deadline is left out")
-	assert.Equal(t, "u4:1", st.FairLock.Waiters[0].Owner)
-	assert.Equal(t, "u5:1", st.FairLock.Waiters[1].Owner)
-	assert.Equal(t, now+9000, st.FairLock.Waiters[0].Deadline.UnixMilli())
+	assert.Equal(t, []relock.Waiter{{Owner: "u4:1"}, {Owner: "u5:1"}}, st.FairLock.Waiters)
 	rw := st.RWLock
 	require.NotNil(t, rw)
 	require.Len(t, rw.Readers, 1, "the reader past its deadline is left out")
@@ -312,11 +292,12 @@ func TestInspectLayouts(t *testing.T) {
 	require.NotNil(t, rw.Writer)
 	assert.Equal(t, "u7:1", rw.Writer.Owner)
 	assert.Equal(t, int64(1700000000000002), rw.Token)
-	require.Len(t, rw.WritersWaiting, 1)
+	require.Len(t, rw.WritersWaiting, 1, "the writer whose claim lapsed is left out")
 	assert.Equal(t, "u8:1", rw.WritersWaiting[0].Owner)
+	assert.Equal(t, now+8000, rw.WritersWaiting[0].Deadline.UnixMilli())
 
-	// A fencing counter alone (a lock that ended) is no lock.
-	require.NoError(t, rdb.Set(ctx, "relock:{ended}:fence", "3", 0).Err())
+	// A tail alone (a lock that ended) is no lock.
+	require.NoError(t, rdb.Set(ctx, "relock:{ended}:tail", "3", 0).Err())
 	st, err = c.Inspect(ctx, "ended")
 	require.NoError(t, err)
 	assert.False(t, st.Exists())
@@ -329,9 +310,9 @@ func TestInspectChannels(t *testing.T) {
 	const name = "inspect/{ch}"
 	ch, err := c.Channels(name)
 	require.NoError(t, err)
-	ps := b.rdb.Subscribe(ctx, ch.Lock, ch.RWRead, ch.RWWrite)
+	ps := b.rdb.Subscribe(ctx, ch.Lock, ch.RWRead)
 	defer ps.Close()
-	for range 3 {
+	for range 2 {
 		_, err := ps.Receive(ctx)
 		require.NoError(t, err)
 	}

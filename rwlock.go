@@ -68,18 +68,14 @@ type RWLock struct {
 
 type rwKeys struct {
 	hash, tail, latchPrefix, readCh string
-	// writers and writeCh are the waiting writers' claims and channel of
-	// older versions, which queued writers apart and woke them all; kept for
-	// WritersKey, Inspect and Channels.
-	writers, writeCh string
 	// waitChannel is where releases hand the write hold over to this
 	// Client's waiting writers: <hash>:w:<client uuid> (see rw_common.lua).
 	waitChannel string
 }
 
 func rwKeysOf(ks keyspace) rwKeys {
-	return rwKeys{hash: ks.key("rw"), writers: ks.key("rw:writers"), tail: ks.key("rw:tail"),
-		latchPrefix: ks.key("rw:latch:"), readCh: ks.key("rw:rch"), writeCh: ks.key("rw:wch")}
+	return rwKeys{hash: ks.key("rw"), tail: ks.key("rw:tail"),
+		latchPrefix: ks.key("rw:latch:"), readCh: ks.key("rw:rch")}
 }
 
 // RWLock returns the read/write lock called name. It sends nothing to
@@ -96,14 +92,6 @@ func (c *Client) RWLock(name string) *RWLock {
 
 // Key returns the Redis key of the lock's hash.
 func (l *RWLock) Key() string { return l.keys.hash }
-
-// WritersKey returns the Redis key where older versions kept the waiting
-// writers' claims.
-//
-// Deprecated: waiting writers are queued in the lock's hash itself (field
-// "~q" of Key), and this key is no longer written. Inspect reports the
-// waiting writers (RWState.WritersWaiting).
-func (l *RWLock) WritersKey() string { return l.keys.writers }
 
 // ReadLock returns the shared side of the lock.
 func (l *RWLock) ReadLock() *ReadLock { return &ReadLock{rwMode{l: l, kind: "r"}} }

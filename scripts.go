@@ -255,12 +255,7 @@ func rwStateCall(hash, owner string) scriptCall {
 var inspectScript = newScript("inspect")
 
 // inspectCall reads, without writing, every kind of lock of one name (see
-// parseInspect), in the current layout and that of older versions.
+// parseInspect).
 func inspectCall(ks keyspace) scriptCall {
-	return scriptCall{inspectScript, []string{
-		ks.key(""), ks.key("fence"),
-		ks.key("fair"), ks.key("fair:fence"), ks.key("fair:queue"), ks.key("fair:timeouts"),
-		ks.key("rw"), ks.key("rw:fence"), ks.key("rw:writers"),
-		ks.key("fair:q"),
-	}, nil}
+	return scriptCall{inspectScript, []string{ks.key(""), ks.key("fair"), ks.key("fair:q"), ks.key("rw")}, nil}
 }

@@ -62,7 +62,7 @@ func (cl *cli) forceUnlock(ctx context.Context, name string) int {
 	}
 	var todo []release
 	if l := st.Lock; l != nil && len(l.Holders) > 0 {
-		todo = append(todo, release{kind: relock.KindLock, holders: l.Holders, do: cl.c.Lock(name).ForceUnlock})
+		todo = append(todo, release{kind: relock.KindLock, holders: l.Holders, waiters: len(l.Queued), do: cl.c.Lock(name).ForceUnlock})
 	}
 	if f := st.FairLock; f != nil && len(f.Holders) > 0 {
 		todo = append(todo, release{kind: relock.KindFairLock, holders: f.Holders, waiters: len(f.Waiters), do: cl.c.FairLock(name).ForceUnlock})

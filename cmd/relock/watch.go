@@ -94,7 +94,7 @@ func (cl *cli) watch(ctx context.Context, name string) int {
 // alive. It marks their holds instead (see listen).
 func (w *watcher) subscribe(ctx context.Context) error {
 	rdb := w.cl.rdb
-	exact := []string{w.chans.Lock, w.chans.Fair, w.chans.RWRead, w.chans.RWWrite}
+	exact := []string{w.chans.Lock, w.chans.Fair, w.chans.RWRead}
 	w.classic = rdb.Subscribe(ctx, exact...)
 	if err := confirm(ctx, w.classic, len(exact)); err != nil {
 		return err

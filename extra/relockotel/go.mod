@@ -7,7 +7,7 @@ replace github.com/relock-go/relock => ../..
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/relock-go/relock v0.0.0-00010101000000-000000000000
+	github.com/relock-go/relock v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0

@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// user is a small program with one of each reported mistake.
+// user is a small program with one of each reported mistake, and a
+// goroutine given its own owner (NewOwner), which is not reported.
 const user = `package m
 
 import (
@@ -48,12 +49,30 @@ func Fine(ctx context.Context, l *relock.Lock) error {
 	defer l.Unlock(hctx)
 	return l.Do(hctx, func(ctx context.Context) error { return nil })
 }
+
+func SharedHold(ctx context.Context, l, item *relock.Lock, jobs []string) error {
+	hctx, err := l.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.Unlock(hctx)
+	for range jobs {
+		go func() {
+			_ = item.Do(hctx, func(ctx context.Context) error { return nil })
+		}()
+		go func() {
+			_ = item.Do(relock.NewOwner(hctx), func(ctx context.Context) error { return nil })
+		}()
+	}
+	return nil
+}
 `
 
 var want = []string{
 	"m.go:10:12: the hold context returned by l.Lock is discarded",
 	"m.go:20:9: l.Unlock is given ctx, not the hold context",
 	"m.go:25:6: ctx, err = l.Lock(ctx) in a loop re-enters the hold",
+	"m.go:49:8: item.Do in a goroutine is given hctx, a hold context taken outside it",
 }
 
 // TestVettool builds relockvet and runs it, standalone and as

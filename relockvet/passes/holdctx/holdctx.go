@@ -1,29 +1,3 @@
-// Package holdctx defines an Analyzer that checks how the hold context
-// returned by a relock lock's Lock or TryLock is used.
-//
-// In github.com/relock-go/relock the context returned by Lock/TryLock is the
-// hold: Unlock must be given that context (or one derived from it). The
-// analyzer reports three mistakes:
-//
-//  1. a discarded hold context: `_, err := l.Lock(ctx)`, or a Lock/TryLock
-//     call whose results are all ignored. Nothing can Unlock that hold; the
-//     watchdog keeps renewing it for the life of the process. Not reported
-//     in _test.go files unless -testfiles is set: tests often try a lock
-//     they expect not to get.
-//  2. an Unlock given a context that is not the hold: the function takes
-//     the same lock expression with Lock/TryLock, keeps the hold in a local
-//     variable, never releases that hold nor hands it on (return, channel
-//     send, field, composite literal, &v), and Unlocks with a variable that
-//     is neither the hold nor derived from it
-//     (`hctx, err := l.Lock(ctx); defer l.Unlock(ctx)`).
-//  3. `ctx, err = l.Lock(ctx)` in a loop, with ctx and the lock declared
-//     outside it: every iteration after the first re-enters the hold taken
-//     by the previous one.
-//
-// The checks are local to one function (a function declaration together with
-// the function literals inside it) and stay quiet when they cannot be sure.
-// Calls through an interface, or on a lock expression that is a call
-// (c.Lock("x").Unlock(ctx)), are not followed by checks 2 and 3.
 package holdctx
 
 import (
@@ -38,15 +12,6 @@ import (
 	"golang.org/x/tools/go/ast/inspector"
 	"golang.org/x/tools/go/types/typeutil"
 )
-
-const doc = `check the hold contexts of relock locks
-
-The context returned by Lock or TryLock of a github.com/relock-go/relock lock
-is the hold; Unlock must be given that context (or one derived from it).
-holdctx reports a discarded hold context (_, err := l.Lock(ctx)), an Unlock
-given another context while the hold the function took on that lock is never
-released, and ctx, err = l.Lock(ctx) inside a loop (silent re-entry on every
-iteration).`
 
 // Analyzer reports misuse of relock hold contexts.
 var Analyzer = &analysis.Analyzer{
@@ -123,6 +88,11 @@ func run(pass *analysis.Pass) (any, error) {
 	}
 	for _, u := range units {
 		checkUnlocks(pass, u.cur, u.calls)
+	}
+	for cur := range in.Root().Preorder((*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)) {
+		if fn, ok := outermostFunc(cur); ok && fn == cur {
+			checkSharedHolds(pass, cur)
+		}
 	}
 	return nil, nil
 }
@@ -319,21 +289,9 @@ func checkUnlocks(pass *analysis.Pass, fn inspector.Cursor, calls []call) {
 		if c.kind != acquire || c.key == "" {
 			continue
 		}
-		var dst ast.Expr
-		switch p := c.cur.Parent().Node().(type) {
-		case *ast.ExprStmt, *ast.GoStmt, *ast.DeferStmt:
-			continue // discarded: check 1
-		case *ast.AssignStmt:
-			if len(p.Rhs) == 1 && len(p.Lhs) == 2 {
-				dst = p.Lhs[0]
-			}
-		case *ast.ValueSpec:
-			if len(p.Values) == 1 && len(p.Names) == 2 {
-				dst = p.Names[0]
-			}
-		}
-		if dst != nil && isBlank(dst) {
-			continue // discarded: check 1
+		dst, discarded := holdDest(c.cur)
+		if discarded {
+			continue // check 1
 		}
 		v := localVar(info, dst)
 		if v == nil {

@@ -1,0 +1,43 @@
+// Package holdctx defines an Analyzer that checks how the hold context
+// returned by a relock lock's Lock or TryLock is used.
+//
+// In github.com/relock-go/relock the context returned by Lock/TryLock is the
+// hold: Unlock must be given that context (or one derived from it). The
+// analyzer reports four mistakes:
+//
+//  1. a discarded hold context: `_, err := l.Lock(ctx)`, or a Lock/TryLock
+//     call whose results are all ignored. Nothing can Unlock that hold; the
+//     watchdog keeps renewing it for the life of the process. Not reported
+//     in _test.go files unless -testfiles is set: tests often try a lock
+//     they expect not to get.
+//  2. an Unlock given a context that is not the hold: the function takes
+//     the same lock expression with Lock/TryLock, keeps the hold in a local
+//     variable, never releases that hold nor hands it on (return, channel
+//     send, field, composite literal, &v), and Unlocks with a variable that
+//     is neither the hold nor derived from it
+//     (`hctx, err := l.Lock(ctx); defer l.Unlock(ctx)`).
+//  3. `ctx, err = l.Lock(ctx)` in a loop, with ctx and the lock declared
+//     outside it: every iteration after the first re-enters the hold taken
+//     by the previous one.
+//  4. a hold context shared into a goroutine that locks with it: a Lock,
+//     TryLock or Do in a go statement, or in a closure given to errgroup's
+//     (or sync.WaitGroup's) Go, given a hold the function took outside
+//     that goroutine, or a context derived from it without
+//     relock.NewOwner. The owner travels in the context, so the
+//     goroutines are one owner and the lock excludes nothing among them.
+//
+// The checks are local to one function (a function declaration together with
+// the function literals inside it) and stay quiet when they cannot be sure.
+// Calls through an interface, or on a lock expression that is a call
+// (c.Lock("x").Unlock(ctx)), are not followed by checks 2 and 3.
+package holdctx
+
+const doc = `check the hold contexts of relock locks
+
+The context returned by Lock or TryLock of a github.com/relock-go/relock lock
+is the hold; Unlock must be given that context (or one derived from it).
+holdctx reports a discarded hold context (_, err := l.Lock(ctx)), an Unlock
+given another context while the hold the function took on that lock is never
+released, ctx, err = l.Lock(ctx) inside a loop (silent re-entry on every
+iteration), and a hold context shared into goroutines (go statements,
+errgroup's Go) that lock with it instead of relock.NewOwner(hctx).`
