@@ -155,50 +155,6 @@ func TestNoOversleepAfterHandOverToShorterLease(t *testing.T) {
 	})
 }
 
-// A MultiLock waiting on a part that is handed over to a waiter with a short
-// lease re-checks on "handed", so it sleeps on the new holder's lease and
-// has the lock within a moment of that lease's end, not at the 30 s lease
-// of the holder it first waited on.
-func TestMultiLockRechecksWhenAPartIsHandedOver(t *testing.T) {
-	noLeaks(t)
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	const leaseW = 300 * time.Millisecond
-	h := relock.New(rdb)
-	cw := relock.New(srv.Client())
-	cm := relock.New(srv.Client())
-	t.Cleanup(func() { _ = h.Close(); _ = cw.Close(); _ = cm.Close() })
-	a := h.Lock("multi-handed-a")
-	hctx, err := a.Lock(context.Background())
-	require.NoError(t, err)
-
-	gotW := make(chan granted, 1)
-	go func() {
-		ctx, err := cw.Lock("multi-handed-a").TryLock(context.Background(), relock.WaitForever, leaseW)
-		gotW <- granted{ctx, err}
-	}()
-	require.Eventually(t, func() bool { return queueLen(t, srv, a.Key()) == 1 }, 5*time.Second, time.Millisecond)
-	m := relock.NewMultiLock(cm.Lock("multi-handed-a"), cm.Lock("multi-handed-b"))
-	gotM := make(chan granted, 1)
-	go func() {
-		ctx, err := m.Lock(context.Background())
-		gotM <- granted{ctx, err}
-	}()
-	require.Eventually(t, func() bool {
-		n, err := rdb.HExists(context.Background(), a.Key(), "~m").Result()
-		return err == nil && n && cm.SubscribedChannels() == 1
-	}, 5*time.Second, time.Millisecond, "the MultiLock waits on the part")
-
-	unlocked := time.Now()
-	require.NoError(t, a.Unlock(hctx))
-	mustGet(t, gotW, 2*time.Second)
-	mctx := mustGet(t, gotM, 10*time.Second)
-	elapsed := time.Since(unlocked)
-	t.Logf("MultiLock got the lock %v after the hand-over (the receiver's lease %v)", elapsed, leaseW)
-	assert.Less(t, elapsed, leaseW+2*time.Second, "the MultiLock overslept the receiver's lease")
-	require.NoError(t, m.Unlock(mctx))
-}
-
 // WithReplicas applies to a hold granted by a hand-over: on a master with no
 // replica, a Lock that waits and is handed the lock fails with
 // ErrNotReplicated, as an uncontended one does, sends its WAIT, and leaves
