@@ -257,8 +257,8 @@ func (r *RedLock) Validity(ctx context.Context) (time.Duration, error) {
 }
 
 // ForceUnlock frees the lock on every master that answers, whoever holds it,
-// and reports how many masters had it. Holds of the home Client on it end at
-// once (cause ErrLockLost).
+// and reports how many masters had it. The hold it removed, if the home
+// Client has it, ends at once (cause ErrLockLost).
 func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 	if r.err != nil {
 		return 0, r.err
@@ -269,18 +269,20 @@ func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 	if ctx == nil {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	res, errs := fanOut(r, context.WithoutCancel(ctx), func(ctx context.Context, l *Lock) (int64, error) {
-		return lockForceReleaseCall(l.c, l.keys).run(ctx, l.c.rdb).Int64()
+	res, errs := fanOut(r, context.WithoutCancel(ctx), func(ctx context.Context, l *Lock) ([]string, error) {
+		return lockForceReleaseCall(l.c, l.keys).run(ctx, l.c.rdb).StringSlice()
 	})
-	r.home.endAll(r.id, fmt.Errorf("%w: force-unlocked", ErrLockLost))
+	var gens []string
 	freed, failed := 0, 0
 	for i := range res {
 		if errs[i] != nil {
 			failed++
-		} else if res[i] == 1 {
+		} else if len(res[i]) > 0 {
 			freed++
+			gens = append(gens, res[i]...)
 		}
 	}
+	r.home.endForced(r.id, gens, fmt.Errorf("%w: force-unlocked", ErrLockLost))
 	if failed == len(res) {
 		return 0, fmt.Errorf("relock: redlock force unlock: %w", errors.Join(errs...))
 	}

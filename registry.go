@@ -3,6 +3,7 @@ package relock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -288,15 +289,18 @@ func (c *Client) cancelAll(cause error) {
 	}
 }
 
-// endAll ends every hold this Client has on the lock with registry id: a
-// ForceUnlock, whose cause it tags as such.
-func (c *Client) endAll(id string, cause error) {
+// endForced ends the holds this Client has on the lock with registry id
+// whose generation is one of gens, those a force release removed: a
+// ForceUnlock, whose cause it tags as such. A hold of another generation —
+// one the force release handed over to a waiter of this Client — is not
+// touched.
+func (c *Client) endForced(id string, gens []string, cause error) {
 	cause = lossCause(LossForceUnlocked, cause)
 	r := &c.holds
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, h := range r.m {
-		if k.id == id {
+		if k.id == id && h.gen != "" && slices.Contains(gens, h.gen) {
 			c.endLocked(h, h.gen, cause)
 		}
 	}

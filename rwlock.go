@@ -174,8 +174,9 @@ func (w *WriteLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 func (w *WriteLock) Unlock(ctx context.Context) error { return w.m.unlock(ctx) }
 
 // ForceUnlock removes the write hold, whoever has it, and reports whether
-// there was one. Read holds are left alone. This Client's write holds end at
-// once (ErrLockLost).
+// there was one. Read holds are left alone. The write hold it removed, if
+// this Client has it, ends at once (ErrLockLost); one it hands over to a
+// queued writer, of this Client or another, stays.
 func (w *WriteLock) ForceUnlock(ctx context.Context) (bool, error) { return w.m.forceUnlock(ctx) }
 
 // IsLocked reports whether an owner holds the write lock.
