@@ -213,6 +213,11 @@ func (s multiScheme) renewal(string, string, time.Duration) renewal {
 
 func (multiScheme) abandon(context.Context, string, string) {}
 
+// takeBack rolls back every group of a grant nobody will use.
+func (s multiScheme) takeBack(ctx context.Context, parts []part, lease time.Duration) error {
+	return s.rollback(ctx, parts, len(s.m.groups), lease, nil)
+}
+
 // acquire is one attempt: every group in order, each in one script call. On
 // anything but success it releases the groups it took and says why; on
 // success each part of r has its generation and token.

@@ -139,10 +139,18 @@ type driftingScheme interface {
 // grant records a granted generation gen (token its fencing token) as a new
 // entry of h and returns its context. started is when the acquire script was
 // sent: the lease runs from no earlier than that.
+//
+// Once the Client is closed it records nothing and returns nil: nothing
+// would renew the hold. The check is made under the registry lock, which
+// Close's cancelAll takes after marking the Client closed, so a grant is
+// either recorded before cancelAll (which cancels it) or refused.
 func (c *Client) grant(h *hold, parent context.Context, gen string, token int64, lease time.Duration, started time.Time) context.Context {
 	r := &c.holds
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if c.closed.Load() {
+		return nil
+	}
 	if h.gen == "" {
 		h.gen, h.token, h.drift, h.since = gen, token, 0, started
 		h.told.Store(false)
