@@ -129,6 +129,14 @@ func (r *registry) find(id, owner string) (gen string, token int64, until time.T
 	return "", 0, time.Time{}
 }
 
+// tracked reports whether the Client has a record of owner on the lock id:
+// it holds it, or a call of that owner on it is under way.
+func (r *registry) tracked(id, owner string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[holdKey{id, owner}] != nil
+}
+
 // A driftingScheme's holds count as gone sooner than their lease, by
 // drift(lease): the allowance for the clock drift between the servers that
 // granted them (RedLock).

@@ -201,11 +201,18 @@ func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
 var rwWriteAcquireScript = newRWScript("rw_write_acquire")
 
 // rwWriteAcquireCall takes or re-enters the write hold, or queues the
-// writer (r.waiter) for a hand-over.
-func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
+// writer (r.waiter) for a hand-over. reading says the Client holds, or is
+// taking, a read hold of r.owner: without it, a read hold of the owner in
+// Redis that this Client made is a leftover, which the write acquire takes
+// over.
+func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq, reading bool) scriptCall {
+	leftover := ""
+	if !reading {
+		leftover = c.id + ":" // the prefix of the generations it makes (newOp)
+	}
 	return scriptCall{rwWriteAcquireScript, []string{k.hash, k.tail},
 		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), c.opts.waiterTimeout.Milliseconds(),
-			boolArg(r.waiter), c.publishCommand(), c.blindHandOverArg()}}
+			boolArg(r.waiter), c.publishCommand(), c.blindHandOverArg(), leftover}}
 }
 
 var rwReleaseScript = newRWScript("rw_release")
