@@ -114,13 +114,13 @@ func (c *Client) Err() error {
 // after Close has cancelled the open holds, returns an error wrapping
 // ErrClientClosed and releases that grant in Redis itself, before it
 // returns: nothing is left held that no context stands for. Close does not
-// wait for such calls; it waits only for the background clean-ups already
-// running (a release retried after a failed Unlock), each of which stops
-// after its current attempt, so Close returns within one Redis round trip
-// (bounded by the go-redis client's timeouts). A clean-up asked for after
-// that (say, the release of such a late grant failed) makes one more attempt
-// in the calling goroutine instead of retrying in the background; if Redis
-// cannot be reached then, the lease frees the lock.
+// wait for such calls. Of the background clean-ups (a release retried after
+// a failed Unlock, a MultiLock rollback or a RedLock undo), it waits only
+// for the attempt each is making, bounded by the go-redis client's
+// timeouts; none starts once Close has begun waiting. A clean-up asked for
+// after that (the release of such a late grant failed, or an Unlock's) makes
+// one attempt in the calling goroutine instead of retrying in the
+// background; if Redis cannot be reached then, the lease frees the lock.
 //
 // Close is safe to call more than once; calls after the first return nil.
 func (c *Client) Close() error {

@@ -227,11 +227,28 @@ func TestForceUnlockSparesTheHoldItHandsToItsOwnClientsWaiter(t *testing.T) {
 // Issue 25, item 6: Close while a Lock's grant is on its way back (its reply
 // delayed). The Lock completes after Close returned: it must fail with
 // ErrClientClosed and leave nothing held, and Close must not wait for it.
+// A MultiLock's grant is taken back part by part.
 func TestLockCompletingAfterCloseFailsAndHoldsNothing(t *testing.T) {
+	kinds := map[string]func(c *relock.Client) locker{
+		"Lock":      func(c *relock.Client) locker { return c.Lock("x") },
+		"MultiLock": func(c *relock.Client) locker { return relock.NewMultiLock(c.Lock("x"), c.Lock("y")) },
+	}
+	for name, newLocker := range kinds {
+		t.Run(name, func(t *testing.T) { testLockCompletingAfterClose(t, newLocker) })
+	}
+}
+
+// locker is what Lock and MultiLock share.
+type locker interface {
+	Lock(ctx context.Context) (context.Context, error)
+	Unlock(ctx context.Context) error
+}
+
+func testLockCompletingAfterClose(t *testing.T, newLocker func(c *relock.Client) locker) {
 	fs := startFaulty(t)
 	c := relock.New(fs.rdb)
 	t.Cleanup(func() { _ = c.Close() })
-	l := c.Lock("x")
+	l := newLocker(c)
 	warm, err := l.Lock(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(warm))
@@ -256,7 +273,6 @@ func TestLockCompletingAfterCloseFailsAndHoldsNothing(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, c.Close())
 	closeTook := time.Since(start)
-	t.Logf("Close took %v", closeTook)
 	select {
 	case r := <-got:
 		t.Fatalf("Lock returned (%v) before Close did (Close took %v): the scenario needs it later", r.err, closeTook)
@@ -329,13 +345,18 @@ func TestLeftoverReadHoldDoesNotBlockTheSameOwnersWriteLock(t *testing.T) {
 	require.NoError(t, rw.WriteLock().Unlock(wctx))
 	assert.Empty(t, lockKeys(t, fs.srv))
 
-	// A genuine upgrade is still refused, changing nothing.
-	rctx2, err := rw.ReadLock().Lock(context.Background())
+	assertUpgradeRefused(t, fs.srv.Client(), rw)
+}
+
+// assertUpgradeRefused checks that an owner that holds rw's read lock gets
+// ErrUpgrade from its write lock, changing nothing in Redis.
+func assertUpgradeRefused(t *testing.T, spy redis.UniversalClient, rw *relock.RWLock) {
+	t.Helper()
+	rctx, err := rw.ReadLock().Lock(context.Background())
 	require.NoError(t, err)
-	before := hgetall(t, fs.srv.Client(), "relock:{x}:rw")
-	_, err = rw.WriteLock().TryLock(rctx2, 0, 0)
+	before := hgetall(t, spy, rw.Key())
+	_, err = rw.WriteLock().TryLock(rctx, 0, 0)
 	require.ErrorIs(t, err, relock.ErrUpgrade)
-	after := hgetall(t, fs.srv.Client(), "relock:{x}:rw")
-	assert.Equal(t, before, after)
-	require.NoError(t, rw.ReadLock().Unlock(rctx2))
+	assert.Equal(t, before, hgetall(t, spy, rw.Key()))
+	require.NoError(t, rw.ReadLock().Unlock(rctx))
 }

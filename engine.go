@@ -391,15 +391,8 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		a.gen = req.op // handed over: the hold is named after the waiter
 	}
 	var hctx context.Context
-	switch {
-	case err == nil && a.replication != nil:
-		k.takeBack(dctx, req, a.gen) // as documented for WithReplicas
-		err = a.replication
-	case err == nil:
-		if hctx = k.grant(a, started); hctx == nil {
-			k.takeBack(dctx, req, a.gen)
-			err = fmt.Errorf("%w: it closed while the lock was being acquired; the grant was released", ErrClientClosed)
-		}
+	if err == nil {
+		hctx, err = k.record(dctx, req, a, started)
 	}
 	if slept > 0 {
 		c.emitWait(ctx, s, start, attempts, err)
@@ -422,6 +415,22 @@ func (k *lockCall) giveUp(dctx context.Context, req acquireReq, waitAs, unknown 
 	if unknown != "" {
 		k.c.releaseInBackground(k.s, releaseReq{owner: req.owner, op: k.c.newOp(), gen: unknown, final: true}, started.Add(req.lease))
 	}
+}
+
+// record records the grant a, started when its script was sent, or takes
+// it back when nobody will use it: WithReplicas could not confirm it, or
+// the Client closed before it came back.
+func (k *lockCall) record(dctx context.Context, req acquireReq, a attempt, started time.Time) (context.Context, error) {
+	if a.replication != nil {
+		k.takeBack(dctx, req, a.gen) // as documented for WithReplicas
+		return nil, a.replication
+	}
+	hctx := k.grant(a, started)
+	if hctx == nil {
+		k.takeBack(dctx, req, a.gen)
+		return nil, fmt.Errorf("%w: it closed while the lock was being acquired; the grant was released", ErrClientClosed)
+	}
+	return hctx, nil
 }
 
 // takeBack releases a grant (generation gen) that nobody will use: one
