@@ -109,6 +109,9 @@ func (r *scheduleRun) restore(server int, d time.Duration) {
 	time.Sleep(d)
 	r.restoring.Store(true)
 	defer r.restoring.Store(false)
+	r.mu.Lock()
+	r.forced = append(r.forced, time.Now())
+	r.mu.Unlock()
 	if err := srv.RestartErr(); err != nil {
 		r.troublef("%v", err)
 		return

@@ -37,6 +37,7 @@ type scheduleRun struct {
 	mu        sync.Mutex
 	samples   []schedule.Sample
 	pauses    []schedule.Span
+	forced    []time.Time // the test's ForceUnlocks after a restore
 	trouble   []string
 }
 
@@ -174,7 +175,7 @@ func (r *scheduleRun) verdict() *schedule.Verdict {
 	h := schedule.NewHistory(r.plan, events, time.Now())
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	v := schedule.Check(r.plan, h, r.samples, r.pauses, r.start)
+	v := schedule.Check(r.plan, h, r.samples, r.pauses, r.forced, r.start)
 	for _, err := range errs {
 		v.AddProblem(schedule.RuleRun, "judge protocol: %v", err)
 	}

@@ -84,6 +84,13 @@ func genProc(r *rand.Rand, id, role, kind string, size Size) Proc {
 	for range r.IntN(3) {
 		pr.Conn = append(pr.Conn, genConnFault(r, size, servers, role))
 	}
+	if role == RoleMulti && r.IntN(2) == 0 {
+		// The MultiLock's first group is taken and the second is busy: a
+		// cut placed one to three requests ahead on the first group's
+		// server lands on the rollback as often as on an acquire.
+		pr.Conn = append(pr.Conn, ConnFault{At: at(r, size), Server: 0, Conn: "command", Op: OpCutBefore,
+			Skip: pick(r, []int{1, 1, 2, 3})})
+	}
 	if r.IntN(10) == 0 {
 		pr.CloseAt = at(r, size) + size.Horizon/3
 	}

@@ -46,6 +46,7 @@ type Span struct {
 type History struct {
 	Holds  []Interval // in enter order
 	Waits  []Span
+	Forces []time.Time     // ForceUnlock calls of the processes
 	Closed map[string]bool // processes that closed their Client
 	Done   map[string]bool
 	Counts map[string]int // events by kind
@@ -83,6 +84,8 @@ func NewHistory(plan *Plan, events []judge.Event, end time.Time) *History {
 			if i, ok := last[e.Proc]; ok && e.Token == h.Holds[i].Token {
 				h.Holds[i].UnlockErr = e.Detail
 			}
+		case judge.KindForce:
+			h.Forces = append(h.Forces, e.At)
 		case judge.KindVoid, judge.KindLockErr, judge.KindDone, judge.KindClose:
 			endWait(e.Proc, e.At)
 			h.Done[e.Proc] = h.Done[e.Proc] || e.Kind == judge.KindDone
