@@ -172,17 +172,14 @@ func (w *schedWorker) tryLock(stop context.Context, lease time.Duration) (contex
 
 // critical is one hold, reported as worker.critical reports it.
 func (w *schedWorker) critical(hctx context.Context, hold time.Duration) error {
-	var tok int64
-	if w.lock.token != nil {
-		t, err := w.lock.token(hctx)
-		if err != nil {
-			if err := w.rep.Void(time.Now(), context.Cause(hctx)); err != nil {
-				return err
-			}
-			_ = w.lock.unlock(hctx)
-			return nil
+	tok, live := w.token(hctx)
+	if !live {
+		// Granted, but the hold ended before it could be entered.
+		if err := w.rep.Void(time.Now(), context.Cause(hctx)); err != nil {
+			return err
 		}
-		tok = t
+		_ = w.lock.unlock(hctx)
+		return nil
 	}
 	if err := w.rep.Enter(tok, time.Now()); err != nil {
 		return err
@@ -207,6 +204,16 @@ func (w *schedWorker) critical(hctx context.Context, hold time.Duration) error {
 		return w.rep.UnlockErr(tok, time.Now(), err)
 	}
 	return nil
+}
+
+// token is the hold's fencing token (0 for a type without one) and whether
+// the hold is still live.
+func (w *schedWorker) token(hctx context.Context) (int64, bool) {
+	if w.lock.token == nil {
+		return 0, hctx.Err() == nil
+	}
+	tok, err := w.lock.token(hctx)
+	return tok, err == nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
