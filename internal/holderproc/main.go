@@ -11,7 +11,8 @@
 // With -judge it is a worker of the multi-process safety run (see worker.go):
 // it takes and releases the lock in a loop and reports every enter, exit and
 // lost hold, with its fencing token and the time, to the judge listening at
-// that address.
+// that address. With -plan it plays one process of a fault schedule (see
+// sched.go and internal/schedule).
 package main
 
 import (
@@ -41,8 +42,16 @@ func main() {
 	flag.DurationVar(&w.wait, "wait", 30*time.Second, "worker mode: TryLock wait per attempt")
 	flag.IntVar(&w.n, "n", 0, "worker mode: stop after this many holds (0: no limit)")
 	flag.DurationVar(&w.runFor, "for", 0, "worker mode: stop starting holds after this long (0: no limit)")
+	plan := flag.String("plan", "", "fault-schedule mode: the schedule.Plan (JSON) this process plays as -id; -addr lists the servers, comma-separated")
 	flag.Parse()
 
+	if *plan != "" {
+		if err := runSchedule(*plan, w.id, w.judge, *addr); err != nil {
+			fmt.Fprintln(os.Stderr, "holderproc:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if w.judge != "" {
 		w.addr, w.name, w.lease = *addr, *name, *lease
 		if err := w.run(); err != nil {
