@@ -76,6 +76,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	if c.opts.sharded != nil {
 		c.sharded = *c.opts.sharded
 	}
+	if c.opts.logger == nil {
+		c.opts.logger = slog.Default()
+	}
 	c.log = c.opts.logger.With("client", c.id)
 	c.args = c.newLockArgs()
 	c.holds.init()
@@ -119,9 +122,13 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// errNilClient is what every call on a nil *Client returns: a caller's
+// mistake, not a Client that was closed.
+var errNilClient = fmt.Errorf("%w: nil *relock.Client", ErrInvalidArgument)
+
 func (c *Client) usable() error {
 	if c == nil {
-		return fmt.Errorf("%w: nil *relock.Client", ErrClientClosed)
+		return errNilClient
 	}
 	return c.Err()
 }

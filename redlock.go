@@ -296,7 +296,7 @@ func (r *RedLock) jitter() time.Duration {
 	return d/2 + rand.N(d)
 }
 
-var errNodeTimeout = errors.New("no answer within the node timeout")
+var errNodeTimeout = fmt.Errorf("%w: no answer within the node timeout", ErrUnavailable)
 
 // fanOut runs f on every master in parallel and waits for each at most the
 // node timeout: a master that has not answered by then counts as failed, and
@@ -341,6 +341,9 @@ collect:
 			errs[i] = errNodeTimeout
 		}
 		if errs[i] != nil {
+			// A master that did not answer is Redis unavailable to the
+			// caller, as for the other lock types.
+			errs[i] = unavailable(errs[i])
 			errs[i] = fmt.Errorf("master %s: %w", deploymentID(r.nodes[i].c.rdb), errs[i])
 		}
 	}

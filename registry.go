@@ -50,6 +50,11 @@ type entry struct {
 	lease  time.Duration // 0: kept by the watchdog
 	cancel context.CancelCauseFunc
 	ended  error // why the entry ended (nil while live); guarded by registry.mu
+	// parent is the context the entry's context was derived from, other
+	// entries of a partedScheme's call aside: what a re-entry made with
+	// this entry's context follows once this entry is unlocked (reentry.go).
+	// Set once, before the context is returned.
+	parent context.Context
 }
 
 // entryKey finds, in a hold context, the entry it stands for on one lock of
