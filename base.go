@@ -99,11 +99,25 @@ func (l *base) forceUnlock(ctx context.Context, id string, call scriptCall) (boo
 	if err != nil {
 		return false, err
 	}
-	n, err := call.run(context.WithoutCancel(ctx), l.c.rdb).Int64()
+	// The script runs detached (a force-release cut short may still run);
+	// the caller waits for it until ctx ends, and this Client's holds end
+	// once it has run.
+	end := func() { l.c.endAll(id, fmt.Errorf("%w: force-unlocked", ErrLockLost)) }
+	n, err, late := awaitBounded(ctx, time.Time{}, func() (int64, error) {
+		return call.run(context.WithoutCancel(ctx), l.c.rdb).Int64()
+	})
+	if late != nil {
+		l.c.bg.Go(func() {
+			if r := <-late; r.err == nil {
+				end()
+			}
+		})
+		return false, fmt.Errorf("relock: force unlock: %w: %w: Redis had not answered (the force-release may still run)", context.Cause(ctx), ErrUnavailable)
+	}
 	if err != nil {
 		return false, wrapRedis("force unlock", err)
 	}
-	l.c.endAll(id, fmt.Errorf("%w: force-unlocked", ErrLockLost))
+	end()
 	return n == 1, nil
 }
 

@@ -299,3 +299,14 @@ func (k *unlockCall) unlockLater(ctx context.Context, taken int) error {
 	})
 	return k.c.notConfirmed(nil)
 }
+
+// queryBounded runs a read-only request and waits for it until ctx ends
+// (go-redis does not stop a read when a context ends): a query has nothing
+// to undo, so one cut short is simply left to finish.
+func queryBounded[T any](ctx context.Context, what string, call func() (T, error)) (T, error) {
+	v, err, late := awaitBounded(ctx, time.Time{}, call)
+	if late != nil {
+		return v, fmt.Errorf("relock: %s: %w: %w: Redis had not answered", what, context.Cause(ctx), ErrUnavailable)
+	}
+	return v, err
+}

@@ -363,3 +363,87 @@ func TestOuterUnlockedBeforeTheReentryLeavesTheReentryHeld(t *testing.T) {
 		})
 	}
 }
+
+// The default logger is slog.Default(), so that a loss is never silent: one
+// Warn line, as the README promises. WithLogger silences it.
+func TestDefaultLoggerIsSlogDefault(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	prev := slog.Default()
+	slog.SetDefault(slog.New(recordHandler{func(r slog.Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Level == slog.LevelWarn {
+			lines = append(lines, r.Message)
+		}
+	}}))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	srv := redistest.Start(t)
+	c := relock.New(srv.Client()) // no WithLogger
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.Lock("logged")
+	hctx, err := l.TryLock(context.Background(), 0, 200*time.Millisecond)
+	require.NoError(t, err)
+	<-hctx.Done() // the lease runs out: a loss
+	require.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"relock: lock lost"}, lines)
+}
+
+type recordHandler struct{ f func(slog.Record) }
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.f(r)
+	return nil
+}
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordHandler) WithGroup(string) slog.Handler      { return h }
+
+// Inspect, ListLocks and ForceUnlock return when their context ends, Redis
+// hung or not.
+func TestQueriesAndForceUnlockHonourTheirContext(t *testing.T) {
+	srv := redistest.Start(t)
+	c := relock.New(srv.Client(), relock.WithLogger(quietLogger()))
+	t.Cleanup(func() { _ = c.Close() })
+	hctx, err := c.Lock("q").Lock(context.Background())
+	require.NoError(t, err)
+	srv.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	calls := map[string]func(ctx context.Context) error{
+		"Inspect":   func(ctx context.Context) error { _, err := c.Inspect(ctx, "q"); return err },
+		"ListLocks": func(ctx context.Context) error { _, err := c.ListLocks(ctx, ""); return err },
+		"ForceUnlock": func(ctx context.Context) error {
+			_, err := c.Lock("q").ForceUnlock(ctx)
+			return err
+		},
+	}
+	var wg sync.WaitGroup
+	for name, call := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), callBound)
+			defer cancel()
+			start := time.Now()
+			err := call(ctx)
+			took := time.Since(start)
+			assert.Less(t, took, callBound+boundSlack, "%s took %v", name, took)
+			assert.ErrorIs(t, err, context.DeadlineExceeded, name)
+			assert.ErrorIs(t, err, relock.ErrUnavailable, name)
+		}()
+	}
+	wg.Wait()
+	srv.Resume()
+	resumed = true
+	// The force-release ran once Redis answered; this Client's hold ends.
+	require.Eventually(t, func() bool { return hctx.Err() != nil }, 10*time.Second, 10*time.Millisecond)
+	require.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
+}

@@ -89,7 +89,9 @@ func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, lockSche
 // ForceUnlock frees the lock whoever holds it and wakes its waiters. It
 // reports whether the lock was held. Holds of this Client on it end at once
 // (contexts cancelled with ErrLockLost); holders in other processes learn it
-// at their next renewal, Unlock or lease end.
+// at their next renewal, Unlock or lease end. It returns when ctx ends, with
+// an error wrapping context.Cause(ctx) and ErrUnavailable, even if Redis has
+// not answered; the force-release may still run then.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	return l.forceUnlock(ctx, l.keys.hash, lockForceReleaseCall(l.c, l.keys))
 }
