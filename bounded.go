@@ -26,7 +26,8 @@ const DefaultUnlockTimeout = time.Second
 
 // cleanupGrace is how long a failed Lock waits, past its bound, for its
 // clean-up (a waiter leaving a FairLock's or RWLock's queue) while Redis
-// answers; an unanswered clean-up goes on in the background. It is the
+// answers, and how long TryLock's last attempt, made when its wait ends, may
+// take; an unanswered clean-up goes on in the background. It is the
 // documented slack of Lock's bound.
 const cleanupGrace = 50 * time.Millisecond
 
@@ -82,6 +83,19 @@ func overrun(ctx context.Context) error {
 	return fmt.Errorf("%w: the wait ended: %w: %s", ErrNotObtained, ErrUnavailable, tail)
 }
 
+// A selfBounded scheme's attempts end by themselves within attemptBound
+// (RedLock's node timeouts); TryLock's wait lets its last attempt finish.
+type selfBounded interface {
+	attemptBound() time.Duration
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // waitEnd is when a TryLock waiting wait that starts now ends, as a bound
 // on its requests: zero for none (one attempt, or WaitForever), in which
 // case only its context bounds it.
@@ -125,7 +139,20 @@ func serialiseBy(ctx context.Context, parts []part, until time.Time) (int, error
 // On overrun it records the attempt in flight (k.late) and returns
 // overrun's error.
 func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (attempt, error) {
-	a, err, late := awaitBounded(ctx, k.until, func() (attempt, error) { return k.s.acquire(dctx, req) })
+	if ctx.Done() == nil && k.until.IsZero() {
+		return k.s.acquire(dctx, req) // nothing can cut it short: no closure to allocate
+	}
+	until := k.until
+	if !until.IsZero() {
+		// The wait loop makes its last attempt when the wait ends: any
+		// attempt has cleanupGrace to be answered.
+		grace := cleanupGrace
+		if b, ok := k.s.(selfBounded); ok {
+			grace = max(grace, b.attemptBound())
+		}
+		until = later(until, time.Now().Add(grace))
+	}
+	a, err, late := awaitBounded(ctx, until, func() (attempt, error) { return k.s.acquire(dctx, req) })
 	if late != nil {
 		k.late, k.lateOp = late, req.op
 		return attempt{}, overrun(ctx)
@@ -209,13 +236,6 @@ func (k *lockCall) reenterLate() {
 	})
 }
 
-// ErrNotConfirmed: Redis did not confirm an Unlock within the Client's unlock
-// timeout (WithUnlockTimeout) or answered it with a network error. The hold
-// ended for the caller (its context is cancelled with ErrUnlocked) and is no
-// longer renewed; the release goes on in the background until it is
-// confirmed or the lease runs out. It comes with ErrUnavailable.
-var ErrNotConfirmed = errors.New("relock: unlock not confirmed")
-
 // notConfirmed is Unlock's error for a release Redis did not confirm: err
 // is why (nil: the unlock timeout passed first).
 func (c *Client) notConfirmed(err error) error {
@@ -242,17 +262,25 @@ func unavailableOr(err error) error {
 // background.
 func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[struct{}], late []part) {
 	dctx := context.WithoutCancel(ctx)
+	until := time.Now().Add(k.c.opts.unlockTimeout)
 	if !k.parted {
-		k.parts[0].req.op = k.c.newOp()
+		p := &k.parts[0]
+		p.req.op = k.c.newOp()
+		req := p.req
+		out, err, ch := awaitBounded(context.Background(), until, func() (releaseOutcome, error) { return k.s.release(dctx, req) })
+		if ch == nil {
+			p.out, p.err = out, err
+			return nil, nil
+		}
+		p.err = errUnlockTimeout
+		lateParts := slices.Clone(k.parts)
+		done := make(chan reply[struct{}], 1)
+		go func() { r := <-ch; lateParts[0].err = r.err; done <- reply[struct{}]{} }()
+		return done, lateParts
 	}
 	parts := slices.Clone(k.parts)
-	_, _, ch := awaitBounded(context.Background(), time.Now().Add(k.c.opts.unlockTimeout), func() (struct{}, error) {
-		if k.parted {
-			_, _ = k.s.release(dctx, releaseReq{parts: parts})
-			return struct{}{}, nil
-		}
-		p := &parts[0]
-		p.out, p.err = k.s.release(dctx, p.req)
+	_, _, ch := awaitBounded(context.Background(), until, func() (struct{}, error) {
+		_, _ = k.s.release(dctx, releaseReq{parts: parts})
 		return struct{}{}, nil
 	})
 	if ch == nil {

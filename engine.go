@@ -505,7 +505,9 @@ func (k *lockCall) grant(a attempt, started time.Time) context.Context {
 		}
 		c := p.h.client()
 		hctx = c.grant(p.h, hctx, p.gen, p.token, k.lease, started)
-		entryFrom(hctx, c, p.h.key.id).parent = source
+		if k.parted || k.source != nil { // else grant set it: the same context
+			entryFrom(hctx, c, p.h.key.id).parent = source
+		}
 		c.keepPresence()
 	}
 	return hctx

@@ -394,7 +394,12 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 	// Undo this round everywhere: a master that granted, or that may have
 	// executed the request without answering in time, lets this round's
 	// grant go; the others answer "not held" and change nothing.
-	s.release(ctx, releaseReq{owner: req.owner, op: r.home.newOp(), gen: gen, final: req.gen == ""})
+	undo := releaseReq{owner: req.owner, op: r.home.newOp(), gen: gen, final: req.gen == ""}
+	if _, err := s.release(ctx, undo); err != nil && req.gen == "" {
+		// A master too slow to confirm the undo may have granted: retry
+		// it, as for any release of unknown outcome.
+		r.home.releaseInBackground(s, undo, start.Add(req.lease))
+	}
 	cause := fmt.Errorf("%d of %d masters granted, %d needed: %w", len(v.granted), len(r.nodes), r.quorum, errors.Join(v.failures...))
 	if req.gen != "" {
 		if v.lost > len(r.nodes)-r.quorum {
@@ -549,6 +554,11 @@ func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 }
 
 func (redScheme) abandon(context.Context, string, string) {}
+
+// attemptBound is how long one round may take at most: the acquire and the
+// undo or token phase, each bounded by the node timeout. The engine lets a
+// round run that long rather than cut it at the end of TryLock's wait.
+func (s redScheme) attemptBound() time.Duration { return 3 * s.r.cfg.nodeTimeout }
 
 // drift makes a RedLock hold count as gone drift(lease) before its lease ends
 // (see driftingScheme).
