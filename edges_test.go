@@ -281,7 +281,10 @@ func testLockCompletingAfterClose(t *testing.T, newLocker func(c *relock.Client)
 	r := <-got
 	assert.Less(t, closeTook, 250*time.Millisecond, "Close does not wait for a Lock in flight")
 	require.ErrorIs(t, r.err, relock.ErrClientClosed)
-	assert.Zero(t, c.TrackedHolds())
+	// The failed Lock's own clean-up (its waiter leaving the queue) may
+	// still be in flight on the slowed connection: its record goes once
+	// that has returned.
+	assert.Eventually(t, func() bool { return c.TrackedHolds() == 0 }, 5*time.Second, time.Millisecond)
 	assert.Empty(t, lockKeys(t, fs.srv), "the grant that came back after Close is released")
 }
 
