@@ -21,8 +21,12 @@ local LATCH_SLOTS = 64
 -- 1 when the tail records op (it already freed the lock: this is a replay),
 -- -1 otherwise (the hold was lost before the release; nothing is changed).
 -- It scans the tail, which is bounded; only a release that finds its
--- generation gone pays for it.
+-- generation gone pays for it, and a lock that has had no release for the
+-- latch's time (no tail) answers at once.
 local function release_replay(tail, op)
+	if redis.call('exists', tail) == 0 then
+		return -1
+	end
 	local f = redis.call('hgetall', tail)
 	for i = 1, #f, 2 do
 		if f[i + 1] == op and string.sub(f[i], 1, 1) ~= '~' then
