@@ -220,7 +220,7 @@ type renewal struct {
 // once.
 func (c *Client) runAcquire(ctx context.Context, sc scriptCall) (vals []int64, repl error, err error) {
 	if c.opts.replicas == 0 {
-		vals, err = sc.run(ctx, c.rdb).Int64Slice()
+		vals, err = c.script(ctx, sc).Int64Slice()
 		return vals, nil, err
 	}
 	target, err := c.waitTarget(ctx, sc.keys[0])
