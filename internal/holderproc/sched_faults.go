@@ -54,6 +54,10 @@ func (w *schedWorker) connFault(f schedule.ConnFault) {
 		faults.Cut(kind)
 	case schedule.OpCutBefore:
 		w.cutters[f.Server].arm(f.Skip)
+	case schedule.OpCutAfterBusy:
+		if other := 1 - f.Server; other >= 0 && other < len(w.cutters) {
+			w.cutters[other].armOnBusy(w.cutters[f.Server])
+		}
 	}
 }
 
@@ -75,6 +79,38 @@ type evalshaCounter struct {
 	mu     sync.Mutex
 	left   int  // EVALSHAs to let through before the cut
 	armed  bool // a cut is pending
+	// onBusy, when set, is armed to cut before its next EVALSHA once an
+	// EVALSHA here answers busy (schedule.OpCutAfterBusy).
+	onBusy *evalshaCounter
+}
+
+func (c *evalshaCounter) armOnBusy(target *evalshaCounter) {
+	c.mu.Lock()
+	c.onBusy = target
+	c.mu.Unlock()
+}
+
+// sawReply arms onBusy when cmd, an EVALSHA, answered busy: {0, part, pttl}
+// as a MultiLock group's acquire replies.
+func (c *evalshaCounter) sawReply(cmd redis.Cmder) {
+	if !strings.EqualFold(cmd.Name(), "evalsha") {
+		return
+	}
+	rc, ok := cmd.(*redis.Cmd)
+	if !ok {
+		return
+	}
+	res, err := rc.Int64Slice()
+	if err != nil || len(res) != 3 || res[0] != 0 {
+		return
+	}
+	c.mu.Lock()
+	target := c.onBusy
+	c.onBusy = nil
+	c.mu.Unlock()
+	if target != nil {
+		target.arm(0)
+	}
 }
 
 func (c *evalshaCounter) arm(skip int) {
@@ -107,7 +143,11 @@ func (c *evalshaCounter) DialHook(next redis.DialHook) redis.DialHook { return n
 func (c *evalshaCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		c.see(cmd.Name())
-		return next(ctx, cmd)
+		err := next(ctx, cmd)
+		if err == nil {
+			c.sawReply(cmd)
+		}
+		return err
 	}
 }
 
