@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,8 +56,8 @@ func (w *schedWorker) connFault(f schedule.ConnFault) {
 	case schedule.OpCutBefore:
 		w.cutters[f.Server].arm(f.Skip)
 	case schedule.OpCutAfterBusy:
-		if other := 1 - f.Server; other >= 0 && other < len(w.cutters) {
-			w.cutters[other].armOnBusy(w.cutters[f.Server])
+		if f.Server == 0 && len(w.cutters) == 2 {
+			w.aimRollback.Store(true)
 		}
 	}
 }
@@ -79,37 +80,45 @@ type evalshaCounter struct {
 	mu     sync.Mutex
 	left   int  // EVALSHAs to let through before the cut
 	armed  bool // a cut is pending
-	// onBusy, when set, is armed to cut before its next EVALSHA once an
-	// EVALSHA here answers busy (schedule.OpCutAfterBusy).
-	onBusy *evalshaCounter
+	// rollbackCut, on server 1's counter, is server 0's: armed to cut
+	// before its next EVALSHA — the rollback of group A — when the B
+	// acquire of a TryLock's first attempt answers busy.
+	rollbackCut *evalshaCounter
 }
 
-func (c *evalshaCounter) armOnBusy(target *evalshaCounter) {
-	c.mu.Lock()
-	c.onBusy = target
-	c.mu.Unlock()
+// firstAttempt marks the context of a TryLock whose first attempt's
+// rollback is aimed at (schedule.OpCutAfterBusy); over once that attempt's
+// outcome is known. A MultiLock runs its scripts with the caller's context
+// values.
+type firstAttempt struct {
+	over  atomic.Bool
+	fired atomic.Bool // the cut was armed
 }
 
-// sawReply arms onBusy when cmd, an EVALSHA, answered busy: {0, part, pttl}
-// as a MultiLock group's acquire replies.
-func (c *evalshaCounter) sawReply(cmd redis.Cmder) {
-	if !strings.EqualFold(cmd.Name(), "evalsha") {
+type firstAttemptKey struct{}
+
+// sawReply follows the first attempt of an aimed TryLock: a busy answer on
+// server 0 (A) ends it; any answer on server 1 (B) ends it, and a busy one
+// arms the cut on server 0 for the rollback that follows at once.
+func (c *evalshaCounter) sawReply(ctx context.Context, cmd redis.Cmder) {
+	fa, _ := ctx.Value(firstAttemptKey{}).(*firstAttempt)
+	if fa == nil || fa.over.Load() || !strings.EqualFold(cmd.Name(), "evalsha") {
 		return
 	}
-	rc, ok := cmd.(*redis.Cmd)
-	if !ok {
-		return
+	busy := false
+	if rc, ok := cmd.(*redis.Cmd); ok {
+		res, err := rc.Int64Slice()
+		busy = err == nil && len(res) == 3 && res[0] == 0 // {0, part, pttl}: a group's acquire found a part held
 	}
-	res, err := rc.Int64Slice()
-	if err != nil || len(res) != 3 || res[0] != 0 {
-		return
-	}
-	c.mu.Lock()
-	target := c.onBusy
-	c.onBusy = nil
-	c.mu.Unlock()
-	if target != nil {
-		target.arm(0)
+	switch {
+	case c.rollbackCut != nil:
+		if fa.over.Swap(true) || !busy {
+			return
+		}
+		fa.fired.Store(true)
+		c.rollbackCut.arm(0)
+	case busy:
+		fa.over.Store(true)
 	}
 }
 
@@ -145,7 +154,7 @@ func (c *evalshaCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		c.see(cmd.Name())
 		err := next(ctx, cmd)
 		if err == nil {
-			c.sawReply(cmd)
+			c.sawReply(ctx, cmd)
 		}
 		return err
 	}
