@@ -71,7 +71,8 @@ func aimAtRollback(r *rand.Rand, p *Plan, size Size) {
 		}
 	}
 	pr := &p.Procs[pick(r, multis)]
-	pr.Conn = append(pr.Conn, ConnFault{At: at(r, size), Server: 0, Conn: "command", Op: OpCutAfterBusy})
+	// Early in the run, so that many TryLocks remain to aim at.
+	pr.Conn = append(pr.Conn, ConnFault{At: at(r, size) / 4, Server: 0, Conn: "command", Op: OpCutAfterBusy})
 }
 
 // roles are the processes of a kind: four contenders, so that a hand-over
