@@ -129,7 +129,9 @@ func (l *base) pttl(ctx context.Context, key string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	d, err := l.c.rdb.PTTL(ctx, key).Result()
+	d, err := queryBounded(ctx, "ttl", func() (time.Duration, error) {
+		return l.c.rdb.PTTL(context.WithoutCancel(ctx), key).Result()
+	})
 	if err != nil {
 		return 0, wrapRedis("ttl", err)
 	}
@@ -156,7 +158,9 @@ func (l *exclusive) IsLocked(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n, err := l.c.rdb.Exists(ctx, l.hash).Result()
+	n, err := queryBounded(ctx, "is locked", func() (int64, error) {
+		return l.c.rdb.Exists(context.WithoutCancel(ctx), l.hash).Result()
+	})
 	return n == 1, wrapRedis("is locked", err)
 }
 
@@ -171,7 +175,9 @@ func (l *exclusive) HoldCount(ctx context.Context) (int, error) {
 	if o == nil {
 		return 0, nil
 	}
-	n, err := l.c.rdb.HGet(ctx, l.hash, o.field(l.c)).Int()
+	n, err := queryBounded(ctx, "hold count", func() (int, error) {
+		return l.c.rdb.HGet(context.WithoutCancel(ctx), l.hash, o.field(l.c)).Int()
+	})
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}

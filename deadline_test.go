@@ -424,6 +424,13 @@ func TestQueriesAndForceUnlockHonourTheirContext(t *testing.T) {
 			_, err := c.Lock("q").ForceUnlock(ctx)
 			return err
 		},
+		"IsLocked":  func(ctx context.Context) error { _, err := c.Lock("q").IsLocked(ctx); return err },
+		"HoldCount": func(ctx context.Context) error { _, err := c.Lock("q").HoldCount(hctx2(ctx, hctx)); return err },
+		"TTL":       func(ctx context.Context) error { _, err := c.FairLock("q").TTL(ctx); return err },
+		"RWLock.IsLocked": func(ctx context.Context) error {
+			_, err := c.RWLock("q").WriteLock().IsLocked(ctx)
+			return err
+		},
 	}
 	var wg sync.WaitGroup
 	for name, call := range calls {
@@ -446,4 +453,15 @@ func TestQueriesAndForceUnlockHonourTheirContext(t *testing.T) {
 	// The force-release ran once Redis answered; this Client's hold ends.
 	require.Eventually(t, func() bool { return hctx.Err() != nil }, 10*time.Second, 10*time.Millisecond)
 	require.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
+}
+
+// hctx2 is ctx (its deadline) carrying the owner of the hold context hctx,
+// so that a query asks about that owner.
+func hctx2(ctx, hctx context.Context) context.Context {
+	id, _ := relock.OwnerOf(hctx)
+	octx, err := relock.WithOwner(ctx, id)
+	if err != nil {
+		return ctx
+	}
+	return octx
 }

@@ -222,7 +222,9 @@ func (m rwMode) state(ctx context.Context) ([]int64, error) {
 	if o := ownerFrom(ctx); o != nil {
 		owner = o.field(m.l.c)
 	}
-	res, err := rwStateCall(m.l.keys.hash, owner).run(ctx, m.l.c.rdb).Int64Slice()
+	res, err := queryBounded(ctx, "state", func() ([]int64, error) {
+		return rwStateCall(m.l.keys.hash, owner).run(context.WithoutCancel(ctx), m.l.c.rdb).Int64Slice()
+	})
 	if err != nil {
 		return nil, wrapRedis("state", err)
 	}
