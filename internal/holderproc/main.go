@@ -13,6 +13,9 @@
 // lost hold, with its fencing token and the time, to the judge listening at
 // that address. With -kind sema, -goroutines goroutines each take 1 to -take
 // permits in a loop and report as "<id>.g<i>", with the permits as token.
+//
+// With -kind latch it waits for a CountDownLatch, or counts one down (-role,
+// see latchRole).
 package main
 
 import (
@@ -44,6 +47,7 @@ func main() {
 	flag.DurationVar(&w.runFor, "for", 0, "worker mode: stop starting holds after this long (0: no limit)")
 	permits := flag.Int("permits", 5, "-kind sema: the semaphore's capacity")
 	take := flag.Int("take", 1, "-kind sema: permits per acquisition (worker mode: 1 to take, at random)")
+	role := flag.String("role", "wait", "-kind latch: wait (print when the latch opens) or count (count down on a line from stdin)")
 	goroutines := flag.Int("goroutines", 8, "-kind sema, worker mode: goroutines acquiring at once")
 	flag.Parse()
 
@@ -70,6 +74,13 @@ func main() {
 	}
 	c := relock.New(rdb, opts...)
 	w.name = *name
+	if w.kind == "latch" {
+		if err := latchRole(c, w.name, *role); err != nil {
+			fmt.Fprintln(os.Stderr, "holderproc:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if w.kind == "sema" {
 		if err := holdPermits(c, w.name, *permits, *take); err != nil {
 			fmt.Fprintln(os.Stderr, "holderproc:", err)
