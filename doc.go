@@ -70,10 +70,28 @@
 // died is skipped — and the grant ("<waiter id> <token>") ends that
 // waiter's wait with no further round trip: one release wakes one waiter in
 // one process, whatever the number of processes, and nothing is published
-// when nobody waits. A waiter that gives up leaves the queue, and releases a
-// grant that crossed its leaving (lock_abandon.lua). A re-subscription
-// after a reconnect makes every waiter re-check, and no sleep outlasts the
-// holder's remaining lease. Limits: a waiter whose process is frozen (not
+// when nobody waits. A grant is a hint, not a hold: the waiter takes it as
+// it is only when it provably belongs to its current place in the queue —
+// its id (new for each wait) has stayed queued since the attempt that first
+// queued it, as each busy reply says, so the grant can only be the one that
+// took it out after its last attempt, whose hold runs a lease from that
+// attempt — and within a third of the lease of that attempt. Any other (the
+// id was queued again after a grant whose hold ran out, an attempt failed,
+// WithReplicas is set) is claimed by an attempt at once, which replays the
+// waiter's op id: a late grant then finds the new holder and the waiter
+// waits on. With WithReplicas the claim carries the WAIT, and writes (its
+// PEXPIRE) so that the WAIT covers the hand-over's writes. A waiter that
+// gives up leaves the queue, and releases a grant that crossed its leaving
+// (lock_abandon.lua); a grant that reaches a Client for an id of its own
+// that no longer waits (Redis came back with an older queue) is released at
+// once by the same script, unless the Client holds that generation (a
+// duplicate of a grant it claimed). A re-subscription after a reconnect
+// makes every waiter re-check, and no sleep outlasts the holder's remaining
+// lease: a hand-over to a shorter lease than the freed hold's tells every
+// Client with a waiter left in the queue to re-check ("all" on its
+// channel), since the queue, in a Lock's hash, ends with that shorter hold
+// and nothing is published then; a MultiLock waiting on a part re-checks on
+// "handed" for the same reason. Limits: a waiter whose process is frozen (not
 // dead) when it is granted keeps the lock for its lease, as a frozen holder
 // would; with classic pub/sub on a Cluster (WithShardedPubSub(false)),
 // PUBLISH counts one node's receivers only, so the first queued waiter is
@@ -110,7 +128,9 @@
 // carrying a smaller token than it has seen. A token is the Redis server's
 // clock in µs or one above the last token Redis still knows, so tokens keep
 // increasing across restarts without persistence and failovers, under the
-// clock assumption stated on Lock.Token.
+// clock assumption stated on Lock.Token. A hand-over's token follows the
+// same rule (next_token in acquire_common.lua), never the freed hold's + 1,
+// which Redis restored from older state may have handed out already.
 //
 // # Observing
 //

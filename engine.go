@@ -167,6 +167,7 @@ type attempt struct {
 	token   int64         // acquired: fencing token of the hold
 	retryIn time.Duration // busy: the remaining lease of the holder (< 0: unknown)
 	channel string        // busy: where the holder's release is announced ("" to poll at retryIn)
+	place   queuePlace    // busy: where the attempt left the waiter in the lock's queue (see wait.go)
 	attemptExtras
 }
 
@@ -356,9 +357,13 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	unknown := "" // op of the last attempt whose outcome is unknown
 	attempts := 0
 	waitAs := ""
+	var stray func(string)
 	if handsOver(s) && wait != 0 {
 		req.op, req.waiter = c.newOp(), true
 		waitAs = req.op
+		c.subs.expect(waitAs)
+		defer c.subs.settle(s.(handingScheme).waitChannel(), waitAs) // after grant or giveUp
+		stray = c.strayRelease(s)
 	}
 	try := func() (attempt, error) {
 		if waitAs == "" {
@@ -379,7 +384,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		}
 		return a, err
 	}
-	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: req.lease, obs: s}, try)
+	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: req.lease, obs: s, stray: stray}, try)
 	if err == nil && a.outcome != acquired {
 		err = fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
 	}

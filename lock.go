@@ -132,7 +132,7 @@ func (s lockScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 }
 
 // parseAcquire reads the reply shared by the acquire scripts: {1, token,
-// count}, {0, pttl} or {-1, 0}.
+// count}, {0, pttl, place} or {-1, 0}.
 func parseAcquire(res []int64, channel string) (attempt, error) {
 	if len(res) < 2 {
 		return attempt{}, fmt.Errorf("relock: acquire script returned %d values, want 2 or 3", len(res))
@@ -141,7 +141,11 @@ func parseAcquire(res []int64, channel string) (attempt, error) {
 	case 1:
 		return attempt{outcome: acquired, token: res[1]}, nil
 	case 0:
-		return attempt{outcome: busy, retryIn: leaseLeft(res[1]), channel: channel}, nil
+		a := attempt{outcome: busy, retryIn: leaseLeft(res[1]), channel: channel}
+		if len(res) > 2 {
+			a.place = queuePlace(res[2])
+		}
+		return a, nil
 	case -1:
 		return attempt{outcome: mismatch}, nil
 	}

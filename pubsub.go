@@ -111,6 +111,11 @@ type subscriber struct {
 	presence *chanState // keepAlive's channel, once asked for
 	closed   bool
 	wg       sync.WaitGroup
+	// waiting are the ids of this Client's waits that may still be handed
+	// a lock: from before their first attempt until their hold is recorded
+	// or the wait gave up (see expect). A grant to another id of this
+	// Client is a stray (see granted).
+	waiting map[string]struct{}
 
 	rechecked atomic.Int64 // calls of recheckHolds, for tests
 }
@@ -164,8 +169,11 @@ type chanState struct {
 	// handingScheme) carries grants addressed to one waiter by its id.
 	handing bool
 	byID    map[string]*waiter // its joined waiters
-	grants  map[string]int64   // grants that came before their waiter joined: id -> token
-	idle    *time.Timer        // ends the subscription once it has lingered unused
+	// grants that came before their waiter joined: id -> token. Only ids
+	// still waiting are kept, and settle takes them out.
+	grants map[string]int64
+	idle   *time.Timer     // ends the subscription once it has lingered unused
+	stray  func(id string) // releases a grant to an id that no longer waits
 }
 
 type waiter struct {
@@ -182,9 +190,10 @@ type waiter struct {
 
 func newSubscriber(c *Client) *subscriber {
 	return &subscriber{
-		c:      c,
-		shards: make(map[string]*shard),
-		chans:  make(map[string]*chanState),
+		c:       c,
+		shards:  make(map[string]*shard),
+		chans:   make(map[string]*chanState),
+		waiting: make(map[string]struct{}),
 	}
 }
 
@@ -242,10 +251,15 @@ func (s *subscriber) joinHanding(st *chanState, w *waiter) {
 	}
 }
 
-// granted handles a hand-over message, "<waiter id> <token>": the lock is
-// the waiter's. A grant whose waiter has not joined yet (the message beat
-// its attempt's reply) is kept for it; one whose waiter left is its
-// abandon's to release (see lock_abandon.lua). s.mu is held.
+// granted handles a hand-over message, "<waiter id> <token>": the lock may
+// be the waiter's (the wait loop decides whether to trust or claim it, see
+// grantCheck). A grant whose waiter has not joined yet (the message beat its
+// attempt's reply) is kept for it while its wait may still take it. One to
+// an id that no longer waits — its wait ended, or Redis came back with an
+// older queue that still lists it — is a stray: nobody would use the hold,
+// so it is released at once (stray runs the abandon script for that id),
+// unless the Client holds that generation, which a duplicate of a grant
+// already claimed would name. s.mu is held.
 func (s *subscriber) granted(st *chanState, payload string) {
 	id, tok, _ := strings.Cut(payload, " ")
 	token, err := strconv.ParseInt(tok, 10, 64)
@@ -257,7 +271,33 @@ func (s *subscriber) granted(st *chanState, payload string) {
 		s.wake(w)
 		return
 	}
-	st.grants[id] = token
+	if _, ok := s.waiting[id]; ok {
+		st.grants[id] = token
+		return
+	}
+	if stray := st.stray; stray != nil && strings.HasPrefix(id, s.c.id+":") && !s.closed {
+		s.c.bg.Go(func() { stray(id) })
+	}
+}
+
+// expect records that a wait of this Client may be handed a lock under id,
+// from before its first attempt until settle.
+func (s *subscriber) expect(id string) {
+	s.mu.Lock()
+	s.waiting[id] = struct{}{}
+	s.mu.Unlock()
+}
+
+// settle ends expect(id) once the wait's hold is recorded or the wait gave
+// up, dropping a grant kept for it on channel that nobody took: the hold it
+// names is recorded already, or the wait's abandon released it.
+func (s *subscriber) settle(channel, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.waiting, id)
+	if st := s.chans[channel]; st != nil && st.grants != nil {
+		delete(st.grants, id)
+	}
 }
 
 // handedOver reports the attempt a hand-over to w amounts to, if one came.
@@ -920,7 +960,11 @@ func (s *subscriber) delivered(channel, payload string) {
 	case payload == wakeAll:
 		s.wakeEveryone(st)
 	case payload == handedOn:
-		// The hold passed to a queued waiter: still held, nothing to try.
+		// The hold passed to a queued waiter: still held, but under a new
+		// lease, maybe shorter than the one the listeners (a MultiLock)
+		// sleep on; nothing is published when it runs out. Each re-checks,
+		// to sleep on the new holder's lease.
+		s.wakeEveryone(st)
 	default:
 		s.wakeOne(st)
 	}
@@ -1109,7 +1153,7 @@ func (s *subscriber) channels() int {
 // named: it joins that channel (leaving another one), re-arms on the same
 // one, or leaves when the attempt names none. It returns the waiter to sleep
 // on (nil: none, sleep on the lease alone).
-func (s *subscriber) follow(ctx context.Context, w *waiter, a attempt, id string, tried time.Time) (*waiter, error) {
+func (s *subscriber) follow(ctx context.Context, w *waiter, a attempt, spec waitSpec, tried time.Time) (*waiter, error) {
 	subs := a.subs
 	if subs == nil {
 		subs = s
@@ -1124,7 +1168,13 @@ func (s *subscriber) follow(ctx context.Context, w *waiter, a attempt, id string
 		if w != nil {
 			w.leave(false)
 		}
-		return subs.join(ctx, a.channel, id, tried)
+		nw, err := subs.join(ctx, a.channel, spec.id, tried)
+		if err == nil && spec.stray != nil {
+			subs.mu.Lock()
+			nw.st.stray = spec.stray
+			subs.mu.Unlock()
+		}
+		return nw, err
 	}
 	w.rearm(tried)
 	return w, nil

@@ -128,6 +128,19 @@ func (r *registry) find(id, owner string) (gen string, token int64, until time.T
 	return "", 0, time.Time{}
 }
 
+// holdsGeneration reports whether some owner of this Client holds
+// generation gen of the lock id.
+func (r *registry) holdsGeneration(id, gen string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, h := range r.m {
+		if k.id == id && h.gen == gen {
+			return true
+		}
+	}
+	return false
+}
+
 // A driftingScheme's holds count as gone sooner than their lease, by
 // drift(lease): the allowance for the clock drift between the servers that
 // granted them (RedLock).

@@ -14,6 +14,9 @@ type waitSpec struct {
 	id    string // "" : the scheme hands nothing over
 	lease time.Duration
 	obs   observed // the lock the Observer hears about (WaitStarted, Woken); nil: none
+	// stray releases a grant, on the waiter's channel, to an id of this
+	// Client that no longer waits (see subscriber.granted); nil: none.
+	stray func(id string)
 }
 
 // deadline is when a wait that began at start ends (zero: never).
@@ -30,7 +33,9 @@ func (spec waitSpec) deadline(start time.Time) time.Time {
 // a wake-up, the holder's remaining lease, the wait time or ctx ends,
 // whichever is first; try again. A wake-up that is a hand-over (the release
 // granted the lock to this waiter) ends the wait at once, without another
-// attempt. It returns the last attempt and how many times it slept.
+// attempt, when the grant is provably the waiter's current one (see
+// grantCheck); any other grant is claimed by the next attempt, at once. It
+// returns the last attempt and how many times it slept.
 //
 // try must not be cancelled by ctx (see lockWith). The error wraps
 // ErrNotObtained when the wait ended. A first attempt that fails returns its
@@ -40,6 +45,8 @@ func (spec waitSpec) deadline(start time.Time) time.Time {
 func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, error)) (attempt, int, error) {
 	tried := time.Now()
 	a, err := try()
+	check := grantCheck{claim: c.opts.replicas > 0}
+	check.saw(a, err)
 	if err != nil || a.outcome != busy {
 		c.observe(err)
 		return a, 0, unavailable(err)
@@ -59,7 +66,7 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		if w, err = c.subs.follow(ctx, w, a, spec.id, tried); err != nil {
+		if w, err = c.subs.follow(ctx, w, a, spec, tried); err != nil {
 			return a, slept, err
 		}
 		sleep := fallbackSleep(a.retryIn, c.opts.watchdogLease)
@@ -75,7 +82,7 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 		}
 		var handed bool
 		var h attempt
-		if h, handed, err = c.sleep(ctx, spec, w, timer, sleep, tried); handed {
+		if h, handed, err = c.sleep(ctx, spec, w, timer, sleep, tried, check); handed {
 			a = h
 			return a, slept, nil
 		}
@@ -84,7 +91,9 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 		}
 		tried = time.Now()
 		prev := a
-		if a, err = try(); err == nil && a.outcome != busy {
+		a, err = try()
+		check.saw(a, err)
+		if err == nil && a.outcome != busy {
 			return a, slept, nil
 		}
 		if err != nil {
@@ -101,10 +110,12 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 
 // sleep is one sleep of a wait loop, of at most d: it returns the attempt a
 // release that handed the lock over to w amounts to (handed), or why the
-// wait must end (err); neither means try again. A grant that comes long after the last
-// attempt (tried) is claimed by the next attempt, whose replay extends the
-// lease, since the hold's end is counted from an attempt's start.
-func (c *Client) sleep(ctx context.Context, spec waitSpec, w *waiter, timer *time.Timer, d time.Duration, tried time.Time) (a attempt, handed bool, err error) {
+// wait must end (err); neither means try again. A grant is taken as it is
+// only when check trusts it and it comes within a third of the lease after
+// the last attempt (tried), from whose start the hold's end is counted;
+// any other is claimed by the next attempt, made at once, whose replay of
+// the waiter's op id is the claim and extends the lease from then.
+func (c *Client) sleep(ctx context.Context, spec waitSpec, w *waiter, timer *time.Timer, d time.Duration, tried time.Time, check grantCheck) (a attempt, handed bool, err error) {
 	timer.Reset(d)
 	select {
 	case <-ctx.Done():
@@ -114,11 +125,77 @@ func (c *Client) sleep(ctx context.Context, spec waitSpec, w *waiter, timer *tim
 	case <-w.signal():
 		c.emitWoken(ctx, spec.obs)
 		a, handed = w.handedOver()
-		return a, handed && time.Since(tried) < spec.lease/3, nil
+		return a, handed && check.trusted() && time.Since(tried) < spec.lease/3, nil
 	case <-timer.C:
 		return a, false, nil
 	}
 }
+
+// strayRelease returns what releases a grant of s's lock that reached this
+// Client for a waiter id that no longer waits (see subscriber.granted): the
+// abandon script for that id, which frees a hold of that generation, whoever
+// its owner, and hands the lock on. A hold this Client has recorded under
+// that generation is its own and kept.
+func (c *Client) strayRelease(s scheme) func(id string) {
+	return func(id string) {
+		if c.holds.holdsGeneration(s.holdID(), id) {
+			return
+		}
+		c.log.Debug("relock: releasing a grant to a waiter that no longer waits", "lock", s.info().Name, "waiter", id)
+		s.abandon(context.Background(), "", id)
+	}
+}
+
+// queuePlace is where a busy attempt left the waiter in the lock's queue,
+// as the acquire scripts reply (Q_KEPT, Q_ANEW, Q_ABSENT in
+// queue_common.lua); placeUnknown when the reply does not say.
+type queuePlace int64
+
+const (
+	placeUnknown queuePlace = iota
+	placeKept               // queued before the attempt, and still
+	placeAnew               // queued by the attempt
+	placeAbsent             // not queued
+)
+
+// grantCheck decides whether a grant message may be taken as it is, without
+// a claim: a message is a hint about Redis, never a hold by itself. It may
+// be taken only when it provably belongs to the waiter's current place in
+// the queue. A waiter's id is new for each wait, so while the id has stayed
+// queued from the attempt that first queued it to the last attempt (every
+// later one kept its place), the only grant that can be addressed to it is
+// the one that takes it out of the queue after that last attempt, and that
+// hold runs at least a lease from the last attempt's start. Any doubt — the
+// id was queued a second time (a grant whose hold ran out, or a queue that
+// went with its hash, took it out before), it left the queue, an attempt
+// failed (its outcome is unknown) or the reply did not say — makes every
+// later grant go through a claim. So does WithReplicas: the claim is an
+// attempt, whose WAIT covers the hand-over's writes.
+type grantCheck struct {
+	claim  bool // every grant is claimed
+	queued bool // an attempt queued the id
+}
+
+// saw takes in the result of one attempt.
+func (g *grantCheck) saw(a attempt, err error) {
+	switch {
+	case err != nil:
+		g.claim = true
+	case a.outcome != busy:
+	case a.place == placeKept:
+		g.claim = g.claim || !g.queued
+	case a.place == placeAnew:
+		g.claim = g.claim || g.queued
+		g.queued = true
+	case a.place == placeAbsent:
+		g.claim = g.claim || g.queued
+	default:
+		g.claim = true
+	}
+}
+
+// trusted reports whether a grant may be taken without a claim.
+func (g grantCheck) trusted() bool { return !g.claim }
 
 // faultRun counts the attempts of a wait that failed in a row.
 type faultRun struct {

@@ -8,7 +8,8 @@
 -- KEYS[2]  queue (see fair_common)
 -- KEYS[3]  the lock's channel (see fair_release)
 -- KEYS[4]  tail
--- ARGV[1]  owner
+-- ARGV[1]  owner; "" for whoever holds generation ARGV[2] (a grant that
+--          reached a Client whose waiter no longer waits, see pubsub.go)
 -- ARGV[2]  the waiter id (the op id its attempts sent)
 -- ARGV[3]  publish command
 -- ARGV[4]  tail lifetime in milliseconds (the unlock latch)
@@ -19,7 +20,7 @@
 -- nothing but a hand-over that was due.
 local hash, w = KEYS[1], ARGV[2]
 local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l')
-if cur[1] == w and redis.call('hexists', hash, ARGV[1]) == 1 then
+if cur[1] == w and (ARGV[1] == '' or redis.call('hexists', hash, ARGV[1]) == 1) then
 	free_hold(hash, KEYS[3], nil, KEYS[4], cur, ARGV[3], ARGV[4], ARGV[5], KEYS[2])
 	return 1
 end

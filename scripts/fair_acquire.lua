@@ -19,9 +19,9 @@
 -- ARGV[9]  as lock_release's ARGV[7]
 --
 -- Returns {1, token, count}  acquired
---         {0, pttl}          not the caller's turn (it is queued, if it
+--         {0, pttl, place}   not the caller's turn (it is queued, if it
 --                            asked to be); pttl is the holder's remaining
---                            lease
+--                            lease, place as lock_acquire's
 --         {-1, 0}            the caller's generation no longer holds: lost
 --
 -- A free lock with waiters queued (its last holder's lease ran out) goes
@@ -36,32 +36,32 @@ local cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
 if cur[2] == op then
 	-- A replay, or the claim of a grant that reached the waiter late: the
 	-- lease counts from now (see lock_acquire).
-	if redis.call('pttl', hash) < tonumber(ARGV[4]) then
-		redis.call('pexpire', hash, ARGV[4])
-	end
+	-- Always written: see lock_acquire.
+	redis.call('pexpire', hash, math.max(redis.call('pttl', hash), tonumber(ARGV[4])))
 	return {1, tonumber(cur[3] or 0), tonumber(cur[1] or 0)}
 end
 local q = redis.call('get', KEYS[2])
+local place = q_place(q, op)
 if cur[4] and not cur[1] then
 	if ARGV[6] == '1' then
-		fair_enqueue(KEYS[2], q, op, ARGV[4], ARGV[5], owner, tonumber(ARGV[7]))
+		q, place = fair_enqueue(KEYS[2], q, op, ARGV[4], ARGV[5], owner, tonumber(ARGV[7]))
 		if not cur[5] then
 			redis.call('hset', hash, '~q', '1')
 		end
 	end
-	return {0, redis.call('pttl', hash)}
+	return {0, redis.call('pttl', hash), place}
 end
 if not cur[1] and q then
 	-- Free, and others queue: the first that still listens has it.
 	if ARGV[6] == '1' then
-		q = fair_enqueue(KEYS[2], q, op, ARGV[4], ARGV[5], owner, tonumber(ARGV[7]))
+		q, place = fair_enqueue(KEYS[2], q, op, ARGV[4], ARGV[5], owner, tonumber(ARGV[7]))
 	end
 	local handed, token, w = hand_over(hash, KEYS[3], q, nil, nil, nil, ARGV[8], ARGV[9], KEYS[2], op)
 	if w == op then
 		return {1, token, 1}
 	end
 	if handed then
-		return {0, redis.call('pttl', hash)}
+		return {0, redis.call('pttl', hash), place}
 	end
 	q = nil -- nobody listened: the queue is gone
 end

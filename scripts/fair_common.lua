@@ -21,18 +21,19 @@
 
 -- fair_enqueue queues waiter w at the end of qkey (q: its value), or only
 -- renews the key's lifetime when w is queued already: a waiter keeps its
--- place across its attempts. It returns the queue.
+-- place across its attempts. It returns the queue and the waiter's place
+-- (Q_KEPT or Q_ANEW, see queue_common).
 local function fair_enqueue(qkey, q, w, lease, fencing, owner, timeout)
 	local ttl = redis.call('pttl', qkey)
 	if q_has(q, w) then
 		if ttl < timeout then
 			redis.call('pexpire', qkey, timeout)
 		end
-		return q
+		return q, Q_KEPT
 	end
 	q = (q or '') .. q_entry(w, lease, fencing, owner)
 	redis.call('set', qkey, q, 'px', math.max(ttl, timeout))
-	return q
+	return q, Q_ANEW
 end
 
 -- fair_dequeue takes waiter w out of qkey (q: its value), if it is there,

@@ -25,21 +25,21 @@ end
 
 -- hand_over gives the lock in hash, being freed, to the first queued waiter
 -- whose Client still listens, in the same call (see first_listener), and
--- writes the hold — count 1, generation = the waiter id, token = last + 1
--- (or a new one when the last hold had none), the waiter's lease — keeping
--- ~m and the rest of the queue (see store_queue). When that lease is
--- shorter than the one of the hold it follows (l), the next waiter is woken
--- ("<waiter id>") to try once: it slept on the longer lease, and would
--- oversleep the new hold's end if its holder never releases. A waiter whose
--- id is self (the caller of an acquire that found the lock free) is granted
--- without a message. It returns true, the token and the waiter's id when
--- the lock was handed over, false when nobody was left to take it.
+-- writes the hold — count 1, generation = the waiter id, token by the rule
+-- of every token (next_token: above last, the freed hold's, above the tail
+-- and at least the server's clock, so that a hand-over after Redis came
+-- back with older state never repeats a token), the waiter's lease —
+-- keeping ~m and the rest of the queue (see store_queue). When that lease
+-- is shorter than the one of the hold it follows (l), every waiter left in
+-- the queue is told to re-check (wake_queue): each slept on the longer
+-- lease, and would oversleep the new hold's end — after which the queue,
+-- in a Lock's hash, is gone with it and nothing is published. A waiter
+-- whose id is self (the caller of an acquire that found the lock free) is
+-- granted without a message. It returns true, the token and the waiter's
+-- id when the lock was handed over, false when nobody was left to take it.
 local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self)
 	local function fence()
-		if tonumber(last or 0) > 0 then
-			return tonumber(last) + 1
-		end
-		return next_token(tail, 0)
+		return next_token(tail, last)
 	end
 	local how, w, lease, fencing, owner, token
 	how, q, w, lease, fencing, owner, token = first_listener(hash, q, Q_ENTRY, fence, pub, trust, self)
@@ -62,9 +62,8 @@ local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self)
 		redis.call('hset', hash, unpack(f))
 		redis.call('pexpire', hash, lease)
 		store_queue(qkey, q)
-		local nxt = string.match(q, '^([^%z]*)%z')
-		if nxt and tonumber(lease) < tonumber(l or 0) then
-			redis.call(pub, hash .. ':w:' .. (string.match(nxt, '^(.*):') or ''), nxt)
+		if tonumber(lease) < tonumber(l or 0) then
+			wake_queue(hash, q, Q_ENTRY, pub)
 		end
 		return true, token, w
 	end

@@ -41,3 +41,18 @@ local function first_listener(hash, q, pat, fence, pub, trust, self)
 	end
 	return nil
 end
+
+-- wake_queue tells every Client that has a waiter in queue q (entries of
+-- pattern pat) to have its waiters on the lock in hash try again: 'all' on
+-- its channel, once per Client. A hand-over to a shorter lease than the
+-- freed hold's calls it, so that no waiter sleeps past the new hold's end.
+local function wake_queue(hash, q, pat, pub)
+	local told = {}
+	for _, w in string.gmatch(q or '', pat) do
+		local client = string.match(w, '^(.*):')
+		if client and not told[client] then
+			told[client] = true
+			redis.call(pub, hash .. ':w:' .. client, 'all')
+		end
+	end
+end

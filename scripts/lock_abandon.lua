@@ -5,7 +5,8 @@
 -- KEYS[1]  lock hash (see lock_acquire)
 -- KEYS[2]  the lock's channel (see lock_release)
 -- KEYS[3]  tail
--- ARGV[1]  owner
+-- ARGV[1]  owner; "" for whoever holds generation ARGV[2] (a grant that
+--          reached a Client whose waiter no longer waits, see pubsub.go)
 -- ARGV[2]  the waiter id (the op id its attempts sent)
 -- ARGV[3]  publish command
 -- ARGV[4]  latch (tail) lifetime in milliseconds
@@ -16,7 +17,7 @@
 -- nothing.
 local hash, w = KEYS[1], ARGV[2]
 local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l')
-if cur[1] == w and redis.call('hexists', hash, ARGV[1]) == 1 then
+if cur[1] == w and (ARGV[1] == '' or redis.call('hexists', hash, ARGV[1]) == 1) then
 	free_hold(hash, KEYS[2], nil, KEYS[3], cur, ARGV[3], ARGV[4], ARGV[5])
 	return 1
 end

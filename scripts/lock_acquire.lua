@@ -15,7 +15,9 @@
 --          hand-over, see queue_common), absent or "" not to (RedLock)
 --
 -- Returns {1, token, count}  acquired (count: the owner's holds now)
---         {0, pttl}          held by another owner; pttl is its lease left
+--         {0, pttl, place}   held by another owner; pttl is its lease left,
+--                            place where the caller stands in the queue
+--                            (Q_KEPT, Q_ANEW or Q_ABSENT, see queue_common)
 --         {-1, 0}            the caller's generation no longer holds: lost
 --
 -- Idempotent under replay: a request whose op id is the last applied already
@@ -31,17 +33,18 @@ local cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
 if cur[2] == op then
 	-- The lease is counted from now for the caller (a waiter claiming a
 	-- grant that reached it late counts the hold's end from this attempt):
-	-- make it true, never shortening it.
-	if redis.call('pttl', hash) < tonumber(ARGV[4]) then
-		redis.call('pexpire', hash, ARGV[4])
-	end
+	-- make it true, never shortening it. The PEXPIRE is written even when
+	-- it changes nothing, so that a WAIT after this claim (WithReplicas)
+	-- covers the hand-over's writes, made by another connection.
+	redis.call('pexpire', hash, math.max(redis.call('pttl', hash), tonumber(ARGV[4])))
 	return {1, tonumber(cur[3] or 0), tonumber(cur[1] or 0)}
 end
 if not cur[1] and cur[4] then
+	local place = q_place(cur[5], op)
 	if ARGV[6] == '1' then
-		enqueue(hash, cur[5], op, ARGV[4], ARGV[5], owner)
+		place = enqueue(hash, cur[5], op, ARGV[4], ARGV[5], owner)
 	end
-	return {0, redis.call('pttl', hash)}
+	return {0, redis.call('pttl', hash), place}
 end
 dequeue(hash, cur[5], op)
 return {1, grant_new(hash, KEYS[2], owner, op, ARGV[4], ARGV[5], cur[3]), 1}

@@ -47,6 +47,22 @@ local function q_has(q, w)
 	return false
 end
 
+-- A busy acquire of a waiter replies, third, where the attempt left the
+-- waiter in the queue: Q_KEPT it was queued before the attempt and still
+-- is, Q_ANEW the attempt queued it, Q_ABSENT it is not queued. The waiter
+-- (see wait.go) trusts a grant without claiming it only while its id has
+-- stayed queued since the attempt that first queued it: nothing but the one
+-- grant that takes it out of the queue can then be addressed to it.
+local Q_KEPT, Q_ANEW, Q_ABSENT = 1, 2, 3
+
+-- q_place returns Q_KEPT when w is in q, else Q_ABSENT.
+local function q_place(q, w)
+	if q_has(q, w) then
+		return Q_KEPT
+	end
+	return Q_ABSENT
+end
+
 -- q_without returns q less the entry of waiter w; pat is the entry pattern
 -- (Q_ENTRY when nil).
 local function q_without(q, w, pat)
@@ -82,9 +98,12 @@ local function dequeue(hash, q, w)
 end
 
 -- enqueue adds waiter w at the end of hash's queue q, unless it is queued:
--- a waiter keeps its place across its attempts.
+-- a waiter keeps its place across its attempts. It returns Q_KEPT or
+-- Q_ANEW.
 local function enqueue(hash, q, w, lease, fencing, owner)
-	if not q_has(q, w) then
-		redis.call('hset', hash, '~q', (q or '') .. q_entry(w, lease, fencing, owner))
+	if q_has(q, w) then
+		return Q_KEPT
 	end
+	redis.call('hset', hash, '~q', (q or '') .. q_entry(w, lease, fencing, owner))
+	return Q_ANEW
 end

@@ -5,7 +5,8 @@
 -- KEYS[1]  lock hash
 -- KEYS[2]  readers' channel
 -- KEYS[3]  tail
--- ARGV[1]  owner
+-- ARGV[1]  owner; "" for whoever holds the write generation ARGV[2] (as
+--          lock_abandon's)
 -- ARGV[2]  the waiter id (the op id its attempts sent)
 -- ARGV[3]  publish command: "publish" or "spublish"
 -- ARGV[4]  tail lifetime in milliseconds (the unlock latch)
@@ -20,6 +21,9 @@ local hash, owner, w = KEYS[1], ARGV[1], ARGV[2]
 local env = {rch = KEYS[2], tail = KEYS[3], pub = ARGV[3], ms = ARGV[4], trust = ARGV[5]}
 local now = now_ms()
 local st = scan(hash, now, true)
+if owner == '' then
+	owner = st.writer or ''
+end
 local cf, _, gf = fields('w', owner)
 local handed = 0
 if st.f[gf] == w and st.f[cf] then

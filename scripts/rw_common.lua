@@ -66,8 +66,11 @@ local function recount(st)
 end
 
 -- forget takes owner's hold of kind out of the state st (not out of Redis).
+-- st.ended keeps the latest deadline of the live holds it took out, which
+-- the waiters may have been told to sleep until (see hand_over_write).
 local function forget(st, kind, owner)
 	local cf, df, gf, of = fields(kind, owner)
+	st.ended = math.max(st.ended or 0, st.dls[df] or 0)
 	st.f[cf], st.f[df], st.f[gf], st.f[of] = nil, nil, nil, nil
 	st.dls[df] = nil
 	recount(st)
@@ -119,9 +122,9 @@ local function extend(hash, df, lease, now)
 	if dl > tonumber(redis.call('hget', hash, df) or 0) then
 		redis.call('hset', hash, df, dl)
 	end
-	if redis.call('pttl', hash) < lease then
-		redis.call('pexpire', hash, lease)
-	end
+	-- Written even when it changes nothing, so that a WAIT after a claim
+	-- (WithReplicas) covers the hand-over's writes (see lock_acquire).
+	redis.call('pexpire', hash, math.max(redis.call('pttl', hash), lease))
 end
 
 -- grant starts a new hold of kind for owner, generation gen, in a hash
@@ -197,7 +200,8 @@ local function q_live(q, now)
 end
 
 -- q_put returns q with waiter w's claim renewed to deadline dl: in its place
--- if it is queued, else at the end.
+-- if it is queued, else at the end; and w's place (Q_KEPT or Q_ANEW, see
+-- queue_common).
 local function q_put(q, w, lease, fencing, owner, dl)
 	local entry = q_entry(w, lease, fencing, owner, dl)
 	local out, found = {}, false
@@ -209,8 +213,9 @@ local function q_put(q, w, lease, fencing, owner, dl)
 	end
 	if not found then
 		out[#out + 1] = entry
+		return table.concat(out), Q_ANEW
 	end
-	return table.concat(out)
+	return table.concat(out), Q_KEPT
 end
 
 -- update_queue writes q as the hash's queue (write_hash_queue) if it differs
@@ -274,6 +279,11 @@ local function hand_over_write(hash, st, now, q, env, self)
 		redis.call('hdel', hash, '~q')
 	end
 	st.f['~q'] = q ~= '' and q or nil
+	if now + lease < (st.ended or 0) then
+		-- The writers left slept until the freed hold's deadline; the hash,
+		-- and the queue in it, ends with this shorter one (as hand_over).
+		wake_queue(hash, q, RW_ENTRY, env.pub)
+	end
 	return q, lease
 end
 

@@ -17,10 +17,10 @@
 --          (classic pub/sub on a Cluster), "0" otherwise
 --
 -- Returns {1, token, count}  acquired
---         {0, wait}          held by others: a waiter's claim is recorded or
+--         {0, wait, place}   held by others: a waiter's claim is recorded or
 --                            renewed (new readers now queue behind it); wait
 --                            is the time until the latest hold's deadline,
---                            in ms
+--                            in ms; place as lock_acquire's
 --         {-1, 0}            the caller's generation no longer holds (lost)
 --         {-2, 0}            this owner holds a read hold: an upgrade would
 --                            deadlock, nothing was changed
@@ -44,6 +44,10 @@ if st.f['r:' .. owner] then
 	return {-2, 0}
 end
 local q = q_live(st.f['~q'], now)
+local place = Q_ABSENT
+if q_without(q, op, RW_ENTRY) ~= q then
+	place = Q_KEPT
+end
 local free = st.writer == owner or (st.writer == nil and st.readers == 0)
 if free and st.writer == nil and q ~= '' then
 	local rest, lease2 = hand_over_write(hash, st, now, q, env, op)
@@ -51,9 +55,10 @@ if free and st.writer == nil and q ~= '' then
 		q = rest
 	else
 		if ARGV[7] == '1' then
-			update_queue(hash, st, q_put(rest, op, ARGV[4], ARGV[5], owner, now + tonumber(ARGV[6])))
+			rest, place = q_put(rest, op, ARGV[4], ARGV[5], owner, now + tonumber(ARGV[6]))
+			update_queue(hash, st, rest)
 		end
-		return {0, lease2}
+		return {0, lease2, place}
 	end
 end
 if free then
@@ -72,7 +77,7 @@ if free then
 	return {1, token, 1}
 end
 if ARGV[7] == '1' then
-	q = q_put(q, op, ARGV[4], ARGV[5], owner, now + tonumber(ARGV[6]))
+	q, place = q_put(q, op, ARGV[4], ARGV[5], owner, now + tonumber(ARGV[6]))
 end
 update_queue(hash, st, q)
-return {0, st.maxdl - now}
+return {0, st.maxdl - now, place}
