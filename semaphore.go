@@ -3,6 +3,7 @@ package relock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -261,11 +262,29 @@ func (a semaScheme) renewal(_, gen string, lease time.Duration) renewal {
 }
 
 // abandon takes a waiter that gave up out of the queue (see
-// Client.leaveQueue).
-func (a semaScheme) abandon(ctx context.Context, _, waiter string) {
-	if waiter != "" {
-		a.s.c.leaveQueue(ctx, semaAbandonCall(a.s.c, a.s.hash, waiter))
+// Client.leaveQueue). owner "" is the release of a stray grant (see
+// Client.strayRelease), which checks the hold records of one acquisition
+// only: a duplicate grant of a hold that another acquisition of this
+// semaphore claimed is kept here.
+func (a semaScheme) abandon(ctx context.Context, owner, waiter string) {
+	if waiter == "" || (owner == "" && a.s.holdsGeneration(waiter)) {
+		return
 	}
+	a.s.c.leaveQueue(ctx, semaAbandonCall(a.s.c, a.s.hash, waiter))
+}
+
+// holdsGeneration reports whether an acquisition of this semaphore in this
+// Client holds generation gen.
+func (s *Semaphore) holdsGeneration(gen string) bool {
+	r := &s.c.holds
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, h := range r.m {
+		if h.gen == gen && strings.HasPrefix(k.id, s.hash+"#") {
+			return true
+		}
+	}
+	return false
 }
 
 // waitChannel makes a Semaphore a handingScheme.

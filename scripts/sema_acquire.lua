@@ -13,8 +13,12 @@
 -- ARGV[9]  "1" to trust every PUBLISH (classic pub/sub on a Cluster)
 --
 -- Returns {1, 0, n}      acquired (a semaphore has no fencing token)
---         {0, retryIn}   not now (queued, if asked); retryIn is the time to
---                        the earliest hold's deadline in ms, -1 for none
+--         {0, retryIn, place}  not now (queued, if asked); retryIn is the
+--                        time to the earliest hold's deadline in ms, -1 for
+--                        none; place where the attempt left the waiter: 1
+--                        queued before and still, 2 queued by this attempt,
+--                        3 not queued (queue_common's Q_KEPT, Q_ANEW,
+--                        Q_ABSENT, which the wait loop reads)
 --         {-3, cap}      Redis records another capacity: nothing changed
 --
 -- Idempotent under replay: a request whose op already holds (a replay, or
@@ -52,13 +56,18 @@ if served then
 	sema_store(hash, st, now)
 	return {1, 0, n}
 end
+local place = 3
+if at then
+	place = 1
+end
 if ARGV[6] == '1' then
 	local dl = now + tonumber(ARGV[7])
 	if at then
 		st.q[at].dl = dl
 	else
 		st.q[#st.q + 1] = {w = op, n = n, lease = lease, owner = owner, dl = dl}
+		place = 2
 	end
 end
 sema_store(hash, st, now)
-return {0, sema_retry(st, now)}
+return {0, sema_retry(st, now), place}
