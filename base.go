@@ -92,19 +92,21 @@ func queryContext(ctx context.Context) context.Context {
 }
 
 // forceUnlock is ForceUnlock: it runs the type's force-release call, which
-// returns 1 when it freed something, and ends this Client's holds registered
-// as id.
+// replies with the generations it removed, and ends this Client's holds
+// registered as id of exactly those generations. The release may hand the
+// lock to a waiter of this very Client, whose grant can be recorded before
+// the reply arrives: that hold is Redis's newest, and stays.
 func (l *base) forceUnlock(ctx context.Context, id string, call scriptCall) (bool, error) {
 	ctx, err := l.check(ctx)
 	if err != nil {
 		return false, err
 	}
-	n, err := call.run(context.WithoutCancel(ctx), l.c.rdb).Int64()
+	gens, err := call.run(context.WithoutCancel(ctx), l.c.rdb).StringSlice()
 	if err != nil {
 		return false, wrapRedis("force unlock", err)
 	}
-	l.c.endAll(id, fmt.Errorf("%w: force-unlocked", ErrLockLost))
-	return n == 1, nil
+	l.c.endForced(id, gens, fmt.Errorf("%w: force-unlocked", ErrLockLost))
+	return len(gens) > 0, nil
 }
 
 // pttl returns the remaining lease of key, 0 when it has none.

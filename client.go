@@ -33,6 +33,10 @@ type Client struct {
 	subs  *subscriber
 	dog   *watchdog
 	bg    sync.WaitGroup // background clean-ups (releaseInBackground)
+	// bgMu guards bgStopped, set by Close before it waits for bg: no
+	// goroutine joins bg after that (see goBackground).
+	bgMu      sync.Mutex
+	bgStopped bool
 
 	// args holds the arguments every Lock script call passes, boxed once
 	// (see lockArgs): boxing them per call was an allocation each.
@@ -106,6 +110,18 @@ func (c *Client) Err() error {
 // wrapping ErrClientClosed; later calls to Lock fail the same way, while Unlock
 // still releases holds so that a deferred Unlock frees the lock at once.
 //
+// A Lock (or TryLock) in flight when Close is called, whose grant comes back
+// after Close has cancelled the open holds, returns an error wrapping
+// ErrClientClosed and releases that grant in Redis itself, before it
+// returns: nothing is left held that no context stands for. Close does not
+// wait for such calls. Of the background clean-ups (a release retried after
+// a failed Unlock, a MultiLock rollback or a RedLock undo), it waits only
+// for the attempt each is making, bounded by the go-redis client's
+// timeouts; none starts once Close has begun waiting. A clean-up asked for
+// after that (the release of such a late grant failed, or an Unlock's) makes
+// one attempt in the calling goroutine instead of retrying in the
+// background; if Redis cannot be reached then, the lease frees the lock.
+//
 // Close is safe to call more than once; calls after the first return nil.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
@@ -114,9 +130,25 @@ func (c *Client) Close() error {
 		c.dog.close()
 		c.subs.close()
 		c.cancelAll(ErrClientClosed)
+		c.bgMu.Lock()
+		c.bgStopped = true
+		c.bgMu.Unlock()
 		c.bg.Wait()
 	})
 	return nil
+}
+
+// goBackground runs f in a goroutine that Close waits for, and reports
+// whether it did: once Close has begun waiting, it starts nothing (a
+// WaitGroup must not gain members while it is waited on).
+func (c *Client) goBackground(f func()) bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.bgStopped {
+		return false
+	}
+	c.bg.Go(f)
+	return true
 }
 
 func (c *Client) usable() error {

@@ -44,6 +44,10 @@ type scheme interface {
 type partedScheme interface {
 	scheme
 	parts() []scheme
+	// takeBack releases every part of a grant that nobody will use (see
+	// lockCall.takeBack), handing what it cannot release to the background
+	// clean-up; lease is as asked.
+	takeBack(ctx context.Context, parts []part, lease time.Duration) error
 }
 
 func isParted(s scheme) bool {
@@ -391,13 +395,9 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	if err == nil && a.gen == "" {
 		a.gen = req.op // handed over: the hold is named after the waiter
 	}
-	if err == nil && a.replication != nil {
-		// Take the unreplicated grant back now, as documented; only if that
-		// fails does the background release take over.
-		if _, rerr := s.release(dctx, releaseReq{owner: req.owner, op: c.newOp(), gen: a.gen, final: true}); rerr != nil {
-			unknown = a.gen
-		}
-		err = a.replication
+	var hctx context.Context
+	if err == nil {
+		hctx, err = k.record(dctx, req, a, started)
 	}
 	if slept > 0 {
 		c.emitWait(ctx, s, start, attempts, err)
@@ -406,7 +406,6 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		k.giveUp(dctx, req, waitAs, unknown, started)
 		return ctx, err
 	}
-	hctx := k.grant(a, started)
 	k.reportAcquired(ctx, start, attempts, slept > 0 || attempts > 1, false)
 	return hctx, nil
 }
@@ -420,6 +419,38 @@ func (k *lockCall) giveUp(dctx context.Context, req acquireReq, waitAs, unknown 
 	k.s.abandon(dctx, req.owner, waitAs)
 	if unknown != "" {
 		k.c.releaseInBackground(k.s, releaseReq{owner: req.owner, op: k.c.newOp(), gen: unknown, final: true}, started.Add(req.lease))
+	}
+}
+
+// record records the grant a, started when its script was sent, or takes
+// it back when nobody will use it: WithReplicas could not confirm it, or
+// the Client closed before it came back.
+func (k *lockCall) record(dctx context.Context, req acquireReq, a attempt, started time.Time) (context.Context, error) {
+	if a.replication != nil {
+		k.takeBack(dctx, req, a.gen) // as documented for WithReplicas
+		return nil, a.replication
+	}
+	hctx := k.grant(a, started)
+	if hctx == nil {
+		k.takeBack(dctx, req, a.gen)
+		return nil, fmt.Errorf("%w: it closed while the lock was being acquired; the grant was released", ErrClientClosed)
+	}
+	return hctx, nil
+}
+
+// takeBack releases a grant (generation gen) that nobody will use: one
+// WithReplicas could not confirm, or one that came back after the Client
+// closed. It releases it at once; if that fails, the background clean-up
+// retries it until its lease has run out. A partedScheme takes back every
+// part of the grant.
+func (k *lockCall) takeBack(dctx context.Context, req acquireReq, gen string) {
+	if p, ok := k.s.(partedScheme); ok {
+		_ = p.takeBack(dctx, k.parts, k.lease) // its failures go to the background
+		return
+	}
+	rel := releaseReq{owner: req.owner, op: k.c.newOp(), gen: gen, final: true}
+	if _, err := k.s.release(dctx, rel); err != nil {
+		k.c.releaseInBackground(k.s, rel, time.Now().Add(req.lease))
 	}
 }
 
@@ -444,6 +475,11 @@ func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 		}
 		a.gen = req.gen
 		hctx := k.grant(a, started)
+		if hctx == nil {
+			// The count Redis added is harmless: the owner's last Unlock
+			// frees the lock whatever the count says.
+			return ctx, fmt.Errorf("%w: it closed while the lock was being re-entered", ErrClientClosed)
+		}
 		k.reportAcquired(ctx, started, 1, false, true)
 		return hctx, nil
 	case mismatch:
@@ -460,17 +496,41 @@ func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 // entry per record. Each entry's context derives from the previous one, so
 // the last, which the caller gets, is cancelled as soon as the hold of any
 // record ends, with its cause, and carries every entry, which Unlock ends.
+// It returns nil, recording nothing, when a record's Client has closed (the
+// caller then takes the grant back).
 func (k *lockCall) grant(a attempt, started time.Time) context.Context {
 	hctx := k.parent
-	for _, p := range k.parts {
+	for i, p := range k.parts {
 		if !k.parted {
 			p.gen, p.token = a.gen, a.token
 		}
 		c := p.h.client()
-		hctx = c.grant(p.h, hctx, p.gen, p.token, k.lease, started)
+		next := c.grant(p.h, hctx, p.gen, p.token, k.lease, started)
+		if next == nil {
+			k.unrecord(hctx, i)
+			return nil
+		}
+		hctx = next
 		c.keepPresence()
 	}
 	return hctx
+}
+
+// unrecord ends the entries that grant recorded, in hctx, for the first n
+// parts before a later part's Client refused its own: a new hold's
+// generation ends, a re-entered one only loses the entry just added.
+func (k *lockCall) unrecord(hctx context.Context, n int) {
+	for _, p := range k.parts[:n] {
+		c := p.h.client()
+		e := entryFrom(hctx, c, p.h.key.id)
+		c.holds.mu.Lock()
+		if p.held == "" {
+			c.endLocked(p.h, e.gen, ErrClientClosed)
+		} else {
+			c.endEntryLocked(e, ErrClientClosed)
+		}
+		c.holds.mu.Unlock()
+	}
 }
 
 // reportAcquired tells the Observer of a grant: per part, on each part's
@@ -679,9 +739,13 @@ func (c *Client) leaveQueue(ctx context.Context, call scriptCall) {
 }
 
 // retryInBackground runs op until it succeeds, fails for good, the Client
-// closes or until has passed.
+// closes or until has passed. Once Close has stopped the background work
+// (its wait for these goroutines has begun), op runs once, here, instead:
+// a clean-up asked for by a call that ends after Close (a Lock whose grant
+// came back late, an Unlock) still gets its attempt, and Close never waits
+// for more than the attempts already running.
 func (c *Client) retryInBackground(op func(context.Context) error, until time.Time) {
-	c.bg.Go(func() {
+	started := c.goBackground(func() {
 		for n := 1; ; n++ {
 			err := op(context.Background())
 			if err == nil || !transient(err) {
@@ -699,6 +763,11 @@ func (c *Client) retryInBackground(op func(context.Context) error, until time.Ti
 			}
 		}
 	})
+	if !started {
+		if err := op(context.Background()); err != nil {
+			c.observe(err)
+		}
+	}
 }
 
 // doWith runs fn under a hold taken by lock and always released by unlock,

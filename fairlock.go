@@ -110,9 +110,10 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (cont
 func (l *FairLock) Unlock(ctx context.Context) error { return l.unlock(ctx, fairScheme{l}) }
 
 // ForceUnlock frees the lock whoever holds it, handing it over to the next
-// waiter that listens; the queue keeps its order. It reports whether the lock was held. This Client's
-// holds end at once (ErrLockLost); other processes learn it at their next
-// renewal, Unlock or lease end.
+// waiter that listens; the queue keeps its order. It reports whether the lock was held. The hold
+// it removed, if this Client has it, ends at once (ErrLockLost), not the
+// one it hands over; other processes learn it at their next renewal, Unlock
+// or lease end.
 func (l *FairLock) ForceUnlock(ctx context.Context) (bool, error) {
 	return l.forceUnlock(ctx, l.keys.hash, fairForceReleaseCall(l.c, l.keys))
 }

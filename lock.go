@@ -87,9 +87,11 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.
 func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, lockScheme{l}) }
 
 // ForceUnlock frees the lock whoever holds it and wakes its waiters. It
-// reports whether the lock was held. Holds of this Client on it end at once
-// (contexts cancelled with ErrLockLost); holders in other processes learn it
-// at their next renewal, Unlock or lease end.
+// reports whether the lock was held. The hold it removed, if this Client
+// has it, ends at once (context cancelled with ErrLockLost); a hold it hands
+// over to a waiter, of this Client or another, is that waiter's and stays.
+// Holders in other processes learn it at their next renewal, Unlock or lease
+// end.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	return l.forceUnlock(ctx, l.keys.hash, lockForceReleaseCall(l.c, l.keys))
 }

@@ -144,7 +144,8 @@ func (m *MultiLock) Lock(ctx context.Context) (context.Context, error) {
 // the parts taken so far are released again before TryLock sleeps until that
 // part is freed or returns, so a waiting MultiLock blocks nobody. If that
 // release itself fails (its Redis unreachable), the error is returned and the
-// parts concerned stay held until their lease runs out.
+// release of the parts concerned is retried in the background, as a failed
+// Unlock's is, until it is confirmed or their lease has run out.
 //
 // When wait ends first, the error wraps ErrNotObtained. Negative or absurd
 // durations return ErrInvalidArgument and send nothing.
@@ -212,6 +213,11 @@ func (s multiScheme) renewal(string, string, time.Duration) renewal {
 
 func (multiScheme) abandon(context.Context, string, string) {}
 
+// takeBack rolls back every group of a grant nobody will use.
+func (s multiScheme) takeBack(ctx context.Context, parts []part, lease time.Duration) error {
+	return s.rollback(ctx, parts, len(s.m.groups), lease, nil)
+}
+
 // acquire is one attempt: every group in order, each in one script call. On
 // anything but success it releases the groups it took and says why; on
 // success each part of r has its generation and token.
@@ -219,7 +225,7 @@ func (s multiScheme) acquire(ctx context.Context, r acquireReq) (attempt, error)
 	m := s.m
 	for gi, g := range m.groups {
 		if err := g.c.usable(); err != nil {
-			return attempt{}, s.rollback(ctx, r.parts, gi, err)
+			return attempt{}, s.rollback(ctx, r.parts, gi, r.lease, err)
 		}
 		op, lease := g.c.newOp(), g.c.leaseFor(r.lease)
 		res, err := s.acquireGroup(ctx, g, r.parts, op, lease)
@@ -227,7 +233,7 @@ func (s multiScheme) acquire(ctx context.Context, r acquireReq) (attempt, error)
 			if outcomeUnknown(err) {
 				s.cleanUp(g, r.parts, op, lease)
 			}
-			return attempt{}, s.rollback(ctx, r.parts, gi, err)
+			return attempt{}, s.rollback(ctx, r.parts, gi, r.lease, err)
 		}
 		if res[0] == 1 {
 			for j, i := range g.parts {
@@ -241,11 +247,11 @@ func (s multiScheme) acquire(ctx context.Context, r acquireReq) (attempt, error)
 		if res[0] == 0 {
 			a := attempt{outcome: busy, retryIn: leaseLeft(res[2]), channel: l.keys.channel}
 			a.subs = l.c.subs
-			return a, s.rollback(ctx, r.parts, gi, nil)
+			return a, s.rollback(ctx, r.parts, gi, r.lease, nil)
 		}
 		err = fmt.Errorf("%w: multilock part %q: the hold was gone when the owner re-entered", ErrLockLost, l.Name())
 		l.c.end(p.h, p.held, err)
-		return attempt{}, s.rollback(ctx, r.parts, gi, err)
+		return attempt{}, s.rollback(ctx, r.parts, gi, r.lease, err)
 	}
 	return attempt{outcome: acquired}, nil
 }
@@ -257,6 +263,19 @@ func (s multiScheme) cleanUp(g multiGroup, parts []part, op string, lease time.D
 		if p := parts[i]; p.held == "" {
 			req := releaseReq{owner: p.h.key.owner, op: g.c.newOp(), gen: op, final: true}
 			g.c.releaseInBackground(lockScheme{s.m.parts[i]}, req, time.Now().Add(lease))
+		}
+	}
+}
+
+// freeInBackground frees, in the background, the new parts of group g that
+// this attempt took (their generation is set) and could not release: a
+// release by generation, which nothing later can match.
+func (s multiScheme) freeInBackground(g multiGroup, parts []part, lease time.Duration) {
+	until := time.Now().Add(g.c.leaseFor(lease))
+	for _, i := range g.parts {
+		if p := parts[i]; p.held == "" && p.gen != "" {
+			req := releaseReq{owner: p.h.key.owner, op: g.c.newOp(), gen: p.gen, final: true}
+			g.c.releaseInBackground(lockScheme{s.m.parts[i]}, req, until)
 		}
 	}
 }
@@ -281,8 +300,13 @@ func (s multiScheme) acquireGroup(ctx context.Context, g multiGroup, parts []par
 
 // rollback releases what this attempt took on groups before upto — a new
 // part is freed, a re-entered one loses the hold just added — and returns
-// cause joined with any failure to do so.
-func (s multiScheme) rollback(ctx context.Context, parts []part, upto int, cause error) error {
+// cause joined with any failure to do so. A group whose release fails has
+// its new parts freed in the background (see Client.releaseInBackground)
+// until their lease (as asked: 0 for the watchdog's) would have ended: a
+// part nobody uses must not block the lock for a lease. A re-entered part
+// keeps the hold just added, which only raises its count: the owner's last
+// Unlock frees it whatever the count says.
+func (s multiScheme) rollback(ctx context.Context, parts []part, upto int, lease time.Duration, cause error) error {
 	errs := []error{cause}
 	for _, g := range s.m.groups[:upto] {
 		gens := make([]string, len(g.parts))
@@ -292,7 +316,8 @@ func (s multiScheme) rollback(ctx context.Context, parts []part, upto int, cause
 		}
 		out, err := s.releaseGroup(ctx, g, parts[g.parts[0]].h.key.owner, g.c.newOp(), g.parts, gens, final)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("relock: multilock: releasing the parts taken before: %w", err))
+			s.freeInBackground(g, parts, lease)
+			errs = append(errs, fmt.Errorf("relock: multilock: releasing the parts taken before (retried in the background): %w", err))
 			continue
 		}
 		for j, r := range out {

@@ -257,8 +257,8 @@ func (r *RedLock) Validity(ctx context.Context) (time.Duration, error) {
 }
 
 // ForceUnlock frees the lock on every master that answers, whoever holds it,
-// and reports how many masters had it. Holds of the home Client on it end at
-// once (cause ErrLockLost).
+// and reports how many masters had it. The hold it removed, if the home
+// Client has it, ends at once (cause ErrLockLost).
 func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 	if r.err != nil {
 		return 0, r.err
@@ -269,18 +269,20 @@ func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 	if ctx == nil {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	res, errs := fanOut(r, context.WithoutCancel(ctx), func(ctx context.Context, l *Lock) (int64, error) {
-		return lockForceReleaseCall(l.c, l.keys).run(ctx, l.c.rdb).Int64()
+	res, errs := fanOut(r, context.WithoutCancel(ctx), func(ctx context.Context, l *Lock) ([]string, error) {
+		return lockForceReleaseCall(l.c, l.keys).run(ctx, l.c.rdb).StringSlice()
 	})
-	r.home.endAll(r.id, fmt.Errorf("%w: force-unlocked", ErrLockLost))
+	var gens []string
 	freed, failed := 0, 0
 	for i := range res {
 		if errs[i] != nil {
 			failed++
-		} else if res[i] == 1 {
+		} else if len(res[i]) > 0 {
 			freed++
+			gens = append(gens, res[i]...)
 		}
 	}
+	r.home.endForced(r.id, gens, fmt.Errorf("%w: force-unlocked", ErrLockLost))
 	if failed == len(res) {
 		return 0, fmt.Errorf("relock: redlock force unlock: %w", errors.Join(errs...))
 	}
@@ -391,7 +393,7 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 	// Undo this round everywhere: a master that granted, or that may have
 	// executed the request without answering in time, lets this round's
 	// grant go; the others answer "not held" and change nothing.
-	s.release(ctx, releaseReq{owner: req.owner, op: r.home.newOp(), gen: gen, final: req.gen == ""})
+	s.undo(ctx, releaseReq{owner: req.owner, op: r.home.newOp(), gen: gen, final: req.gen == ""}, start.Add(req.lease))
 	cause := fmt.Errorf("%d of %d masters granted, %d needed: %w", len(v.granted), len(r.nodes), r.quorum, errors.Join(v.failures...))
 	if req.gen != "" {
 		if v.lost > len(r.nodes)-r.quorum {
@@ -402,6 +404,31 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 	a := attempt{outcome: busy, retryIn: r.jitter()}
 	a.cause = cause
 	return a, nil
+}
+
+// undo releases req, a failed round's grant, on every master. A master that
+// does not confirm it (an error, or no answer within the node timeout) may
+// keep that grant with nobody to use it, so its own Client retries the same
+// request there in the background (see Client.retryInBackground; a replay
+// is recognised) until it is confirmed or until, when the grant's lease has
+// run out anyway.
+func (s redScheme) undo(ctx context.Context, req releaseReq, until time.Time) {
+	r := s.r
+	field := req.owner + redOwnerSuffix
+	release := func(ctx context.Context, l *Lock) (int64, error) {
+		return lockReleaseCall(l.c, l.keys, field, req).run(ctx, l.c.rdb).Int64()
+	}
+	_, errs := fanOut(r, ctx, release)
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		l := r.nodes[i]
+		l.c.retryInBackground(func(ctx context.Context) error {
+			_, err := release(ctx, l)
+			return err
+		}, until)
+	}
 }
 
 // redVotes is what the masters answered to one round's acquire.

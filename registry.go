@@ -3,6 +3,7 @@ package relock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,6 +142,14 @@ func (r *registry) holdsGeneration(id, gen string) bool {
 	return false
 }
 
+// tracked reports whether the Client has a record of owner on the lock id:
+// it holds it, or a call of that owner on it is under way.
+func (r *registry) tracked(id, owner string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[holdKey{id, owner}] != nil
+}
+
 // A driftingScheme's holds count as gone sooner than their lease, by
 // drift(lease): the allowance for the clock drift between the servers that
 // granted them (RedLock).
@@ -151,10 +160,18 @@ type driftingScheme interface {
 // grant records a granted generation gen (token its fencing token) as a new
 // entry of h and returns its context. started is when the acquire script was
 // sent: the lease runs from no earlier than that.
+//
+// Once the Client is closed it records nothing and returns nil: nothing
+// would renew the hold. The check is made under the registry lock, which
+// Close's cancelAll takes after marking the Client closed, so a grant is
+// either recorded before cancelAll (which cancels it) or refused.
 func (c *Client) grant(h *hold, parent context.Context, gen string, token int64, lease time.Duration, started time.Time) context.Context {
 	r := &c.holds
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if c.closed.Load() {
+		return nil
+	}
 	if h.gen == "" {
 		h.gen, h.token, h.drift, h.since = gen, token, 0, started
 		h.told.Store(false)
@@ -301,15 +318,18 @@ func (c *Client) cancelAll(cause error) {
 	}
 }
 
-// endAll ends every hold this Client has on the lock with registry id: a
-// ForceUnlock, whose cause it tags as such.
-func (c *Client) endAll(id string, cause error) {
+// endForced ends the holds this Client has on the lock with registry id
+// whose generation is one of gens, those a force release removed: a
+// ForceUnlock, whose cause it tags as such. A hold of another generation —
+// one the force release handed over to a waiter of this Client — is not
+// touched.
+func (c *Client) endForced(id string, gens []string, cause error) {
 	cause = lossCause(LossForceUnlocked, cause)
 	r := &c.holds
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, h := range r.m {
-		if k.id == id {
+		if k.id == id && h.gen != "" && slices.Contains(gens, h.gen) {
 			c.endLocked(h, h.gen, cause)
 		}
 	}

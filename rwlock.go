@@ -145,7 +145,12 @@ func (r *ReadLock) TTL(ctx context.Context) (time.Duration, error) { return r.m.
 // Lock blocks until the write hold is granted — nobody else reads or writes
 // — or ctx ends, and returns the hold's context, renewed by the watchdog.
 // While it waits, new readers queue behind it. If ctx's owner holds a read
-// hold it returns ErrUpgrade at once; other errors are as for Lock.Lock.
+// hold it returns ErrUpgrade at once; other errors are as for Lock.Lock. A
+// read hold of the owner that this Client took but no longer holds — left
+// in Redis by a read Unlock whose release is still being retried in the
+// background — is taken over, as Lock takes over an owner's own leftover,
+// and is no upgrade. A read hold of the same WithOwner id taken by another
+// Client counts as the owner's: ErrUpgrade.
 func (w *WriteLock) Lock(ctx context.Context) (context.Context, error) { return w.m.lock(ctx) }
 
 // TryLock is Lock.TryLock for the write hold, with ErrUpgrade as for Lock.
@@ -162,8 +167,9 @@ func (w *WriteLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 func (w *WriteLock) Unlock(ctx context.Context) error { return w.m.unlock(ctx) }
 
 // ForceUnlock removes the write hold, whoever has it, and reports whether
-// there was one. Read holds are left alone. This Client's write holds end at
-// once (ErrLockLost).
+// there was one. Read holds are left alone. The write hold it removed, if
+// this Client has it, ends at once (ErrLockLost); one it hands over to a
+// queued writer, of this Client or another, stays.
 func (w *WriteLock) ForceUnlock(ctx context.Context) (bool, error) { return w.m.forceUnlock(ctx) }
 
 // IsLocked reports whether an owner holds the write lock.
@@ -274,13 +280,19 @@ func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	call := rwReadAcquireCall(l.c, k, r)
 	channel := k.readCh
 	if m.kind == "w" {
+		readID := l.ReadLock().m.holdID()
 		if r.gen == "" {
 			// Known locally: no round trip for the error.
-			if gen, _, _ := l.c.holds.find(l.ReadLock().m.holdID(), r.owner); gen != "" {
+			if gen, _, _ := l.c.holds.find(readID, r.owner); gen != "" {
 				return attempt{}, ErrUpgrade
 			}
 		}
-		call, channel = rwWriteAcquireCall(l.c, k, r), k.waitChannel
+		// A read hold of the owner that this Client made but neither holds
+		// nor is taking is a leftover (a failed Unlock's release still
+		// retried in the background): the script takes it over rather than
+		// refuse.
+		reading := l.c.holds.tracked(readID, r.owner)
+		call, channel = rwWriteAcquireCall(l.c, k, r, reading), k.waitChannel
 	}
 	res, repl, err := l.c.runAcquire(ctx, call)
 	if err != nil {

@@ -108,7 +108,8 @@ func lockAbandonCall(c *Client, k lockKeys, owner, waiter string) scriptCall {
 var lockForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "lock_force_release")
 
 // lockForceReleaseCall frees the Lock whose keys are k, whoever holds it,
-// handing it over to its first queued waiter: 1 freed, 0 not held.
+// handing it over to its first queued waiter. It replies with the
+// generation it removed ({} : not held).
 func lockForceReleaseCall(c *Client, k lockKeys) scriptCall {
 	return scriptCall{lockForceReleaseScript, []string{k.hash, k.channel, k.tail},
 		[]any{c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
@@ -173,7 +174,7 @@ func fairAbandonCall(c *Client, k fairKeys, owner, waiter string) scriptCall {
 var fairForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "fair_common", "fair_force_release")
 
 // fairForceReleaseCall frees the FairLock whoever holds it and wakes the next
-// waiter: 1 freed, 0 not held.
+// waiter. It replies with the generation it removed ({} : not held).
 func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
 	return scriptCall{fairForceReleaseScript, []string{k.hash, k.queue, k.channel, k.tail},
 		[]any{c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
@@ -200,11 +201,18 @@ func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
 var rwWriteAcquireScript = newRWScript("rw_write_acquire")
 
 // rwWriteAcquireCall takes or re-enters the write hold, or queues the
-// writer (r.waiter) for a hand-over.
-func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
+// writer (r.waiter) for a hand-over. reading says the Client holds, or is
+// taking, a read hold of r.owner: without it, a read hold of the owner in
+// Redis that this Client made is a leftover, which the write acquire takes
+// over.
+func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq, reading bool) scriptCall {
+	leftover := ""
+	if !reading {
+		leftover = c.id + ":" // the prefix of the generations it makes (newOp)
+	}
 	return scriptCall{rwWriteAcquireScript, []string{k.hash, k.tail},
 		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), c.opts.waiterTimeout.Milliseconds(),
-			boolArg(r.waiter), c.publishCommand(), c.blindHandOverArg()}}
+			boolArg(r.waiter), c.publishCommand(), c.blindHandOverArg(), leftover}}
 }
 
 var rwReleaseScript = newRWScript("rw_release")
@@ -237,8 +245,8 @@ func rwAbandonCall(c *Client, k rwKeys, owner, waiter string) scriptCall {
 var rwForceReleaseScript = newRWScript("rw_force_release")
 
 // rwForceReleaseCall removes every hold of the given kind, whoever has it,
-// handing a lock that ends up free to the first queued writer: 1 removed, 0
-// none.
+// handing a lock that ends up free to the first queued writer. It replies
+// with the generations it removed ({} : none).
 func rwForceReleaseCall(c *Client, k rwKeys, kind string) scriptCall {
 	return scriptCall{rwForceReleaseScript, []string{k.hash, k.readCh, k.tail},
 		[]any{kind, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}

@@ -10,10 +10,11 @@
 -- ARGV[2]  tail lifetime in milliseconds (the unlock latch)
 -- ARGV[3]  as lock_release's ARGV[7]
 --
--- Returns 1 when a lock was freed, 0 when it was not held.
+-- Returns the generation of the hold it removed ({} when the lock was not
+-- held): the caller ends exactly that hold, not the one it was handed to.
 local cur = redis.call('hmget', KEYS[1], '~g', '~o', '~t', '~q', '~m', '~l')
 if not cur[1] then
-	return 0
+	return {}
 end
 free_hold(KEYS[1], KEYS[3], nil, KEYS[4], cur, ARGV[1], ARGV[2], ARGV[3], KEYS[2])
-return 1
+return {cur[1]}

@@ -8,8 +8,10 @@
 -- ARGV[3]  tail lifetime in milliseconds (the unlock latch)
 -- ARGV[4]  "1" to hand over without trusting PUBLISH's receiver count
 --
--- Returns 1 when a hold was removed, 0 when there was none. A lock that ends
--- up free is handed over to the next queued writer, as by rw_release.
+-- Returns the generations of the holds it removed ({} when there was none;
+-- "" for a hold without one), so that the caller ends exactly those and not
+-- a write hold handed over here. A lock that ends up free is handed over to
+-- the next queued writer, as by rw_release.
 local hash = KEYS[1]
 local env = {rch = KEYS[2], tail = KEYS[3], pub = ARGV[2], ms = ARGV[3], trust = ARGV[4]}
 local now = now_ms()
@@ -22,10 +24,13 @@ for field in pairs(st.dls) do
 	end
 end
 if #owners == 0 then
-	return 0
+	return {}
 end
+local gens = {}
 for _, owner in ipairs(owners) do
+	local _, _, gf = fields(ARGV[1], owner)
+	gens[#gens + 1] = st.f[gf] or ''
 	drop(st, ARGV[1], owner)
 end
 after_release(hash, st, now, env)
-return 1
+return gens

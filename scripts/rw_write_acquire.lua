@@ -15,6 +15,15 @@
 -- ARGV[8]  publish command: "publish" or "spublish"
 -- ARGV[9]  "1" to hand over without trusting PUBLISH's receiver count
 --          (classic pub/sub on a Cluster), "0" otherwise
+-- ARGV[10] "<client uuid>:" when the caller's Client neither holds nor is
+--          taking a read hold of this owner, "" when it does: a read hold
+--          of the owner in Redis whose generation that Client made (see
+--          acquire_common: a generation is an op id) is then a leftover of
+--          its own (an Unlock whose release is still retried in the
+--          background), taken over as Lock's acquire takes over the
+--          owner's own. Any other read hold of the owner — this Client's,
+--          or another process's under the same WithOwner id, which may
+--          still hold it — makes the write acquire an upgrade
 --
 -- Returns {1, token, count}  acquired
 --         {0, wait, place}   held by others: a waiter's claim is recorded or
@@ -22,8 +31,9 @@
 --                            is the time until the latest hold's deadline,
 --                            in ms; place as lock_acquire's
 --         {-1, 0}            the caller's generation no longer holds (lost)
---         {-2, 0}            this owner holds a read hold: an upgrade would
---                            deadlock, nothing was changed
+--         {-2, 0}            this owner holds a read hold that is not
+--                            the Client's leftover (ARGV[10]): an upgrade
+--                            would deadlock, nothing was changed
 --
 -- A free lock whose queue has live writers ahead of the caller goes to the
 -- first of them that listens (see hand_over_write), as a release would have
@@ -41,7 +51,12 @@ if reply then
 	return reply
 end
 if st.f['r:' .. owner] then
-	return {-2, 0}
+	local left = ARGV[10]
+	if left == '' or string.sub(st.f['rg:' .. owner] or '', 1, #left) ~= left then
+		return {-2, 0}
+	end
+	redis.call('hdel', hash, fields('r', owner))
+	forget(st, 'r', owner)
 end
 local q = q_live(st.f['~q'], now)
 local place = Q_ABSENT

@@ -13,6 +13,8 @@
 // lost hold, with its fencing token and the time, to the judge listening at
 // that address. With -kind sema, -goroutines goroutines each take 1 to -take
 // permits in a loop and report as "<id>.g<i>", with the permits as token.
+// With -plan it plays one process of a fault schedule (see sched.go and
+// internal/schedule).
 //
 // With -kind latch it waits for a CountDownLatch, or counts one down (-role,
 // see latchRole).
@@ -49,8 +51,16 @@ func main() {
 	take := flag.Int("take", 1, "-kind sema: permits per acquisition (worker mode: 1 to take, at random)")
 	role := flag.String("role", "wait", "-kind latch: wait (print when the latch opens) or count (count down on a line from stdin)")
 	goroutines := flag.Int("goroutines", 8, "-kind sema, worker mode: goroutines acquiring at once")
+	plan := flag.String("plan", "", "fault-schedule mode: the schedule.Plan (JSON) this process plays as -id; -addr lists the servers, comma-separated")
 	flag.Parse()
 
+	if *plan != "" {
+		if err := runSchedule(*plan, w.id, w.judge, *addr); err != nil {
+			fmt.Fprintln(os.Stderr, "holderproc:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if w.judge != "" {
 		w.addr, w.name, w.lease = *addr, *name, *lease
 		run := w.run

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/judge"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/schedule"
+)
+
+// schedWorker is holderproc in the fault-schedule run: it plays one process
+// of a schedule.Plan — its holds with their leases, and the faults the plan
+// puts on its own connections — and reports to the judge.
+type schedWorker struct {
+	proc    *schedule.Proc
+	rep     *judge.Reporter
+	clients []*relock.Client
+	faults  []*redistest.ConnFaults
+	cutters []*evalshaCounter
+	lock    held
+	force   func(context.Context) (bool, error)
+	closed  atomic.Bool
+	start   time.Time
+}
+
+// held is what the worker needs of every lock type; token is 0 where the
+// type has none (ReadLock, MultiLock).
+type held struct {
+	tryLock func(ctx context.Context, wait, lease time.Duration) (context.Context, error)
+	unlock  func(ctx context.Context) error
+	token   func(ctx context.Context) (int64, error)
+}
+
+// schedWait bounds one TryLock: longer than any run, so that a waiter
+// stranded while the lock is free shows as such instead of giving up.
+const schedWait = 60 * time.Second
+
+func runSchedule(planJSON, id, judgeAddr, addrs string) error {
+	plan, err := schedule.Decode(planJSON)
+	if err != nil {
+		return err
+	}
+	proc := plan.Proc(id)
+	if proc == nil {
+		return fmt.Errorf("no process %q in the plan", id)
+	}
+	w := &schedWorker{proc: proc}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proc", id)
+	for _, addr := range strings.Split(addrs, ",") {
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		defer rdb.Close()
+		f, counter := redistest.NewConnFaults(), &evalshaCounter{}
+		counter.faults = f
+		rdb.AddHook(f)
+		rdb.AddHook(counter)
+		c := relock.New(rdb, relock.WithLogger(logger))
+		defer c.Close()
+		w.clients, w.faults, w.cutters = append(w.clients, c), append(w.faults, f), append(w.cutters, counter)
+	}
+	if err := w.open(); err != nil {
+		return err
+	}
+	if w.rep, err = judge.Dial(judgeAddr, id); err != nil {
+		return err
+	}
+	defer w.rep.Close()
+	return w.run()
+}
+
+// open builds the lock of the process's role.
+func (w *schedWorker) open() error {
+	c0 := w.clients[0]
+	switch w.proc.Role {
+	case schedule.RoleLock:
+		l := c0.Lock(schedule.ResA)
+		w.lock, w.force = held{l.TryLock, l.Unlock, l.Token}, l.ForceUnlock
+	case schedule.RoleFair:
+		l := c0.FairLock(schedule.ResA)
+		w.lock, w.force = held{l.TryLock, l.Unlock, l.Token}, l.ForceUnlock
+	case schedule.RoleWrite:
+		l := c0.RWLock(schedule.ResA).WriteLock()
+		w.lock, w.force = held{l.TryLock, l.Unlock, l.Token}, l.ForceUnlock
+	case schedule.RoleRead:
+		l := c0.RWLock(schedule.ResA).ReadLock()
+		w.lock, w.force = held{l.TryLock, l.Unlock, nil}, l.ForceUnlock
+	case schedule.RoleMulti, schedule.RolePart:
+		if len(w.clients) < 2 {
+			return fmt.Errorf("role %s needs two servers in -addr", w.proc.Role)
+		}
+		b := w.clients[1].Lock(schedule.ResB)
+		w.lock, w.force = held{b.TryLock, b.Unlock, b.Token}, b.ForceUnlock
+		if w.proc.Role == schedule.RoleMulti {
+			m := relock.NewMultiLock(c0.Lock(schedule.ResA), b)
+			w.lock = held{m.TryLock, m.Unlock, nil}
+		}
+	default:
+		return fmt.Errorf("unknown role %q", w.proc.Role)
+	}
+	return nil
+}
+
+// run plays the holds until they are done, the judge says stop, or the
+// plan closes the Client.
+func (w *schedWorker) run() error {
+	stop, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { w.rep.WaitStop(); cancel() }()
+	w.start = time.Now()
+	timers := w.armFaults(cancel)
+	defer func() {
+		for _, t := range timers {
+			t.Stop()
+		}
+	}()
+	holds := 0
+	for holds < len(w.proc.Holds) && stop.Err() == nil && !w.closed.Load() {
+		h := w.proc.Holds[holds]
+		if err := w.rep.Wait(time.Now()); err != nil {
+			return err
+		}
+		hctx, err := w.tryLock(stop, h.Lease)
+		if err != nil {
+			if err := w.rep.LockErr(time.Now(), err); err != nil {
+				return err
+			}
+			if !errors.Is(err, relock.ErrNotObtained) {
+				time.Sleep(20 * time.Millisecond) // Redis restarting, a link cut
+			}
+			continue
+		}
+		holds++
+		if err := w.critical(hctx, h.Hold); err != nil {
+			return err
+		}
+		sleepCtx(stop, h.Think)
+	}
+	if err := w.rep.Done(time.Now(), holds); err != nil {
+		return err
+	}
+	// The Client stays open until the judge ends the run: a release that
+	// failed is still being retried in the background, and Close would
+	// abandon it.
+	<-stop.Done()
+	return nil
+}
+
+// tryLock is TryLock that the judge's stop ends while it waits, but whose
+// hold it cannot end (as worker.tryLock).
+func (w *schedWorker) tryLock(stop context.Context, lease time.Duration) (context.Context, error) {
+	parent, cancel := context.WithCancel(context.Background())
+	stopWaiting := context.AfterFunc(stop, cancel)
+	hctx, err := w.lock.tryLock(parent, schedWait, lease)
+	if !stopWaiting() && err == nil {
+		_ = w.lock.unlock(hctx)
+		return nil, fmt.Errorf("%w: stopped", relock.ErrNotObtained)
+	}
+	if err != nil {
+		cancel()
+	}
+	return hctx, err
+}
+
+// critical is one hold, reported as worker.critical reports it.
+func (w *schedWorker) critical(hctx context.Context, hold time.Duration) error {
+	tok, live := w.token(hctx)
+	if !live {
+		// Granted, but the hold ended before it could be entered.
+		if err := w.rep.Void(time.Now(), context.Cause(hctx)); err != nil {
+			return err
+		}
+		_ = w.lock.unlock(hctx)
+		return nil
+	}
+	if err := w.rep.Enter(tok, time.Now()); err != nil {
+		return err
+	}
+	timer := time.NewTimer(hold)
+	var err error
+	select {
+	case <-hctx.Done():
+		timer.Stop()
+		err = w.rep.Lost(tok, time.Now(), context.Cause(hctx))
+	case <-timer.C:
+		if now := time.Now(); hctx.Err() != nil {
+			err = w.rep.Lost(tok, now, context.Cause(hctx))
+		} else {
+			err = w.rep.Exit(tok, now)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := w.lock.unlock(hctx); err != nil {
+		return w.rep.UnlockErr(tok, time.Now(), err)
+	}
+	return nil
+}
+
+// token is the hold's fencing token (0 for a type without one) and whether
+// the hold is still live.
+func (w *schedWorker) token(hctx context.Context) (int64, bool) {
+	if w.lock.token == nil {
+		return 0, hctx.Err() == nil
+	}
+	tok, err := w.lock.token(hctx)
+	return tok, err == nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,183 @@
+package schedule
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Bound is how long a waiter may sleep while the lock it waits for is free
+// in Redis, and how long a lock may stay held in Redis with no process
+// inside it. The documented bound is about 2 s (a wake-up lost, a waiter's
+// own timer); this one is twice that, for a loaded 2-core machine, and still
+// far below the fallback it must catch: the watchdog's 30 s lease.
+const Bound = 4 * time.Second
+
+// Rules a run can break, as Verdict.Broken names them.
+const (
+	RuleUnordered = "overlap the tokens do not order"
+	RuleUntold    = "overlap, loser not told"
+	RuleToken     = "token not above the previous one"
+	RuleOversleep = "waiter asleep while the lock is free"
+	RuleOrphan    = "held in Redis by nobody"
+	RuleLeftover  = "left held after the run"
+	RuleRun       = "run"
+)
+
+var ruleOrder = []string{RuleUnordered, RuleUntold, RuleToken, RuleOversleep, RuleOrphan, RuleLeftover, RuleRun}
+
+// Sample is what the test saw in Redis at one moment: which resources had a
+// holder. Known is false while Redis was down or being restored.
+type Sample struct {
+	At    time.Time
+	Held  map[string]bool
+	Known bool
+}
+
+// Verdict is the judgement of one run.
+type Verdict struct {
+	Plan         *Plan
+	Start        time.Time
+	Acquisitions int
+	Overlaps     int // overlapping holds the rules allow (ordered, loser told)
+	Told         int // holds that ended with ErrLockLost
+	MaxOversleep time.Duration
+	MaxOrphan    time.Duration
+	Problems     []string
+	broken       map[string]int
+}
+
+// Check judges a run: the history the processes reported, the samples of
+// Redis, the windows during which each process was paused by the test, and
+// the times the test itself took holds away (a restored snapshot, then
+// ForceUnlock).
+func Check(plan *Plan, h *History, samples []Sample, pauses []Span, takenAway []time.Time, start time.Time) *Verdict {
+	v := &Verdict{Plan: plan, Start: start, Acquisitions: len(h.Holds)}
+	for _, iv := range h.Holds {
+		if iv.Told() {
+			v.Told++
+		}
+	}
+	v.checkOverlaps(h.Holds, append(slices.Clone(h.Forces), takenAway...))
+	v.checkTokens(h.Holds)
+	v.checkOversleep(plan, h.Waits, samples, pauses)
+	v.checkOrphans(h.Holds, samples)
+	return v
+}
+
+// AddProblem records a broken rule found outside the history (the scan
+// after the run, a process that failed).
+func (v *Verdict) AddProblem(rule, format string, args ...any) {
+	if v.broken == nil {
+		v.broken = map[string]int{}
+	}
+	v.broken[rule]++
+	v.Problems = append(v.Problems, rule+": "+fmt.Sprintf(format, args...))
+}
+
+// Failed reports whether the run broke a rule.
+func (v *Verdict) Failed() bool { return len(v.Problems) > 0 }
+
+// Broken lists the broken rules with their counts.
+func (v *Verdict) Broken() string {
+	var parts []string
+	for _, r := range ruleOrder {
+		if n := v.broken[r]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s ×%d", r, n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (v *Verdict) rel(t time.Time) string {
+	return fmt.Sprintf("+%dms", t.Sub(v.Start).Milliseconds())
+}
+
+// checkOverlaps: two holds of different processes on a shared resource, not
+// both reads, overlap only when the later one's token is larger (where both
+// have one) and the earlier holder was told. A hold taken away on purpose
+// (ForceUnlock, a restored snapshot) is told only at its next renewal or
+// Unlock, which a fault may keep from telling: there the tokens alone must
+// order the overlap.
+func (v *Verdict) checkOverlaps(holds []Interval, takenAway []time.Time) {
+	for i, a := range holds {
+		for _, b := range holds[i+1:] {
+			if !b.Enter.Before(a.End) {
+				continue
+			}
+			if b.Proc == a.Proc || (a.Read && b.Read) || !shares(a.Res, b.Res) {
+				continue
+			}
+			ordered := a.Token == 0 || b.Token == 0 || b.Token > a.Token
+			if ordered && (a.Told() || within(takenAway, a.Enter, b.Enter)) {
+				v.Overlaps++
+				continue
+			}
+			rule := RuleUntold
+			if !ordered {
+				rule = RuleUnordered
+			}
+			v.AddProblem(rule, "%s (token %d, %s..%s, ended %s %s%s) and %s (token %d, entered %s) both held %v",
+				a.Proc, a.Token, v.rel(a.Enter), v.rel(a.End), a.Ended, a.Cause, unlockNote(a.UnlockErr),
+				b.Proc, b.Token, v.rel(b.Enter), a.Res)
+		}
+	}
+}
+
+// within reports whether one of ts lies in [from, to].
+func within(ts []time.Time, from, to time.Time) bool {
+	return slices.ContainsFunc(ts, func(t time.Time) bool { return !t.Before(from) && !t.After(to) })
+}
+
+func unlockNote(err string) string {
+	if err == "" {
+		return ""
+	}
+	return "; Unlock: " + err
+}
+
+// checkTokens: the tokens of exclusive holds of one resource increase in
+// enter order, across every fault (a restored snapshot included).
+func (v *Verdict) checkTokens(holds []Interval) {
+	last := map[string]Interval{}
+	for _, iv := range holds {
+		if iv.Token == 0 || iv.Read || len(iv.Res) != 1 {
+			continue
+		}
+		r := iv.Res[0]
+		if prev, ok := last[r]; ok && iv.Token <= prev.Token {
+			v.AddProblem(RuleToken, "%s entered %s at %s with token %d, not above %s's %d (entered %s)",
+				iv.Proc, r, v.rel(iv.Enter), iv.Token, prev.Proc, prev.Token, v.rel(prev.Enter))
+		}
+		last[r] = iv
+	}
+}
+
+// stretches returns the maximal spans during which pred held for the known
+// samples; a sample stands for the time until the next one.
+func stretches(samples []Sample, pred func(Sample) bool) []Span {
+	var out []Span
+	var cur *Span
+	for i, s := range samples {
+		end := s.At
+		if i+1 < len(samples) {
+			end = samples[i+1].At
+		}
+		if s.Known && pred(s) {
+			if cur == nil {
+				out = append(out, Span{Start: s.At})
+				cur = &out[len(out)-1]
+			}
+			cur.End = end
+			continue
+		}
+		cur = nil
+	}
+	return out
+}
+
+func sortSpans(s []Span) {
+	sort.Slice(s, func(i, j int) bool { return s[i].Start.Before(s[j].Start) })
+}

@@ -1,0 +1,69 @@
+package schedule
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/judge"
+)
+
+var t0 = time.Unix(1000, 0)
+
+func atMs(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func ev(proc, kind string, tok int64, ms int, detail string) judge.Event {
+	return judge.Event{Proc: proc, Kind: kind, Token: tok, At: atMs(ms), Detail: detail}
+}
+
+func lockPlan() *Plan { return Generate(1, KindLock, Default) }
+
+// A stale grant: p2 enters with a smaller token while p1 is inside.
+func TestCheckFindsAnUnorderedOverlap(t *testing.T) {
+	events := []judge.Event{
+		ev("p1", judge.KindEnter, 10, 0, ""), ev("p2", judge.KindEnter, 5, 50, ""),
+		ev("p1", judge.KindExit, 10, 100, ""), ev("p2", judge.KindExit, 5, 150, ""),
+	}
+	v := Check(lockPlan(), NewHistory(lockPlan(), events, atMs(200)), nil, nil, nil, t0)
+	if !strings.Contains(v.Broken(), RuleUnordered) || !strings.Contains(v.Broken(), RuleToken) {
+		t.Fatalf("want %q and %q, got %q", RuleUnordered, RuleToken, v.Broken())
+	}
+}
+
+// The same overlap with the tokens in order and the loser told passes.
+func TestCheckAllowsAnOrderedToldOverlap(t *testing.T) {
+	events := []judge.Event{
+		ev("p1", judge.KindEnter, 5, 0, ""), ev("p2", judge.KindEnter, 10, 50, ""),
+		ev("p1", judge.KindLost, 5, 100, "relock: lock lost"), ev("p2", judge.KindExit, 10, 150, ""),
+	}
+	v := Check(lockPlan(), NewHistory(lockPlan(), events, atMs(200)), nil, nil, nil, t0)
+	if v.Failed() {
+		t.Fatalf("want a pass, got %v", v.Problems)
+	}
+}
+
+// A waiter asleep while the lock is free past Bound fails; the same wait
+// with the lock held passes, and so does a free stretch during which the
+// test had the waiter paused.
+func TestCheckOversleep(t *testing.T) {
+	span := int((Bound + time.Second) / time.Millisecond)
+	events := []judge.Event{ev("p1", judge.KindWait, 0, 0, ""), ev("p1", judge.KindEnter, 1, span, "")}
+	samples := func(held bool) []Sample {
+		var out []Sample
+		for ms := 0; ms <= span; ms += 20 {
+			out = append(out, Sample{At: atMs(ms), Held: map[string]bool{ResA: held}, Known: true})
+		}
+		return out
+	}
+	h := NewHistory(lockPlan(), events, atMs(span))
+	if v := Check(lockPlan(), h, samples(false), nil, nil, t0); !strings.Contains(v.Broken(), RuleOversleep) {
+		t.Fatalf("free lock: want %q, got %q", RuleOversleep, v.Broken())
+	}
+	if v := Check(lockPlan(), h, samples(true), nil, nil, t0); strings.Contains(v.Broken(), RuleOversleep) {
+		t.Fatalf("held lock: got %q", v.Broken())
+	}
+	paused := []Span{{Proc: "p1", Start: atMs(0), End: atMs(span - 1000)}}
+	if v := Check(lockPlan(), h, samples(false), paused, nil, t0); strings.Contains(v.Broken(), RuleOversleep) {
+		t.Fatalf("paused waiter: got %q", v.Broken())
+	}
+}

@@ -1,0 +1,205 @@
+// Package schedule is the randomized fault-schedule tester's plan: which
+// processes contend for which lock, with which leases, and which faults hit
+// which connection of which process when. A Plan is drawn from a seed
+// (Generate), so a failing run is replayed from its seed alone; it travels to
+// each process (internal/holderproc -plan) as JSON. Check judges what the
+// processes reported against what the test saw in Redis.
+package schedule
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Lock kinds a plan can exercise.
+const (
+	KindLock  = "lock"  // relock Lock
+	KindFair  = "fair"  // FairLock
+	KindRW    = "rw"    // RWLock: writers and readers
+	KindMulti = "multi" // MultiLock over two redis-servers, with plain Locks on one part
+)
+
+// Kinds lists every kind, in the order the short run takes them.
+var Kinds = []string{KindLock, KindFair, KindRW, KindMulti}
+
+// Roles: what one process takes.
+const (
+	RoleLock  = "lock"  // Lock on resource A
+	RoleFair  = "fair"  // FairLock on A
+	RoleWrite = "write" // RWLock(A).WriteLock
+	RoleRead  = "read"  // RWLock(A).ReadLock
+	RoleMulti = "multi" // MultiLock(A on server 0, B on server 1)
+	RolePart  = "part"  // Lock on B (server 1): the MultiLock's contender
+)
+
+// Resource names. A lives on server 0, B on server 1.
+const (
+	ResA = "A"
+	ResB = "B"
+)
+
+// Plan is one run.
+type Plan struct {
+	Seed   int64
+	Kind   string
+	Procs  []Proc
+	Faults []Fault // the test's own: pause a process, restore a snapshot
+}
+
+// Proc is one OS process with its own relock Client (one per server).
+type Proc struct {
+	ID    string
+	Role  string
+	Holds []Hold
+	Conn  []ConnFault
+	// CloseAt closes the process's Client at that time (0: never); the
+	// process ends its run there.
+	CloseAt time.Duration
+	// ForceAt makes the process ForceUnlock its lock from its own Client,
+	// beside its own wait or hold (0: never).
+	ForceAt time.Duration
+}
+
+// Hold is one acquisition: TryLock with Lease (0: the watchdog's), stay
+// inside for Hold, Unlock, then pause Think before the next.
+type Hold struct {
+	Lease, Hold, Think time.Duration
+}
+
+// Connection fault operations.
+const (
+	OpDelay     = "delay"      // delay every read of the connection kind for For
+	OpCut       = "cut"        // close every connection of the kind now
+	OpCutBefore = "cut-before" // cut the link just before the Skip+1-th EVALSHA from now
+)
+
+// ConnFault is one fault on one connection kind of one process's client of
+// one server.
+type ConnFault struct {
+	At     time.Duration
+	Server int
+	Conn   string // "command" or "subscriber"
+	Op     string
+	Delay  time.Duration // OpDelay: per read
+	For    time.Duration // OpDelay: how long the delay lasts
+	Skip   int           // OpCutBefore: EVALSHAs let through first
+}
+
+// Test-side faults.
+const (
+	FaultPause   = "pause"   // SIGSTOP Proc for For, then SIGCONT
+	FaultRestore = "restore" // SAVE Server, For of traffic, restart loading it, ForceUnlock the stale holds
+)
+
+// Fault is one fault the test injects itself.
+type Fault struct {
+	At     time.Duration
+	Op     string
+	Proc   string
+	Server int
+	For    time.Duration
+}
+
+// Resources returns the resources a role takes.
+func Resources(role string) []string {
+	switch role {
+	case RoleMulti:
+		return []string{ResA, ResB}
+	case RolePart:
+		return []string{ResB}
+	}
+	return []string{ResA}
+}
+
+// Servers is how many redis-servers the plan needs.
+func (p *Plan) Servers() int {
+	if p.Kind == KindMulti {
+		return 2
+	}
+	return 1
+}
+
+// Encode is the plan as holderproc's -plan takes it.
+func (p *Plan) Encode() string {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(err) // a Plan has only encodable fields
+	}
+	return string(b)
+}
+
+// Decode parses what Encode produced.
+func Decode(s string) (*Plan, error) {
+	var p Plan
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		return nil, fmt.Errorf("schedule: bad plan: %w", err)
+	}
+	return &p, nil
+}
+
+// Proc returns the process with id, or nil.
+func (p *Plan) Proc(id string) *Proc {
+	for i := range p.Procs {
+		if p.Procs[i].ID == id {
+			return &p.Procs[i]
+		}
+	}
+	return nil
+}
+
+// Describe is a short human summary, for the failure message and the table.
+func (p *Plan) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d, kind %s:", p.Seed, p.Kind)
+	for _, pr := range p.Procs {
+		var leases []string
+		for _, h := range pr.Holds {
+			leases = append(leases, fmt.Sprintf("%v/%v", h.Lease, h.Hold))
+		}
+		fmt.Fprintf(&b, "\n  %s %s holds(lease/hold) %s", pr.ID, pr.Role, strings.Join(leases, " "))
+		for _, f := range pr.Conn {
+			fmt.Fprintf(&b, "\n     at %v: %s", f.At, f)
+		}
+		if pr.CloseAt > 0 {
+			fmt.Fprintf(&b, "\n     at %v: Close", pr.CloseAt)
+		}
+		if pr.ForceAt > 0 {
+			fmt.Fprintf(&b, "\n     at %v: ForceUnlock", pr.ForceAt)
+		}
+	}
+	for _, f := range p.Faults {
+		target := f.Proc
+		if f.Op == FaultRestore {
+			target = fmt.Sprintf("server %d", f.Server)
+		}
+		fmt.Fprintf(&b, "\n  at %v: %s %s for %v", f.At, f.Op, target, f.For)
+	}
+	return b.String()
+}
+
+func (f ConnFault) String() string {
+	switch f.Op {
+	case OpDelay:
+		return fmt.Sprintf("delay %s reads of server %d by %v for %v", f.Conn, f.Server, f.Delay, f.For)
+	case OpCutBefore:
+		return fmt.Sprintf("cut %s link to server %d before EVALSHA #%d", f.Conn, f.Server, f.Skip+1)
+	}
+	return fmt.Sprintf("cut %s links to server %d", f.Conn, f.Server)
+}
+
+// FaultCount is how many faults the plan injects, of every source.
+func (p *Plan) FaultCount() int {
+	n := len(p.Faults)
+	for _, pr := range p.Procs {
+		n += len(pr.Conn)
+		if pr.CloseAt > 0 {
+			n++
+		}
+		if pr.ForceAt > 0 {
+			n++
+		}
+	}
+	return n
+}

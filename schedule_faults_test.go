@@ -1,0 +1,187 @@
+package relock_test
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/schedule"
+)
+
+// sampleEvery is how often the sampler asks Redis who holds each resource.
+const sampleEvery = 20 * time.Millisecond
+
+// resourceServer is the server each resource lives on.
+var resourceServer = map[string]int{schedule.ResA: 0, schedule.ResB: 1}
+
+// sample records, until ctx ends, which resources have a holder in Redis.
+func (r *scheduleRun) sample(ctx context.Context) {
+	tick := time.NewTicker(sampleEvery)
+	defer tick.Stop()
+	for {
+		s := r.sampleOnce(ctx)
+		r.mu.Lock()
+		r.samples = append(r.samples, s)
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (r *scheduleRun) sampleOnce(ctx context.Context) schedule.Sample {
+	s := schedule.Sample{At: time.Now(), Held: map[string]bool{}, Known: !r.restoring.Load()}
+	for res, srv := range resourceServer {
+		if srv >= len(r.inspect) {
+			continue
+		}
+		held, err := r.held(ctx, res)
+		if err != nil {
+			s.Known = false
+		}
+		s.Held[res] = held
+	}
+	if r.restoring.Load() {
+		s.Known = false
+	}
+	return s
+}
+
+// held reports whether Redis lists a holder of res, of any kind.
+func (r *scheduleRun) held(ctx context.Context, res string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	st, err := r.inspect[resourceServer[res]].Inspect(ctx, res)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case st.Lock != nil && len(st.Lock.Holders) > 0:
+		return true, nil
+	case st.FairLock != nil && len(st.FairLock.Holders) > 0:
+		return true, nil
+	case st.RWLock != nil && (len(st.RWLock.Readers) > 0 || st.RWLock.Writer != nil):
+		return true, nil
+	}
+	return false, nil
+}
+
+// inject plays one of the test's own faults at its time.
+func (r *scheduleRun) inject(f schedule.Fault) {
+	time.Sleep(time.Until(r.start.Add(f.At)))
+	switch f.Op {
+	case schedule.FaultPause:
+		r.pause(f.Proc, f.For)
+	case schedule.FaultRestore:
+		r.restore(f.Server, f.For)
+	}
+}
+
+// pause stops a process (SIGSTOP) for d.
+func (r *scheduleRun) pause(id string, d time.Duration) {
+	p := r.procs[id]
+	from := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return // it has exited
+	}
+	time.Sleep(d)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	r.mu.Lock()
+	r.pauses = append(r.pauses, schedule.Span{Proc: id, Start: from, End: time.Now()})
+	r.mu.Unlock()
+}
+
+// restore is a stale replica promoted: SAVE, d of traffic, then a restart
+// that loads the snapshot. The holds it brings back belong to nobody, as an
+// operator would find them; the test clears them with ForceUnlock, which
+// must hand the lock on to the waiters really waiting.
+func (r *scheduleRun) restore(server int, d time.Duration) {
+	srv := r.servers[server]
+	rdb := srv.Client()
+	defer rdb.Close()
+	if err := rdb.Save(context.Background()).Err(); err != nil {
+		r.troublef("restore: SAVE: %v", err)
+		return
+	}
+	time.Sleep(d)
+	r.restoring.Store(true)
+	defer r.restoring.Store(false)
+	r.mu.Lock()
+	r.forced = append(r.forced, time.Now())
+	r.mu.Unlock()
+	if err := srv.RestartErr(); err != nil {
+		r.troublef("%v", err)
+		return
+	}
+	for res, s := range resourceServer {
+		if s == server {
+			r.forceUnlockAll(r.inspect[server], res)
+		}
+	}
+}
+
+func (r *scheduleRun) forceUnlockAll(c *relock.Client, res string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var err error
+	switch r.plan.Kind {
+	case schedule.KindFair:
+		_, err = c.FairLock(res).ForceUnlock(ctx)
+	case schedule.KindRW:
+		if _, err = c.RWLock(res).WriteLock().ForceUnlock(ctx); err == nil {
+			_, err = c.RWLock(res).ReadLock().ForceUnlock(ctx)
+		}
+	default:
+		_, err = c.Lock(res).ForceUnlock(ctx)
+	}
+	if err != nil {
+		r.troublef("restore: ForceUnlock %s: %v", res, err)
+	}
+}
+
+// waitFree waits up to patience for every resource to be free in Redis.
+func (r *scheduleRun) waitFree(patience time.Duration) {
+	deadline := time.Now().Add(patience)
+	for time.Now().Before(deadline) {
+		s := r.sampleOnce(context.Background())
+		if s.Known && !anyHeld(s) {
+			return
+		}
+		time.Sleep(sampleEvery)
+	}
+}
+
+func anyHeld(s schedule.Sample) bool {
+	for _, h := range s.Held {
+		if h {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLeftover: once every process has ended, nothing is held, and every
+// key left (latches, tails) carries a TTL.
+func (r *scheduleRun) checkLeftover(v *schedule.Verdict) {
+	ctx := context.Background()
+	for res, srv := range resourceServer {
+		if srv >= len(r.servers) {
+			continue
+		}
+		if held, err := r.held(ctx, res); err != nil || held {
+			v.AddProblem(schedule.RuleLeftover, "%s still held in Redis %v after every process finished (inspect error: %v)",
+				res, schedule.Bound, err)
+		}
+		rdb := r.servers[srv].Client()
+		keys, _ := rdb.Keys(ctx, "*").Result()
+		for _, k := range keys {
+			if ttl, err := rdb.PTTL(ctx, k).Result(); err == nil && ttl == -1 { // PTTL: -1 no TTL, -2 gone
+				v.AddProblem(schedule.RuleLeftover, "key %s has no TTL after the run", k)
+			}
+		}
+		_ = rdb.Close()
+	}
+}
