@@ -46,13 +46,10 @@ end
 local served = sema_serve(hash, st, now, ARGV[8], ARGV[9], op)
 local at = sema_queued(st, op)
 if not served and not at and #st.q == 0 and n <= cap - st.used then
+	sema_grant(st, op, n, lease, owner, now)
 	served = true
 end
 if served then
-	if at then
-		table.remove(st.q, at)
-	end
-	sema_grant(st, op, n, lease, owner, now)
 	sema_store(hash, st, now)
 	return {1, 0, n}
 end

@@ -88,7 +88,8 @@ end
 -- pub/sub on a Cluster counts one node only). The entry of self (the
 -- caller of an acquire) is granted without a message. A waiter asking for
 -- more than the capacity can never be served and is dropped. It returns
--- whether self was served.
+-- whether self was served (its hold is granted too, with the lease and owner
+-- it queued with).
 local function sema_serve(hash, st, now, pub, trust, self)
 	local served = false
 	while #st.q > 0 do
@@ -100,6 +101,9 @@ local function sema_serve(hash, st, now, pub, trust, self)
 		else
 			table.remove(st.q, 1)
 			if e.w == self then
+				-- Granted here, so that the walk goes on with its permits
+				-- counted.
+				sema_grant(st, e.w, e.n, e.lease, e.owner, now)
 				served = true
 			else
 				local client = string.match(e.w, '^(.*):')
