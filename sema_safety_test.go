@@ -173,6 +173,15 @@ func (r *semaRun) finish() {
 	for _, p := range semaProblems(events, r.faults, r.killed, semaPermits) {
 		t.Error(p)
 	}
+	holds, _ := semaHolds(events, r.killed)
+	told := 0
+	for _, h := range holds {
+		if h.told {
+			told++
+		}
+	}
+	t.Logf("%d acquisitions, %d of them lost and told, peak %d permits held by holds not lost; faults: %d",
+		len(holds), told, peakPermits(holds), len(r.faults))
 	// Every permit comes back: the killed process's within its lease.
 	s := relock.New(r.srv.Client()).Semaphore("safety", semaPermits)
 	assert.Eventually(t, func() bool {
@@ -234,6 +243,24 @@ func semaHolds(events []judge.Event, killed map[string]time.Time) ([]*semaHold, 
 		problems = append(problems, fmt.Sprintf("%s: a hold from %v never ended", h.proc, h.start))
 	}
 	return holds, problems
+}
+
+// peakPermits is the most permits that holds not lost held at once.
+func peakPermits(holds []*semaHold) int64 {
+	var peak int64
+	for _, h := range holds {
+		if h.told || h.open {
+			continue
+		}
+		var sum int64
+		for _, o := range holds {
+			if !o.told && !o.open && !o.start.After(h.start) && o.end.After(h.start) {
+				sum += o.n
+			}
+		}
+		peak = max(peak, sum)
+	}
+	return peak
 }
 
 // semaProblems is the verdict of the run (see TestSemaphoreSafety).
