@@ -101,11 +101,25 @@ func (l *base) forceUnlock(ctx context.Context, id string, call scriptCall) (boo
 	if err != nil {
 		return false, err
 	}
-	gens, err := call.run(context.WithoutCancel(ctx), l.c.rdb).StringSlice()
+	// The script runs detached (a force-release cut short may still run);
+	// the caller waits for it until ctx ends, and this Client's holds that
+	// it removed end once it has run.
+	end := func(gens []string) { l.c.endForced(id, gens, fmt.Errorf("%w: force-unlocked", ErrLockLost)) }
+	gens, err, late := awaitBounded(ctx, time.Time{}, func() ([]string, error) {
+		return call.run(context.WithoutCancel(ctx), l.c.rdb).StringSlice()
+	})
+	if late != nil {
+		l.c.goBackground(func() {
+			if r := <-late; r.err == nil {
+				end(r.v)
+			}
+		})
+		return false, fmt.Errorf("relock: force unlock: %w: %w: Redis had not answered (the force-release may still run)", context.Cause(ctx), ErrUnavailable)
+	}
 	if err != nil {
 		return false, wrapRedis("force unlock", err)
 	}
-	l.c.endForced(id, gens, fmt.Errorf("%w: force-unlocked", ErrLockLost))
+	end(gens)
 	return len(gens) > 0, nil
 }
 

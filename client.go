@@ -80,6 +80,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	if c.opts.sharded != nil {
 		c.sharded = *c.opts.sharded
 	}
+	if c.opts.logger == nil {
+		c.opts.logger = slog.Default()
+	}
 	c.log = c.opts.logger.With("client", c.id)
 	c.args = c.newLockArgs()
 	c.holds.init()
@@ -151,9 +154,23 @@ func (c *Client) goBackground(f func()) bool {
 	return true
 }
 
+// goSettle runs f, which settles a request still in flight (it returns once
+// that request has), in the background: in a goroutine Close waits for, or,
+// once Close has begun waiting, in one it does not, since the request must
+// still be settled and the caller must not wait for it.
+func (c *Client) goSettle(f func()) {
+	if !c.goBackground(f) {
+		go f()
+	}
+}
+
+// errNilClient is what every call on a nil *Client returns: a caller's
+// mistake, not a Client that was closed.
+var errNilClient = fmt.Errorf("%w: nil *relock.Client", ErrInvalidArgument)
+
 func (c *Client) usable() error {
 	if c == nil {
-		return fmt.Errorf("%w: nil *relock.Client", ErrClientClosed)
+		return errNilClient
 	}
 	return c.Err()
 }

@@ -35,17 +35,41 @@
 //
 // # Failure and cancellation
 //
-// Lock waits until it acquires or its context ends; TryLock also stops after
-// its wait time. Either way the failure wraps ErrNotObtained (and
-// context.Cause(ctx) when the context ended), Lock returns its parent
-// context, and nothing is left held: an attempt whose reply was lost (the
-// script may have run) is released in the background. An Unlock that cannot
-// be confirmed ends the hold for the caller, stops renewing it and retries
-// the release in the background until the lease runs out. Scripts run detached
-// from the caller's context — a script cancelled in flight may have run, and
-// a hold nobody knows of would leak — bounded by the go-redis client's own
-// timeouts. Unlock works with a cancelled context for the same reason.
-// Invalid input returns ErrInvalidArgument before anything is sent.
+// The caller's deadline is the bound. Lock and Do return by their context's
+// deadline or cancellation, TryLock also by the end of its wait, plus a
+// small slack (scheduling, and at most 50 ms for a waiter's leaving a queue
+// while Redis answers) — whatever Redis does: hung, refusing connections,
+// slow, or on a half-open connection. The failure wraps ErrNotObtained, and
+// context.Cause(ctx) when the context ended; it also wraps ErrUnavailable
+// when Redis was the reason (the request was in flight, or failing, when the
+// bound came). A request that fails at once (a refused connection) returns
+// ErrUnavailable at once. Lock returns its parent context on failure, and
+// nothing is left held: scripts run detached from the caller's context — a
+// request cut short may still run in Redis — so a request still in flight
+// when the caller returns is reconciled in the background once it returns:
+// a grant it obtained is released, a waiter it queued leaves the queue. The
+// reconciliation keeps the owner's per-lock semaphore until then, so the
+// owner's next call on that lock waits behind it (bounded by its own
+// deadline) instead of overtaking it, and no clean-up races the request it
+// cleans up after. A TryLock with wait 0 and no deadline on its context is
+// bounded by go-redis's own timeouts; so is a Lock whose context never ends
+// (its first attempt's failure is returned).
+//
+// Unlock returns within the Client's unlock timeout (WithUnlockTimeout,
+// default 1 s), however long Redis hangs. A release Redis did not confirm
+// returns an error wrapping ErrNotConfirmed and ErrUnavailable: the hold has
+// ended for the caller (its context is cancelled with ErrUnlocked), is no
+// longer renewed, and the release is retried in the background — after the
+// request in flight has returned — until confirmed or until the lease runs
+// out. Unlock works with a cancelled context for the same reason. Inspect,
+// ListLocks and ForceUnlock return when their context ends. Invalid input
+// (a nil Client included) returns ErrInvalidArgument before anything is
+// sent.
+//
+// Unlocking an outer hold before a re-entry made with its context leaves
+// the re-entry held: its context stays live (it still ends with the caller's
+// context, other locks' holds and a loss), Redis keeps the owner's count,
+// and HoldCount says so, until the re-entry is released (see reentry.go).
 //
 // # Replays and stale replies
 //
@@ -173,5 +197,7 @@
 // run synchronously and must not block. The hooks of a Lock or Unlock call
 // get that call's context. The extra/relockotel module turns them into
 // OpenTelemetry metrics and spans. Independently, the Client logs one Warn
-// line per loss and per subscriber outage, nothing per acquisition.
+// line per loss and per subscriber outage, nothing per acquisition, through
+// slog.Default() unless WithLogger says otherwise (WithLogger with a
+// slog.DiscardHandler silences it).
 package relock

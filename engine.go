@@ -309,12 +309,17 @@ func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context
 		return ctx, err
 	}
 	parent, o := withNewOwner(ctx, s.client())
-	k := &lockCall{s: s, c: s.client(), parted: isParted(s), parent: parent, lease: lease, parts: make([]part, len(recs))}
+	k := &lockCall{s: s, c: s.client(), parted: isParted(s), parent: parent, lease: lease, parts: make([]part, len(recs)), until: waitEnd(wait)}
 	for i, r := range recs {
 		k.parts[i].h = r.client().holds.enter(r, o.field(r.client()))
 	}
-	taken, err := serialise(ctx, k.parts)
-	defer leave(k.parts, taken)
+	var err error
+	k.taken, err = serialiseBy(ctx, k.parts, k.until)
+	defer func() {
+		if !k.detached { // else the background finish leaves (see detach)
+			leave(k.parts, k.taken)
+		}
+	}()
 	if err != nil {
 		return ctx, err
 	}
@@ -336,8 +341,17 @@ type lockCall struct {
 	c      *Client         // s.client(): where the call waits and is reported
 	parted bool            // s is a partedScheme
 	parent context.Context // ctx with its owner: the parent of the hold context
+	source context.Context // a re-entry's: the caller's ctx, whose end parent follows (reentry.go)
 	lease  time.Duration   // as asked: 0 for the watchdog's
 	parts  []part
+	taken  int       // how many of the parts' semaphores the call took
+	until  time.Time // the end of TryLock's wait (zero: none), which bounds the call as ctx does
+
+	// An attempt in flight when the bound came (see bounded.go): its
+	// reply, its op, and whether the background finishes the call.
+	late     <-chan reply[attempt]
+	lateOp   string
+	detached bool
 }
 
 // request is the acquire request of the call, but for its op.
@@ -370,6 +384,9 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		stray = c.strayRelease(s)
 	}
 	try := func() (attempt, error) {
+		if k.late != nil { // the bound came: never a second attempt in flight
+			return attempt{}, overrun(ctx)
+		}
 		if waitAs == "" {
 			req.op = c.newOp()
 		} else {
@@ -377,7 +394,10 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		}
 		started = time.Now()
 		attempts++
-		a, err := s.acquire(dctx, req)
+		a, err := k.acquireBounded(ctx, dctx, req)
+		if k.late != nil {
+			return a, err // settled by settleLate
+		}
 		switch {
 		case err == nil:
 			// A definite answer settles earlier unknown attempts too: a
@@ -392,6 +412,9 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	if err == nil && a.outcome != acquired {
 		err = fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
 	}
+	if err != nil && errors.Is(a.cause, ErrUnavailable) && !errors.Is(err, ErrUnavailable) {
+		err = fmt.Errorf("%w (last attempt: %w)", err, a.cause) // a RedLock whose masters did not answer
+	}
 	if err == nil && a.gen == "" {
 		a.gen = req.op // handed over: the hold is named after the waiter
 	}
@@ -402,8 +425,17 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	if slept > 0 {
 		c.emitWait(ctx, s, start, attempts, err)
 	}
-	if err != nil {
-		k.giveUp(dctx, req, waitAs, unknown, started)
+	switch {
+	case k.late != nil && err != nil:
+		k.settleLate(dctx, req, waitAs, unknown, started)
+		return ctx, err
+	case k.late != nil:
+		// Handed over while an attempt of the same waiter was in flight:
+		// that attempt is a replay of this grant; the records stay
+		// serialised until it has returned.
+		k.detach(func(reply[attempt]) {})
+	case err != nil:
+		k.giveUpBounded(dctx, req, waitAs, unknown, started)
 		return ctx, err
 	}
 	k.reportAcquired(ctx, start, attempts, slept > 0 || attempts > 1, false)
@@ -459,11 +491,15 @@ func (k *lockCall) takeBack(dctx context.Context, req acquireReq, gen string) {
 // which is harmless: the owner's last Unlock frees the lock whatever the
 // count says.
 func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
-	s, c := k.s, k.c
+	c := k.c
 	req := k.request()
 	req.op = c.newOp()
 	started := time.Now()
-	a, err := s.acquire(context.WithoutCancel(ctx), req)
+	a, err := k.acquireBounded(ctx, context.WithoutCancel(ctx), req)
+	if k.late != nil {
+		k.reenterLate()
+		return ctx, err
+	}
 	if err != nil {
 		c.observe(err)
 		return ctx, err
@@ -474,12 +510,15 @@ func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 			return ctx, a.replication
 		}
 		a.gen = req.gen
+		parent, follow := k.reentryParent()
+		k.source, k.parent = k.parent, parent
 		hctx := k.grant(a, started)
 		if hctx == nil {
 			// The count Redis added is harmless: the owner's last Unlock
 			// frees the lock whatever the count says.
 			return ctx, fmt.Errorf("%w: it closed while the lock was being re-entered", ErrClientClosed)
 		}
+		follow(hctx)
 		k.reportAcquired(ctx, started, 1, false, true)
 		return hctx, nil
 	case mismatch:
@@ -499,7 +538,10 @@ func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 // It returns nil, recording nothing, when a record's Client has closed (the
 // caller then takes the grant back).
 func (k *lockCall) grant(a attempt, started time.Time) context.Context {
-	hctx := k.parent
+	hctx, source := k.parent, k.parent
+	if k.source != nil {
+		source = k.source
+	}
 	for i, p := range k.parts {
 		if !k.parted {
 			p.gen, p.token = a.gen, a.token
@@ -511,6 +553,9 @@ func (k *lockCall) grant(a attempt, started time.Time) context.Context {
 			return nil
 		}
 		hctx = next
+		if k.parted || k.source != nil { // else grant set it: the same context
+			entryFrom(hctx, c, p.h.key.id).parent = source
+		}
 		c.keepPresence()
 	}
 	return hctx
@@ -552,7 +597,7 @@ func unlockWith(ctx context.Context, s scheme) error {
 	recs := records(s)
 	for _, r := range recs {
 		if c := r.client(); c == nil {
-			return fmt.Errorf("%w: nil *relock.Client", ErrClientClosed)
+			return errNilClient
 		} else if c.err != nil {
 			return c.err
 		}
@@ -577,17 +622,34 @@ func unlockWith(ctx context.Context, s scheme) error {
 	for _, p := range k.parts {
 		p.h.client().holds.use(p.h)
 	}
-	taken, _ := serialise(context.Background(), k.parts) // never gives up: an Unlock must run
-	defer leave(k.parts, taken)
+	// An Unlock must run, so it never gives up; but its caller waits no
+	// longer than the unlock timeout, for the semaphores or the release.
+	taken, err := serialiseBy(context.Background(), k.parts, time.Now().Add(k.c.opts.unlockTimeout))
+	if err != nil {
+		return k.unlockLater(ctx, taken)
+	}
+	return k.finish(ctx, taken)
+}
 
+// finish is the rest of an Unlock once it holds the records' semaphores
+// (taken of them): release, report, settle, leave.
+func (k *unlockCall) finish(ctx context.Context, taken int) error {
 	errs, live := k.prepare()
 	if live == 0 && len(errs) == 0 {
+		leave(k.parts, taken)
 		return ErrNotHeld
 	}
+	var late <-chan reply[struct{}]
+	var lateParts []part
 	if live > 0 {
-		k.release(ctx)
+		late, lateParts = k.releaseBounded(ctx)
 		k.report(ctx)
 		errs = append(errs, k.settle()...)
+	}
+	if late != nil {
+		k.finishLate(late, lateParts, taken)
+	} else {
+		leave(k.parts, taken)
 	}
 	return k.result(errs)
 }
@@ -624,20 +686,6 @@ func (k *unlockCall) prepare() (errs []error, live int) {
 	return errs, live
 }
 
-// release runs the release of the live parts. Unlock must work with a
-// cancelled context, or locks would leak; the call is bounded by the
-// go-redis client's own timeouts.
-func (k *unlockCall) release(ctx context.Context) {
-	dctx := context.WithoutCancel(ctx)
-	if k.parted {
-		_, _ = k.s.release(dctx, releaseReq{parts: k.parts})
-		return
-	}
-	p := &k.parts[0]
-	p.req.op = k.c.newOp()
-	p.out, p.err = k.s.release(dctx, p.req)
-}
-
 // report tells the Observer how the release went: one event per live part
 // (on its own Client), as reportAcquired.
 func (k *unlockCall) report(ctx context.Context) {
@@ -663,11 +711,14 @@ func (k *unlockCall) settle() []error {
 		}
 		c := p.h.client()
 		switch {
+		case p.err == errUnlockTimeout:
+			// Retried once the release in flight returns (finishLate).
+			c.unlockFailed(p.e, p.req, p.until, false)
+			errs = append(errs, k.partErr(p, c.notConfirmed(nil)))
 		case p.err != nil:
 			c.observe(p.err)
-			c.unlockFailed(p.e, p.req, p.until)
-			err := fmt.Errorf("relock: unlock not confirmed, retrying in the background until the lease ends: %w", p.err)
-			errs = append(errs, k.partErr(p, err))
+			c.unlockFailed(p.e, p.req, p.until, true)
+			errs = append(errs, k.partErr(p, c.notConfirmed(p.err)))
 		case p.out == released:
 			c.end(p.h, p.req.gen, ErrUnlocked)
 		case p.out == stillHeld:
@@ -703,9 +754,11 @@ func (k *unlockCall) result(errs []error) error {
 // unlockFailed ends an entry whose release could not be confirmed. The entry
 // is over for the caller either way; a final release is retried in the
 // background (the same request: its replay is recognised) until it is
-// confirmed or the lease it would end has run out, and the hold is no longer
-// renewed, so a failed Unlock never keeps a lock past its current lease.
-func (c *Client) unlockFailed(e *entry, req releaseReq, until time.Time) {
+// confirmed or the lease it would end has run out — from now when retry,
+// else once the release in flight has returned (finishLate) — and the hold
+// is no longer renewed, so a failed Unlock never keeps a lock past its
+// current lease.
+func (c *Client) unlockFailed(e *entry, req releaseReq, until time.Time, retry bool) {
 	if !req.final {
 		c.holds.mu.Lock()
 		c.endEntryLocked(e, ErrUnlocked)
@@ -713,7 +766,9 @@ func (c *Client) unlockFailed(e *entry, req releaseReq, until time.Time) {
 		return
 	}
 	c.end(e.h, req.gen, ErrUnlocked)
-	c.releaseInBackground(e.h.scheme, req, until)
+	if retry {
+		c.releaseInBackground(e.h.scheme, req, until)
+	}
 }
 
 // releaseInBackground retries req until Redis answers it or until, when

@@ -41,9 +41,16 @@ var (
 	// unknown; the Client cleans up after it (see Lock and Unlock).
 	ErrUnavailable = errors.New("relock: redis unavailable")
 
-	// ErrInvalidArgument: a bad name, duration, option or client. It is
-	// returned before anything is sent to Redis.
+	// ErrInvalidArgument: a bad name, duration, option or client (a nil
+	// *Client included). It is returned before anything is sent to Redis.
 	ErrInvalidArgument = errors.New("relock: invalid argument")
+
+	// ErrNotConfirmed: Redis did not confirm an Unlock within the Client's unlock
+	// timeout (WithUnlockTimeout) or answered it with a network error. The hold
+	// ended for the caller (its context is cancelled with ErrUnlocked) and is no
+	// longer renewed; the release goes on in the background until it is
+	// confirmed or the lease runs out. It comes with ErrUnavailable.
+	ErrNotConfirmed = errors.New("relock: unlock not confirmed")
 )
 
 // unavailable marks an error that came without a reply from Redis (network,

@@ -446,11 +446,11 @@ func TestNilClientsAreErrors(t *testing.T) {
 
 	var nilc *relock.Client
 	_, err = nilc.Lock("x").Lock(context.Background())
-	require.ErrorIs(t, err, relock.ErrClientClosed)
+	require.ErrorIs(t, err, relock.ErrInvalidArgument)
 	_, err = nilc.FairLock("x").Lock(context.Background())
-	require.ErrorIs(t, err, relock.ErrClientClosed)
+	require.ErrorIs(t, err, relock.ErrInvalidArgument)
 	_, err = nilc.RWLock("x").WriteLock().Lock(context.Background())
-	require.ErrorIs(t, err, relock.ErrClientClosed)
+	require.ErrorIs(t, err, relock.ErrInvalidArgument)
 }
 
 // Do always unlocks and returns fn's error first.

@@ -180,7 +180,9 @@ type LockChannels struct {
 // state of every kind of lock called name: holders with hold counts and
 // remaining leases, fencing tokens, FairLock waiters and RWLock readers,
 // writer and waiting writers. A name nobody holds or waits for gives a state
-// whose Exists is false, not an error.
+// whose Exists is false, not an error. It returns when ctx ends, with an
+// error wrapping context.Cause(ctx) and ErrUnavailable, whether Redis has
+// answered or not.
 func (c *Client) Inspect(ctx context.Context, name string) (*LockState, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
@@ -192,7 +194,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (*LockState, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := inspectCall(ks).run(ctx, c.rdb).Slice()
+	res, err := queryBounded(ctx, "inspect", func() ([]any, error) { return inspectCall(ks).run(ctx, c.rdb).Slice() })
 	if err != nil {
 		return nil, wrapRedis("inspect", err)
 	}
@@ -462,7 +464,8 @@ func kindOfSuffix(suffix string) Kind {
 // which '%', '{' and '}' match themselves (outside a [...] class). It SCANs
 // the whole key space — of every master on a Cluster — so it is meant for
 // operators, not for a hot path; a lock that ends while the scan runs may be
-// left out. Only locks under the Client's key prefix are listed.
+// left out. Only locks under the Client's key prefix are listed. Like
+// Inspect, it returns when ctx ends.
 func (c *Client) ListLocks(ctx context.Context, pattern string) ([]LockSummary, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
@@ -470,6 +473,11 @@ func (c *Client) ListLocks(ctx context.Context, pattern string) ([]LockSummary, 
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
+	return queryBounded(ctx, "list locks", func() ([]LockSummary, error) { return c.listLocks(ctx, pattern) })
+}
+
+// listLocks is ListLocks once its arguments are checked.
+func (c *Client) listLocks(ctx context.Context, pattern string) ([]LockSummary, error) {
 	kss, err := c.lockNames(ctx, pattern)
 	if err != nil {
 		return nil, err

@@ -91,7 +91,9 @@ func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, lockSche
 // has it, ends at once (context cancelled with ErrLockLost); a hold it hands
 // over to a waiter, of this Client or another, is that waiter's and stays.
 // Holders in other processes learn it at their next renewal, Unlock or lease
-// end.
+// end. It returns when ctx ends, with an error wrapping context.Cause(ctx)
+// and ErrUnavailable, even if Redis has not answered; the force-release may
+// still run then.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	return l.forceUnlock(ctx, l.keys.hash, lockForceReleaseCall(l.c, l.keys))
 }

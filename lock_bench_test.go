@@ -39,6 +39,26 @@ func BenchmarkLockUnlock(b *testing.B) {
 				}
 			}
 		})
+		// The same with a deadline on the context, as in a request path:
+		// each Redis call then runs bounded by it (bounded.go).
+		b.Run("relock+deadline/"+be.name, func(b *testing.B) {
+			bk := be.new(b)
+			c := bk.newClient(b)
+			l := c.Lock("bench")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				held, err := l.Lock(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(held); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run("floor/"+be.name, func(b *testing.B) {
 			bk := be.new(b)
 			ctx := context.Background()

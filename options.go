@@ -31,6 +31,7 @@ type options struct {
 	unlockLatch   time.Duration
 	sharded       *bool // nil: decided by the client type
 	waiterTimeout time.Duration
+	unlockTimeout time.Duration
 
 	replicas       int           // WithReplicas: 0 off
 	replicaTimeout time.Duration // WithReplicas
@@ -42,10 +43,11 @@ func defaultOptions() options {
 	return options{
 		watchdogLease: DefaultWatchdogLease,
 		prefix:        DefaultKeyPrefix,
-		logger:        slog.New(slog.DiscardHandler),
+		logger:        nil, // slog.Default() when the Client is made (see WithLogger)
 		fencing:       true,
 		unlockLatch:   30 * time.Second,
 		waiterTimeout: DefaultWaiterTimeout,
+		unlockTimeout: DefaultUnlockTimeout,
 	}
 }
 
@@ -81,7 +83,10 @@ func WithKeyPrefix(prefix string) Option {
 }
 
 // WithLogger sets where the Client reports what it cannot return to a caller:
-// failed renewals, lost locks, subscriber reconnects. The default discards.
+// failed renewals, lost locks, subscriber reconnects — one Warn line per
+// loss and per outage, nothing per acquisition. The default is
+// slog.Default(), as read when New runs, so that a loss is never silent;
+// WithLogger(slog.New(slog.DiscardHandler)) silences the Client.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {
@@ -151,6 +156,24 @@ func WithWaiterTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: waiter timeout %v is shorter than 3ms", ErrInvalidArgument, d)
 		}
 		o.waiterTimeout = d
+		return nil
+	}
+}
+
+// WithUnlockTimeout sets how long Unlock (and Do's unlock) waits for Redis
+// to confirm a release (default DefaultUnlockTimeout, 1 s), however long
+// Redis hangs. A release not confirmed by then returns an error wrapping
+// ErrNotConfirmed and ErrUnavailable: the hold has ended for the caller, is
+// no longer renewed, and the release goes on in the background until it is
+// confirmed or the lease runs out. It also bounds how long Unlock waits
+// behind an earlier request of the same owner on the lock that is still in
+// flight; the Unlock then runs in the background, after it.
+func WithUnlockTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if err := checkDuration("unlock timeout", d); err != nil {
+			return err
+		}
+		o.unlockTimeout = d
 		return nil
 	}
 }

@@ -276,7 +276,7 @@ func (s *subscriber) granted(st *chanState, payload string) {
 		return
 	}
 	if stray := st.stray; stray != nil && strings.HasPrefix(id, s.c.id+":") && !s.closed {
-		s.c.bg.Go(func() { stray(id) })
+		s.c.goBackground(func() { stray(id) })
 	}
 }
 

@@ -298,7 +298,7 @@ func (r *RedLock) jitter() time.Duration {
 	return d/2 + rand.N(d)
 }
 
-var errNodeTimeout = errors.New("no answer within the node timeout")
+var errNodeTimeout = fmt.Errorf("%w: no answer within the node timeout", ErrUnavailable)
 
 // fanOut runs f on every master in parallel and waits for each at most the
 // node timeout: a master that has not answered by then counts as failed, and
@@ -343,6 +343,9 @@ collect:
 			errs[i] = errNodeTimeout
 		}
 		if errs[i] != nil {
+			// A master that did not answer is Redis unavailable to the
+			// caller, as for the other lock types.
+			errs[i] = unavailable(errs[i])
 			errs[i] = fmt.Errorf("master %s: %w", deploymentID(r.nodes[i].c.rdb), errs[i])
 		}
 	}
@@ -573,6 +576,11 @@ func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 }
 
 func (redScheme) abandon(context.Context, string, string) {}
+
+// attemptBound is how long one round may take at most: the acquire and the
+// undo or token phase, each bounded by the node timeout. The engine lets a
+// round run that long rather than cut it at the end of TryLock's wait.
+func (s redScheme) attemptBound() time.Duration { return 3 * s.r.cfg.nodeTimeout }
 
 // drift makes a RedLock hold count as gone drift(lease) before its lease ends
 // (see driftingScheme).

@@ -51,6 +51,12 @@ type entry struct {
 	lease  time.Duration // 0: kept by the watchdog
 	cancel context.CancelCauseFunc
 	ended  error // why the entry ended (nil while live); guarded by registry.mu
+	// parent is the context the entry's context was derived from, other
+	// entries of a partedScheme's call aside, and for a re-entry the
+	// caller's context: what a re-entry made with this entry's context
+	// follows once this entry is unlocked (reentry.go). Set before the
+	// context is returned.
+	parent context.Context
 }
 
 // entryKey finds, in a hold context, the entry it stands for on one lock of
@@ -180,7 +186,7 @@ func (c *Client) grant(h *hold, parent context.Context, gen string, token int64,
 		}
 	}
 	ctx, cancel := context.WithCancelCause(parent)
-	e := &entry{h: h, gen: h.gen, lease: lease, cancel: cancel}
+	e := &entry{h: h, gen: h.gen, lease: lease, cancel: cancel, parent: parent}
 	h.entries = append(h.entries, e)
 	if lease == 0 && !h.watched {
 		h.watched = true

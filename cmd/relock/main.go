@@ -156,7 +156,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cl.rdb = cl.target.client()
 	defer cl.rdb.Close()
 	pctx, cancel := context.WithTimeout(ctx, *timeout)
-	err = cl.rdb.Ping(pctx).Err()
+	err = ping(pctx, cl.rdb)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "relock: cannot reach Redis at %s: %v\n", cl.target.display, err)
@@ -182,6 +182,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cl.watch(ctx, cargs[0])
 	default:
 		return cl.forceUnlock(ctx, cargs[0])
+	}
+}
+
+// ping checks that Redis answers before ctx ends: go-redis does not stop a
+// read when its context ends, so the PING runs on its own and is left to
+// finish when the bound comes first.
+func ping(ctx context.Context, rdb redis.UniversalClient) error {
+	done := make(chan error, 1)
+	go func() { done <- rdb.Ping(context.WithoutCancel(ctx)).Err() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("no answer: %w", context.Cause(ctx))
 	}
 }
 

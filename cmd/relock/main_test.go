@@ -716,3 +716,21 @@ func TestParseTarget(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
+
+// The command honours its context: a Redis that accepts connections and
+// never answers costs the caller its context's time, not go-redis's
+// timeouts.
+func TestCommandHonoursItsContext(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var out, errb bytes.Buffer
+	start := time.Now()
+	code := run(ctx, []string{"--redis", "redis://" + srv.Addr(), "inspect", "x"}, strings.NewReader(""), &out, &errb)
+	took := time.Since(start)
+	assert.Less(t, took, time.Second, "took %v", took)
+	assert.NotEqual(t, exitOK, code)
+	assert.Contains(t, errb.String(), "cannot reach Redis")
+}

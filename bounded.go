@@ -1,0 +1,340 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The caller's deadline is the bound (see "Failure and cancellation" in the
+// package doc). A script runs detached from the caller's context — a request
+// cancelled in flight may still run in Redis, and a hold nobody knows of
+// would leak — but the caller does not wait for it past its bound: the
+// request goes on in a goroutine, the caller returns, and the engine
+// reconciles the request in the background once it has returned. The
+// reconciliation keeps the hold record's semaphore (hold.sem) until then, so
+// the owner's next request on the lock cannot overtake the one in flight,
+// and a clean-up never races the request it cleans up after on another
+// connection (a release that reached Redis before a delayed acquire would
+// find nothing, and the acquire would then leak a hold).
+
+// DefaultUnlockTimeout is how long Unlock waits for Redis by default (see
+// WithUnlockTimeout).
+const DefaultUnlockTimeout = time.Second
+
+// cleanupGrace is how long a failed Lock waits, past its bound, for its
+// clean-up (a waiter leaving a FairLock's or RWLock's queue) while Redis
+// answers, and how long TryLock's last attempt, made when its wait ends, may
+// take; an unanswered clean-up goes on in the background. It is the
+// documented slack of Lock's bound.
+const cleanupGrace = 50 * time.Millisecond
+
+// reply is what a detached call returned.
+type reply[T any] struct {
+	v   T
+	err error
+}
+
+// awaitBounded runs call and waits for it until ctx ends or until (zero: no
+// such bound), whichever is first. call must not depend on ctx: it runs
+// detached. When the bound comes first it returns ok false and late, on
+// which the call's reply arrives when it returns. A call that can never be
+// cut short (no bound) runs on the caller's goroutine, costing nothing.
+func awaitBounded[T any](ctx context.Context, until time.Time, call func() (T, error)) (v T, err error, late <-chan reply[T]) {
+	if ctx.Done() == nil && until.IsZero() {
+		v, err = call()
+		return v, err, nil
+	}
+	ch := make(chan reply[T], 1)
+	go func() {
+		v, err := call()
+		ch <- reply[T]{v, err}
+	}()
+	var timeout <-chan time.Time
+	if d, ok := ctx.Deadline(); !until.IsZero() && (!ok || until.Before(d)) {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case r := <-ch:
+		return r.v, r.err, nil
+	case <-ctx.Done():
+	case <-timeout:
+	}
+	select { // a reply that came with the bound still counts
+	case r := <-ch:
+		return r.v, r.err, nil
+	default:
+		return v, nil, ch
+	}
+}
+
+// overrun is the error of a Lock whose request was still in flight when its
+// bound came: not obtained, because of the context (its cause) or the end of
+// TryLock's wait, and Redis was the reason.
+func overrun(ctx context.Context) error {
+	const tail = "Redis had not answered (the request may still run; it is undone in the background)"
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w: %w: %s", ErrNotObtained, context.Cause(ctx), ErrUnavailable, tail)
+	}
+	return fmt.Errorf("%w: the wait ended: %w: %s", ErrNotObtained, ErrUnavailable, tail)
+}
+
+// A selfBounded scheme's attempts end by themselves within attemptBound
+// (RedLock's node timeouts); TryLock's wait lets its last attempt finish.
+type selfBounded interface {
+	attemptBound() time.Duration
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// waitEnd is when a TryLock waiting wait that starts now ends, as a bound
+// on its requests: zero for none (one attempt, or WaitForever), in which
+// case only its context bounds it.
+func waitEnd(wait time.Duration) time.Time {
+	if wait == 0 || wait == WaitForever {
+		return time.Time{}
+	}
+	return time.Now().Add(wait)
+}
+
+// serialiseBy takes the parts' semaphores as serialise does, giving up when
+// ctx ends or until passes (zero: never). The caller calls leave either way.
+func serialiseBy(ctx context.Context, parts []part, until time.Time) (int, error) {
+	for i, p := range parts {
+		select {
+		case p.h.sem <- struct{}{}: // the common case: free, no timer
+			continue
+		default:
+		}
+		if until.IsZero() {
+			if taken, err := serialise(ctx, parts[i:]); err != nil {
+				return i + taken, err
+			}
+			return len(parts), nil
+		}
+		t := time.NewTimer(time.Until(until))
+		select {
+		case p.h.sem <- struct{}{}:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return i, notObtained(ctx)
+		case <-t.C:
+			return i, fmt.Errorf("%w: the wait ended while an earlier request of this owner on the lock was in flight", ErrNotObtained)
+		}
+	}
+	return len(parts), nil
+}
+
+// acquireBounded runs one attempt of the call, bounded by ctx and k.until.
+// On overrun it records the attempt in flight (k.late) and returns
+// overrun's error.
+func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (attempt, error) {
+	if ctx.Done() == nil && k.until.IsZero() {
+		return k.s.acquire(dctx, req) // nothing can cut it short: no closure to allocate
+	}
+	until := k.until
+	if !until.IsZero() {
+		// The wait loop makes its last attempt when the wait ends: any
+		// attempt has cleanupGrace to be answered.
+		grace := cleanupGrace
+		if b, ok := k.s.(selfBounded); ok {
+			grace = max(grace, b.attemptBound())
+		}
+		until = later(until, time.Now().Add(grace))
+	}
+	a, err, late := awaitBounded(ctx, until, func() (attempt, error) { return k.s.acquire(dctx, req) })
+	if late != nil {
+		k.late, k.lateOp = late, req.op
+		return attempt{}, overrun(ctx)
+	}
+	return a, err
+}
+
+// detach hands the end of the call to the background once its attempt in
+// flight (k.late) has returned: then finish runs with that attempt's reply,
+// and the call leaves its records (semaphores first), which lockWith
+// therefore does not.
+func (k *lockCall) detach(finish func(reply[attempt])) {
+	k.detached = true
+	late, parts, taken := k.late, k.parts, k.taken
+	k.c.goSettle(func() {
+		r := <-late
+		finish(r)
+		leave(parts, taken)
+	})
+}
+
+// settleLate undoes, in the background, a new acquisition that gave up with
+// an attempt in flight: once that attempt returns, a grant it obtained (or
+// may have: no reply) is released, and the waiter leaves the queue.
+// unknown is the op of an earlier attempt of unknown outcome, which a
+// definite reply settles. A partedScheme's attempt releases what it took
+// itself on failure; a grant of all its parts is rolled back here.
+func (k *lockCall) settleLate(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
+	op := k.lateOp
+	k.detach(func(r reply[attempt]) {
+		switch {
+		case k.parted:
+			if r.err == nil && r.v.outcome == acquired {
+				if p, ok := k.s.(partedScheme); ok {
+					_ = p.takeBack(dctx, req.parts, k.lease) // its failures go to the background
+				}
+			}
+			return
+		case r.err == nil && r.v.outcome == acquired:
+			unknown = op
+		case r.err == nil:
+			unknown = ""
+		case outcomeUnknown(r.err):
+			unknown = op
+		}
+		k.giveUp(dctx, req, waitAs, unknown, started)
+	})
+}
+
+// giveUpBounded is giveUp for a call without an attempt in flight. A
+// waiter's leaving the queue is a request too: the caller waits for it at
+// most cleanupGrace, then the rest runs in the background, keeping the
+// semaphores (see detach).
+func (k *lockCall) giveUpBounded(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
+	if waitAs == "" { // nothing to send now: giveUp only starts background work
+		k.giveUp(dctx, req, waitAs, unknown, started)
+		return
+	}
+	_, _, late := awaitBounded(context.Background(), time.Now().Add(cleanupGrace), func() (attempt, error) {
+		k.giveUp(dctx, req, waitAs, unknown, started)
+		return attempt{}, nil
+	})
+	if late != nil {
+		k.late = late
+		k.detach(func(reply[attempt]) {})
+	}
+}
+
+// reenterLate finishes, in the background, a re-entry whose reply had not
+// come by the caller's bound: a hold found gone ends; a re-entry that did
+// count in Redis only raises the count there, which the owner's last Unlock
+// clears.
+func (k *lockCall) reenterLate() {
+	k.detach(func(r reply[attempt]) {
+		if r.err == nil && r.v.outcome == mismatch {
+			cause := fmt.Errorf("%w: the hold was gone when the owner re-entered", ErrLockLost)
+			for _, p := range k.parts {
+				p.h.client().end(p.h, p.held, cause)
+			}
+		}
+	})
+}
+
+// notConfirmed is Unlock's error for a release Redis did not confirm: err
+// is why (nil: the unlock timeout passed first).
+func (c *Client) notConfirmed(err error) error {
+	if err == nil {
+		return fmt.Errorf("%w: %w: no reply within %v; retrying in the background until the lease ends", ErrNotConfirmed, ErrUnavailable, c.opts.unlockTimeout)
+	}
+	return fmt.Errorf("%w: retrying in the background until the lease ends: %w", ErrNotConfirmed, unavailableOr(err))
+}
+
+// unavailableOr marks err as ErrUnavailable unless it says so already or
+// is a Redis error reply.
+func unavailableOr(err error) error {
+	if errors.Is(err, ErrUnavailable) || !transient(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// releaseBounded runs the release of the live parts, bounded by the
+// Client's unlock timeout. The call in flight works on its own copy of the
+// parts. On overrun each live part's error is errUnlockTimeout, and the
+// returned channel (else nil) gets a reply when the release in flight has
+// returned; late then holds its outcome per part, to finish with in the
+// background.
+func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[struct{}], late []part) {
+	dctx := context.WithoutCancel(ctx)
+	until := time.Now().Add(k.c.opts.unlockTimeout)
+	if !k.parted {
+		p := &k.parts[0]
+		p.req.op = k.c.newOp()
+		req := p.req
+		out, err, ch := awaitBounded(context.Background(), until, func() (releaseOutcome, error) { return k.s.release(dctx, req) })
+		if ch == nil {
+			p.out, p.err = out, err
+			return nil, nil
+		}
+		p.err = errUnlockTimeout
+		lateParts := slices.Clone(k.parts)
+		done := make(chan reply[struct{}], 1)
+		go func() { r := <-ch; lateParts[0].err = r.err; done <- reply[struct{}]{} }()
+		return done, lateParts
+	}
+	parts := slices.Clone(k.parts)
+	_, _, ch := awaitBounded(context.Background(), until, func() (struct{}, error) {
+		_, _ = k.s.release(dctx, releaseReq{parts: parts})
+		return struct{}{}, nil
+	})
+	if ch == nil {
+		copy(k.parts, parts)
+		return nil, nil
+	}
+	for i := range k.parts {
+		if k.parts[i].live {
+			k.parts[i].err = errUnlockTimeout
+		}
+	}
+	return ch, parts
+}
+
+// errUnlockTimeout marks a part whose release had no reply within the unlock
+// timeout (see settle).
+var errUnlockTimeout = errors.New("relock: no reply within the unlock timeout")
+
+// finishLate runs, in the background, once a release that overran the
+// unlock timeout has returned: a final release that failed is retried until
+// its lease ends (unlockFailed did not start that, so that no retry races
+// the release in flight). Then the call leaves its records.
+func (k *unlockCall) finishLate(done <-chan reply[struct{}], late []part, taken int) {
+	parts := k.parts
+	k.c.goSettle(func() {
+		<-done
+		for i, p := range late {
+			if parts[i].live && p.err != nil && p.req.final {
+				p.h.client().releaseInBackground(p.h.scheme, p.req, parts[i].until)
+			}
+		}
+		leave(parts, taken)
+	})
+}
+
+// unlockLater is Unlock when the records' semaphores stay taken past the
+// unlock timeout by an earlier request of the owner still in flight: the
+// whole Unlock runs in the background, in order behind it, and the caller
+// is told it is not confirmed.
+func (k *unlockCall) unlockLater(ctx context.Context, taken int) error {
+	k.c.goSettle(func() {
+		n, _ := serialise(context.Background(), k.parts[taken:])
+		k.finish(ctx, taken+n)
+	})
+	return k.c.notConfirmed(nil)
+}
+
+// queryBounded runs a read-only request and waits for it until ctx ends
+// (go-redis does not stop a read when a context ends): a query has nothing
+// to undo, so one cut short is simply left to finish.
+func queryBounded[T any](ctx context.Context, what string, call func() (T, error)) (T, error) {
+	v, err, late := awaitBounded(ctx, time.Time{}, call)
+	if late != nil {
+		return v, fmt.Errorf("relock: %s: %w: %w: Redis had not answered", what, context.Cause(ctx), ErrUnavailable)
+	}
+	return v, err
+}

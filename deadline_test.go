@@ -1,0 +1,449 @@
+package relock_test
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// deadlineLocker is what every lock type offers a caller with a deadline.
+type deadlineLocker interface {
+	Lock(ctx context.Context) (context.Context, error)
+	TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error)
+	Unlock(ctx context.Context) error
+	Do(ctx context.Context, fn func(ctx context.Context) error) error
+}
+
+var deadlineKinds = []struct {
+	name string
+	open func(c *relock.Client, name string) deadlineLocker
+}{
+	{"Lock", func(c *relock.Client, n string) deadlineLocker { return c.Lock(n) }},
+	{"FairLock", func(c *relock.Client, n string) deadlineLocker { return c.FairLock(n) }},
+	{"ReadLock", func(c *relock.Client, n string) deadlineLocker { return c.RWLock(n).ReadLock() }},
+	{"WriteLock", func(c *relock.Client, n string) deadlineLocker { return c.RWLock(n).WriteLock() }},
+	{"MultiLock", func(c *relock.Client, n string) deadlineLocker {
+		return relock.NewMultiLock(c.Lock(n+":a"), c.Lock(n+":b"))
+	}},
+	{"RedLock", func(c *relock.Client, n string) deadlineLocker { return relock.NewRedLock(n, []*relock.Client{c}) }},
+}
+
+// A deadlineFault breaks the link between a Client and its Redis after the
+// Client has warmed up (a connection open, the scripts loaded), and heals it.
+// admin, when set, reaches the server directly, to check what is left there.
+type deadlineFault struct {
+	name  string
+	setup func(t *testing.T) (rdb, admin *redis.Client, breakIt, heal func())
+}
+
+// onePool: a single connection, so that every request meets the fault (a
+// blackhole drops only the connections open when it starts).
+func onePool(o *redis.Options) { o.PoolSize = 1 }
+
+var deadlineFaults = []deadlineFault{
+	{"Hung", func(t *testing.T) (*redis.Client, *redis.Client, func(), func()) {
+		srv := redistest.Start(t)
+		return srv.Client(onePool), srv.Client(), srv.Pause, srv.Resume
+	}},
+	{"Refused", func(t *testing.T) (*redis.Client, *redis.Client, func(), func()) {
+		port, err := redistest.FreePort()
+		require.NoError(t, err)
+		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return rdb, nil, func() {}, func() {}
+	}},
+	{"Slow1s", func(t *testing.T) (*redis.Client, *redis.Client, func(), func()) {
+		srv := redistest.Start(t)
+		p := redistest.NewProxy(t, srv.Addr())
+		rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), PoolSize: 1})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return rdb, srv.Client(), func() { p.SetDelay(time.Second) }, func() { p.SetDelay(0) }
+	}},
+	{"Blackholed", func(t *testing.T) (*redis.Client, *redis.Client, func(), func()) {
+		srv := redistest.Start(t)
+		p := redistest.NewProxy(t, srv.Addr())
+		rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), PoolSize: 1})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return rdb, srv.Client(), p.Blackhole, p.Unblackhole
+	}},
+}
+
+const (
+	callBound = 300 * time.Millisecond // the caller's deadline, TryLock's wait, the unlock timeout
+	// boundSlack covers the documented slack and a loaded 2-core -race run;
+	// the fallback this guards against (go-redis's timeouts) is >= 3 s.
+	boundSlack = 700 * time.Millisecond
+)
+
+// Every call of every lock type returns by its caller's bound whatever
+// Redis does (hung, refusing connections, slow by 1 s, blackholed), with an
+// error saying why; once Redis answers again, nothing is left held by the
+// Client whose callers were told "not obtained" or "not confirmed".
+func TestCallsReturnByTheCallersBound(t *testing.T) {
+	for _, f := range deadlineFaults {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			rdb, admin, breakIt, heal := f.setup(t)
+			c := relock.New(rdb, relock.WithUnlockTimeout(callBound), relock.WithLogger(quietLogger()))
+			t.Cleanup(func() { _ = c.Close() })
+			held := map[string]context.Context{}
+			if admin != nil { // warm up, and take the holds the Unlock case releases
+				for _, k := range deadlineKinds {
+					l := k.open(c, "warm:"+k.name)
+					hctx, err := l.Lock(context.Background())
+					require.NoError(t, err, k.name)
+					require.NoError(t, l.Unlock(hctx), k.name)
+					held[k.name], err = k.open(c, "Unlock:"+k.name).Lock(context.Background())
+					require.NoError(t, err, k.name)
+				}
+			}
+			breakIt()
+			var wg sync.WaitGroup
+			for _, k := range deadlineKinds {
+				for _, call := range boundedCalls {
+					if call.name == "Unlock" && admin == nil {
+						continue // nothing could be locked
+					}
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						call.run(t, k.name, k.open(c, call.name+":"+k.name), held[k.name])
+					}()
+				}
+			}
+			wg.Wait()
+			heal()
+			if admin != nil {
+				requireNothingOf(t, admin, c.ID(), 20*time.Second)
+			}
+		})
+	}
+}
+
+// boundedCalls are the calls TestCallsReturnByTheCallersBound makes during
+// the fault; each checks its own time and error.
+var boundedCalls = []struct {
+	name string
+	run  func(t *testing.T, kind string, l deadlineLocker, held context.Context)
+}{
+	{"Lock", func(t *testing.T, kind string, l deadlineLocker, _ context.Context) {
+		ctx, cancel := context.WithTimeout(context.Background(), callBound)
+		defer cancel()
+		start := time.Now()
+		_, err := l.Lock(ctx)
+		checkBound(t, kind+" Lock", start, err, context.DeadlineExceeded)
+	}},
+	{"TryLock", func(t *testing.T, kind string, l deadlineLocker, _ context.Context) {
+		start := time.Now()
+		_, err := l.TryLock(context.Background(), callBound, 0)
+		checkBound(t, kind+" TryLock", start, err, nil)
+	}},
+	{"Do", func(t *testing.T, kind string, l deadlineLocker, _ context.Context) {
+		ctx, cancel := context.WithTimeout(context.Background(), callBound)
+		defer cancel()
+		start := time.Now()
+		ran := false
+		err := l.Do(ctx, func(context.Context) error { ran = true; return nil })
+		assert.False(t, ran, "%s Do: fn ran without the lock", kind)
+		checkBound(t, kind+" Do", start, err, context.DeadlineExceeded)
+	}},
+	{"Unlock", func(t *testing.T, kind string, l deadlineLocker, held context.Context) {
+		start := time.Now()
+		err := l.Unlock(held)
+		took := time.Since(start)
+		assert.Less(t, took, callBound+boundSlack, "%s Unlock took %v", kind, took)
+		assert.ErrorIs(t, err, relock.ErrUnavailable, "%s Unlock", kind)
+		if kind != "RedLock" { // a RedLock's master that does not answer simply does not count
+			assert.ErrorIs(t, err, relock.ErrNotConfirmed, "%s Unlock", kind)
+		}
+		assert.ErrorIs(t, context.Cause(held), relock.ErrUnlocked, "%s Unlock: the hold ends for the caller", kind)
+	}},
+}
+
+// checkBound asserts that a Lock call failed by its bound, not obtained,
+// because of Redis, and because of cause when set (the context's).
+func checkBound(t *testing.T, what string, start time.Time, err error, cause error) {
+	t.Helper()
+	took := time.Since(start)
+	assert.Less(t, took, callBound+boundSlack, "%s took %v (err %v)", what, took, err)
+	assert.ErrorIs(t, err, relock.ErrUnavailable, what)
+	if took < callBound/2 {
+		return // failed at once (a refused connection), before any bound
+	}
+	assert.ErrorIs(t, err, relock.ErrNotObtained, what)
+	if cause != nil {
+		assert.ErrorIs(t, err, cause, what)
+	}
+}
+
+// requireNothingOf waits until no hash field, queue entry or set member in
+// Redis names an owner of the Client id: every request of unknown outcome
+// was reconciled.
+func requireNothingOf(t *testing.T, rdb *redis.Client, id string, within time.Duration) {
+	t.Helper()
+	var left []string
+	ok := assert.Eventually(t, func() bool {
+		left = tracesOf(rdb, id)
+		return len(left) == 0
+	}, within, 50*time.Millisecond)
+	if !ok {
+		t.Errorf("left in Redis by the Client: %v", left)
+	}
+}
+
+func tracesOf(rdb *redis.Client, id string) []string {
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var left []string
+	for _, key := range keys {
+		var items []string
+		switch rdb.Type(ctx, key).Val() {
+		case "hash":
+			items, err = rdb.HKeys(ctx, key).Result()
+		case "zset":
+			items, err = rdb.ZRange(ctx, key, 0, -1).Result()
+		case "list":
+			items, err = rdb.LRange(ctx, key, 0, -1).Result()
+		case "set":
+			items, err = rdb.SMembers(ctx, key).Result()
+		}
+		if err != nil {
+			return []string{err.Error()}
+		}
+		for _, it := range items {
+			if strings.Contains(it, id) {
+				left = append(left, key+" "+it)
+			}
+		}
+	}
+	return left
+}
+
+// A call that overran is reconciled only after its request has returned:
+// the owner's next call on the lock waits for that (bounded by its own
+// deadline), so a late grant is released before the owner asks again, and
+// the lock is free once Redis answers.
+func TestLateGrantIsReleasedBeforeTheOwnersNextCall(t *testing.T) {
+	srv := redistest.Start(t)
+	c := relock.New(srv.Client(), relock.WithLogger(quietLogger()))
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.Lock("late")
+	owner := relock.NewOwner(context.Background())
+	hctx, err := l.Lock(owner)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(hctx))
+
+	srv.Pause()
+	ctx, cancel := context.WithTimeout(owner, 200*time.Millisecond)
+	start := time.Now()
+	_, err = l.Lock(ctx)
+	cancel()
+	require.ErrorIs(t, err, relock.ErrNotObtained)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, relock.ErrUnavailable)
+	require.Less(t, time.Since(start), 200*time.Millisecond+boundSlack)
+
+	// The owner's next call waits behind the one in flight, bounded by its
+	// own deadline.
+	ctx, cancel = context.WithTimeout(owner, 200*time.Millisecond)
+	start = time.Now()
+	_, err = l.Lock(ctx)
+	cancel()
+	require.ErrorIs(t, err, relock.ErrNotObtained)
+	require.Less(t, time.Since(start), 200*time.Millisecond+boundSlack)
+
+	srv.Resume()
+	requireNothingOf(t, srv.Client(), c.ID(), 10*time.Second)
+	n, err := srv.Client().Exists(context.Background(), l.Key()).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "the late grant was released")
+	hctx, err = l.TryLock(owner, 0, 0)
+	require.NoError(t, err, "the lock is free again")
+	require.NoError(t, l.Unlock(hctx))
+}
+
+// Unlock returns by the unlock timeout however long Redis hangs, and says
+// the release was not confirmed; the release goes on after Redis answers.
+func TestUnlockTimeoutOption(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second, 500 * 24 * time.Hour} {
+		c := relock.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), relock.WithUnlockTimeout(d))
+		assert.ErrorIs(t, c.Err(), relock.ErrInvalidArgument, "WithUnlockTimeout(%v)", d)
+	}
+	srv := redistest.Start(t)
+	c := relock.New(srv.Client(), relock.WithLogger(quietLogger())) // the default timeout
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.Lock("unlock-default")
+	hctx, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	srv.Pause()
+	start := time.Now()
+	err = l.Unlock(hctx)
+	took := time.Since(start)
+	srv.Resume()
+	require.ErrorIs(t, err, relock.ErrNotConfirmed)
+	require.ErrorIs(t, err, relock.ErrUnavailable)
+	require.Less(t, took, relock.DefaultUnlockTimeout+boundSlack)
+	require.GreaterOrEqual(t, took, relock.DefaultUnlockTimeout-50*time.Millisecond, "Redis was paused: nothing could confirm earlier")
+	requireNothingOf(t, srv.Client(), c.ID(), 10*time.Second)
+}
+
+// A nil *Client is a caller's mistake, reported as such by every call of
+// every lock type — not as a Client that was closed.
+func TestNilClientIsAnInvalidArgument(t *testing.T) {
+	var c *relock.Client
+	for _, k := range deadlineKinds {
+		if k.name == "MultiLock" || k.name == "RedLock" {
+			continue // their constructors refuse a nil Client (see their tests)
+		}
+		l := k.open(c, "x")
+		_, err := l.Lock(context.Background())
+		assert.ErrorIs(t, err, relock.ErrInvalidArgument, k.name)
+		assert.NotErrorIs(t, err, relock.ErrClientClosed, k.name)
+		assert.ErrorIs(t, l.Unlock(context.Background()), relock.ErrInvalidArgument, k.name)
+		assert.ErrorIs(t, l.Do(context.Background(), func(context.Context) error { return nil }), relock.ErrInvalidArgument, k.name)
+	}
+	_, err := relock.NewMultiLock(c.Lock("a")).Lock(context.Background())
+	assert.ErrorIs(t, err, relock.ErrInvalidArgument)
+	_, err = relock.NewRedLock("r", []*relock.Client{c}).Lock(context.Background())
+	assert.ErrorIs(t, err, relock.ErrInvalidArgument)
+}
+
+// quietLogger keeps the expected Warn lines of fault tests out of the test
+// output.
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// Unlocking the outer hold before a re-entry made with its context leaves
+// the re-entry held, and Redis, the Client and the contexts agree: the
+// re-entry's context stays live (it still follows the caller's context),
+// Redis still holds the lock for the owner until the re-entry's Unlock.
+func TestOuterUnlockedBeforeTheReentryLeavesTheReentryHeld(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	c := relock.New(srv.Client())
+	t.Cleanup(func() { _ = c.Close() })
+	for _, k := range deadlineKinds {
+		t.Run(k.name, func(t *testing.T) {
+			l := k.open(c, "outer-first:"+k.name)
+			req, cancelReq := context.WithCancel(context.Background())
+			defer cancelReq()
+			h, err := l.Lock(req)
+			require.NoError(t, err)
+			h2, err := l.Lock(h)
+			require.NoError(t, err)
+			h3, err := l.Lock(h2) // a re-entry of the re-entry
+			require.NoError(t, err)
+
+			require.NoError(t, l.Unlock(h))
+			require.ErrorIs(t, context.Cause(h), relock.ErrUnlocked)
+			require.NoError(t, l.Unlock(h2))
+			time.Sleep(20 * time.Millisecond) // a wrongly propagated cancellation would have arrived
+			require.NoError(t, h3.Err(), "the innermost re-entry is still held")
+			require.NotEmpty(t, tracesOf(admin, c.ID()), "Redis still holds it for the owner")
+
+			cancelReq() // the caller's own cancellation still reaches it
+			require.Eventually(t, func() bool { return h3.Err() != nil }, 5*time.Second, time.Millisecond)
+			require.ErrorIs(t, context.Cause(h3), context.Canceled)
+			require.NotEmpty(t, tracesOf(admin, c.ID()), "a cancelled context does not release the lock")
+			require.NoError(t, l.Unlock(h3))
+			require.Empty(t, tracesOf(admin, c.ID()), "the last Unlock frees it")
+		})
+	}
+}
+
+// The default logger is slog.Default(), so that a loss is never silent: one
+// Warn line, as the README promises. WithLogger silences it.
+func TestDefaultLoggerIsSlogDefault(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	prev := slog.Default()
+	slog.SetDefault(slog.New(recordHandler{func(r slog.Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Level == slog.LevelWarn {
+			lines = append(lines, r.Message)
+		}
+	}}))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	srv := redistest.Start(t)
+	c := relock.New(srv.Client()) // no WithLogger
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.Lock("logged")
+	hctx, err := l.TryLock(context.Background(), 0, 200*time.Millisecond)
+	require.NoError(t, err)
+	<-hctx.Done() // the lease runs out: a loss
+	require.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"relock: lock lost"}, lines)
+}
+
+type recordHandler struct{ f func(slog.Record) }
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.f(r)
+	return nil
+}
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordHandler) WithGroup(string) slog.Handler      { return h }
+
+// Inspect, ListLocks and ForceUnlock return when their context ends, Redis
+// hung or not.
+func TestQueriesAndForceUnlockHonourTheirContext(t *testing.T) {
+	srv := redistest.Start(t)
+	c := relock.New(srv.Client(), relock.WithLogger(quietLogger()))
+	t.Cleanup(func() { _ = c.Close() })
+	hctx, err := c.Lock("q").Lock(context.Background())
+	require.NoError(t, err)
+	srv.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	calls := map[string]func(ctx context.Context) error{
+		"Inspect":   func(ctx context.Context) error { _, err := c.Inspect(ctx, "q"); return err },
+		"ListLocks": func(ctx context.Context) error { _, err := c.ListLocks(ctx, ""); return err },
+		"ForceUnlock": func(ctx context.Context) error {
+			_, err := c.Lock("q").ForceUnlock(ctx)
+			return err
+		},
+	}
+	var wg sync.WaitGroup
+	for name, call := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), callBound)
+			defer cancel()
+			start := time.Now()
+			err := call(ctx)
+			took := time.Since(start)
+			assert.Less(t, took, callBound+boundSlack, "%s took %v", name, took)
+			assert.ErrorIs(t, err, context.DeadlineExceeded, name)
+			assert.ErrorIs(t, err, relock.ErrUnavailable, name)
+		}()
+	}
+	wg.Wait()
+	srv.Resume()
+	resumed = true
+	// The force-release ran once Redis answered; this Client's hold ends.
+	require.Eventually(t, func() bool { return hctx.Err() != nil }, 10*time.Second, 10*time.Millisecond)
+	require.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
+}
