@@ -50,10 +50,10 @@ func main() {
 	var running, peak atomic.Int32
 	var wg sync.WaitGroup
 	for p := range processes {
+		c := srv.Relock() // a process of its own
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := srv.Relock() // a process of its own
 			pool := c.Semaphore("pool", workers)
 			name := fmt.Sprintf("P%d", p+1)
 			for range jobs {
