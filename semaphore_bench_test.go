@@ -121,47 +121,16 @@ func BenchmarkSemaphoreHandoff(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var (
-		remaining atomic.Int64
-		used      atomic.Int32
-		mu        sync.Mutex
-		released  []time.Time // Release returns not yet matched by an Acquire
-		handoffs  []time.Duration
-		wg        sync.WaitGroup
-	)
-	remaining.Store(int64(b.N))
+	h := &handoffs{}
+	h.remaining.Store(int64(b.N))
+	var wg sync.WaitGroup
 	b.ResetTimer()
 	start := time.Now()
 	for g := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := clients[g%2].Semaphore("handoff", 4)
-			for remaining.Add(-1) >= 0 {
-				h, err := s.Acquire(ctx, 1)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				now := time.Now()
-				if used.Add(1) > 4 {
-					b.Error("more than 4 permits held")
-				}
-				mu.Lock()
-				if len(released) > 0 {
-					handoffs = append(handoffs, now.Sub(released[0]))
-					released = released[1:]
-				}
-				mu.Unlock()
-				used.Add(-1)
-				if err := s.Release(h); err != nil {
-					b.Error(err)
-					return
-				}
-				mu.Lock()
-				released = append(released, time.Now())
-				mu.Unlock()
-			}
+			h.run(b, clients[g%2].Semaphore("handoff", 4))
 		}()
 	}
 	wg.Wait()
@@ -174,9 +143,48 @@ func BenchmarkSemaphoreHandoff(b *testing.B) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
 	b.ReportMetric(float64(redistest.ClientCommands(before, after))/float64(b.N), "cmds/acq")
 	b.ReportMetric(float64(allCommands(before, after))/float64(b.N), "redis-cmds/acq")
-	if len(handoffs) > 0 {
-		slices.Sort(handoffs)
-		b.ReportMetric(float64(handoffs[len(handoffs)/2].Microseconds()), "handoff-p50-µs")
-		b.ReportMetric(float64(handoffs[len(handoffs)*99/100].Microseconds()), "handoff-p99-µs")
+	if d := h.took; len(d) > 0 {
+		slices.Sort(d)
+		b.ReportMetric(float64(d[len(d)/2].Microseconds()), "handoff-p50-µs")
+		b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "handoff-p99-µs")
+	}
+}
+
+// handoffs is BenchmarkSemaphoreHandoff's shared state.
+type handoffs struct {
+	remaining atomic.Int64
+	used      atomic.Int32
+	mu        sync.Mutex
+	released  []time.Time // Release returns not yet matched by an Acquire
+	took      []time.Duration
+}
+
+// run is one goroutine: acquire 1 permit of s, release it, until b.N.
+func (h *handoffs) run(b *testing.B, s *relock.Semaphore) {
+	ctx := context.Background()
+	for h.remaining.Add(-1) >= 0 {
+		hctx, err := s.Acquire(ctx, 1)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		now := time.Now()
+		if h.used.Add(1) > 4 {
+			b.Error("more than 4 permits held")
+		}
+		h.mu.Lock()
+		if len(h.released) > 0 {
+			h.took = append(h.took, now.Sub(h.released[0]))
+			h.released = h.released[1:]
+		}
+		h.mu.Unlock()
+		h.used.Add(-1)
+		if err := s.Release(hctx); err != nil {
+			b.Error(err)
+			return
+		}
+		h.mu.Lock()
+		h.released = append(h.released, time.Now())
+		h.mu.Unlock()
 	}
 }

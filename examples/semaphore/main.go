@@ -47,32 +47,22 @@ func main() {
 	}
 	story.Say("crashed", "took 1 permit and died without releasing it")
 
-	var running, peak atomic.Int32
+	var g gauge
 	var wg sync.WaitGroup
 	for p := range processes {
 		c := srv.Relock() // a process of its own
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pool := c.Semaphore("pool", workers)
 			name := fmt.Sprintf("P%d", p+1)
+			pool := c.Semaphore("pool", workers)
 			for range jobs {
 				err := pool.Do(ctx, 1, func(ctx context.Context) error {
-					n := running.Add(1)
-					for {
-						old := peak.Load()
-						if n <= old {
-							break
-						}
-						if peak.CompareAndSwap(old, n) {
-							if n == workers {
-								story.Say(name, "%d jobs at once: the dead process's permit came back", n)
-							}
-							break
-						}
+					if g.enter() == workers {
+						story.Say(name, "%d jobs at once: the dead process's permit came back", workers)
 					}
 					time.Sleep(40 * time.Millisecond) // the job
-					running.Add(-1)
+					g.running.Add(-1)
 					return nil
 				})
 				if err != nil {
@@ -94,5 +84,23 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	story.Say("coordinator", "%d jobs ran, at most %d at once; %d of %d permits free again", processes*jobs, peak.Load(), free, workers)
+	story.Say("coordinator", "%d jobs ran, at most %d at once; %d of %d permits free again", processes*jobs, g.peak.Load(), free, workers)
+}
+
+// gauge counts the jobs running across the processes.
+type gauge struct{ running, peak atomic.Int32 }
+
+// enter counts one more job running and returns the new peak when this job
+// raised it (0 otherwise).
+func (g *gauge) enter() int32 {
+	n := g.running.Add(1)
+	for {
+		old := g.peak.Load()
+		if n <= old {
+			return 0
+		}
+		if g.peak.CompareAndSwap(old, n) {
+			return n
+		}
+	}
 }
