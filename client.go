@@ -29,10 +29,11 @@ type Client struct {
 	err     error // construction error, returned by every call
 	sharded bool
 
-	holds registry
-	subs  *subscriber
-	dog   *watchdog
-	bg    sync.WaitGroup // background clean-ups (releaseInBackground)
+	holds    registry
+	coalesce coalescer // lock calls issued at the same time share a round trip
+	subs     *subscriber
+	dog      *watchdog
+	bg       sync.WaitGroup // background clean-ups (releaseInBackground)
 	// bgMu guards bgStopped, set by Close before it waits for bg: no
 	// goroutine joins bg after that (see goBackground).
 	bgMu      sync.Mutex

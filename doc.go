@@ -79,8 +79,13 @@
 // a script refuses to act on another generation and recognises its own
 // replay (go-redis resends a request whose reply was lost) by the op id, so
 // a late release, a stale renewal or a replay can never change a newer hold.
-// A final release leaves a short-lived latch key (WithUnlockLatch) so that
-// its replay reports success. When the Client sees Redis restart or fail
+// A final release records its op id in the lock's tail key (WithUnlockLatch)
+// so that its replay reports success. The tail is one hash per lock, not a key
+// per release, so the keys a lock leaves do not grow with its release rate:
+// it keeps the last token and the op ids of the last 64 final releases, and
+// expires the unlock latch after the last of them (see release_common.lua).
+// A replay that comes after 64 later final releases of the same lock reports
+// the hold lost, as one after the latch's time does. When the Client sees Redis restart or fail
 // over (a dropped connection, a LOADING or READONLY reply) it checks every
 // hold at once and cancels the holders whose locks Redis forgot.
 //

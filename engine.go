@@ -133,6 +133,9 @@ type releaseReq struct {
 	owner, op, gen string
 	final          bool
 	parts          []part
+	// until is when the hold's lease ends at the latest (zero: unknown): a
+	// scheme that retries part of a release in the background stops then.
+	until time.Time
 }
 
 // A handingScheme queues its waiters in Redis and has its releases hand
@@ -217,7 +220,7 @@ type renewal struct {
 // once.
 func (c *Client) runAcquire(ctx context.Context, sc scriptCall) (vals []int64, repl error, err error) {
 	if c.opts.replicas == 0 {
-		vals, err = sc.run(ctx, c.rdb).Int64Slice()
+		vals, err = c.script(ctx, sc).Int64Slice()
 		return vals, nil, err
 	}
 	target, err := c.waitTarget(ctx, sc.keys[0])
@@ -680,6 +683,7 @@ func (k *unlockCall) prepare() (errs []error, live int) {
 		p.req = releaseReq{owner: p.h.key.owner, gen: p.e.gen, final: len(p.h.entries) == 1}
 		p.h.releasing = p.req.final
 		p.until, p.since = p.h.expiresAt, p.h.since
+		p.req.until = p.until
 		r.mu.Unlock()
 		live++
 	}

@@ -39,3 +39,6 @@ func (c *Client) QueuedWaiters(channel string) int {
 	}
 	return 0
 }
+
+// CoalesceMaxBatch is the largest batch of coalesced script calls.
+const CoalesceMaxBatch = coalesceMaxBatch

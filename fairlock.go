@@ -34,9 +34,9 @@ import (
 //
 // Keys: "<prefix>:{name}:fair" (owner → hold count, as Lock's hash) and
 // ":fair:q" (the queue) exist only while the lock is held or someone waits.
-// Once the lock is free and nobody waits, only ":fair:tail" (the last token)
-// and the markers of final Unlocks remain, for the unlock latch (see
-// WithUnlockLatch); then nothing. A FairLock and a Lock of the same name are
+// Once the lock is free and nobody waits, only ":fair:last" (the tail: the
+// last token and the latch of the last final Unlocks) remains, for the
+// unlock latch (see WithUnlockLatch); then nothing. A FairLock and a Lock of the same name are
 // different locks.
 //
 // Every call costs what Lock's does — one round trip for an uncontended Lock
@@ -48,16 +48,16 @@ type FairLock struct {
 }
 
 type fairKeys struct {
-	hash, queue, tail, channel string
-	latchPrefix                string // + request id: the latch of one final release
+	hash, queue, channel string
+	tail                 string // the last token and the latch (see release_common.lua)
 	// waitChannel is where releases hand the lock over to this Client's
 	// waiters: <hash>:w:<client uuid> (see queue_common.lua).
 	waitChannel string
 }
 
 func fairKeysOf(ks keyspace) fairKeys {
-	return fairKeys{hash: ks.key("fair"), queue: ks.key("fair:q"), tail: ks.key("fair:tail"),
-		channel: ks.key("fair:ch"), latchPrefix: ks.key("fair:latch:")}
+	return fairKeys{hash: ks.key("fair"), queue: ks.key("fair:q"), tail: ks.key("fair:last"),
+		channel: ks.key("fair:ch")}
 }
 
 // FairLock returns the fair lock called name. It sends nothing to Redis. An
@@ -151,7 +151,7 @@ func (s fairScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 
 func (s fairScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := s.l
-	n, err := fairReleaseCall(l.c, l.keys, r).run(ctx, l.c.rdb).Int64()
+	n, err := l.c.script(ctx, fairReleaseCall(l.c, l.keys, r)).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}

@@ -285,7 +285,9 @@ func TestFairLockWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 		err = <-quit
 		require.ErrorIs(t, err, relock.ErrNotObtained)
 		require.ErrorIs(t, err, context.Canceled)
-		assert.Equal(t, 1, fairLen(t, b.rdb, l.QueueKey()))
+		// Leaving the queue is waited for only cleanupGrace (50 ms) past
+		// the caller's bound; on a loaded machine it may finish after.
+		assert.Eventually(t, func() bool { return fairLen(t, b.rdb, l.QueueKey()) == 1 }, 5*time.Second, time.Millisecond)
 
 		require.NoError(t, l.Unlock(holder))
 		ctx := <-got

@@ -162,7 +162,7 @@ func storedToken(t testing.TB, rdb redis.UniversalClient, key string) int64 {
 // when there is none.
 func storedTail(t testing.TB, rdb redis.UniversalClient, key string) int64 {
 	t.Helper()
-	n, err := rdb.Get(context.Background(), key+":tail").Int64()
+	n, err := rdb.HGet(context.Background(), key+":last", "~t").Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0
 	}
@@ -176,9 +176,9 @@ const defaultUnlockLatch = 30 * time.Second
 
 // leftover reports whether k is one of the keys that outlive a free lock by
 // design, for the unlock latch's time only: a tail (the last token, so that
-// the next one is above it) or a latch (a final release request done).
+// the next one is above it, and the latch of the last final releases).
 func leftover(k string) bool {
-	return strings.HasSuffix(k, ":tail") || strings.Contains(k, ":latch:")
+	return strings.HasSuffix(k, ":last")
 }
 
 // keysLeft lists the keys that are not tails or latches, and checks that
@@ -197,11 +197,9 @@ func keysLeft(t testing.TB, rdb redis.UniversalClient) []string {
 		}
 		assert.Greater(t, ttl, time.Duration(0), "%s must expire", k)
 		assert.LessOrEqual(t, ttl, defaultUnlockLatch, "%s outlives the unlock latch", k)
-		if strings.HasSuffix(k, ":tail") {
-			tok, err := rdb.Get(context.Background(), k).Int64()
-			if assert.NoError(t, err, k) {
-				assert.Positive(t, tok, "a tail keeps a token: %s", k)
-			}
+		n, err := rdb.HLen(context.Background(), k).Result()
+		if assert.NoError(t, err, k) {
+			assert.Positive(t, n, "a tail keeps a token or a latch: %s", k)
 		}
 	}
 	return out

@@ -297,7 +297,7 @@ func TestInspectLayout(t *testing.T) {
 	assert.Equal(t, now+8000, rw.WritersWaiting[0].Deadline.UnixMilli())
 
 	// A tail alone (a lock that ended) is no lock.
-	require.NoError(t, rdb.Set(ctx, "relock:{ended}:tail", "3", 0).Err())
+	require.NoError(t, rdb.HSet(ctx, "relock:{ended}:last", "~t", "3").Err())
 	st, err = c.Inspect(ctx, "ended")
 	require.NoError(t, err)
 	assert.False(t, st.Exists())

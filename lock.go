@@ -26,15 +26,17 @@ type Lock struct {
 }
 
 type lockKeys struct {
-	hash, tail, channel string
-	latchPrefix         string // + request id: the latch of one final release
+	hash, channel string
+	// tail outlives the free lock for the unlock latch: the last token and
+	// the latch of the last final releases (see release_common.lua).
+	tail string
 	// waitChannel is where releases hand the lock over to this Client's
 	// waiters: <hash>:w:<client uuid> (see handover_common.lua).
 	waitChannel string
 }
 
 func lockKeysOf(ks keyspace) lockKeys {
-	return lockKeys{hash: ks.key(""), tail: ks.key("tail"), channel: ks.key("ch"), latchPrefix: ks.key("latch:")}
+	return lockKeys{hash: ks.key(""), tail: ks.key("last"), channel: ks.key("ch")}
 }
 
 // Lock returns the reentrant lock called name. It sends nothing to Redis. An
@@ -158,7 +160,7 @@ func parseAcquire(res []int64, channel string) (attempt, error) {
 
 func (s lockScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := s.l
-	n, err := lockReleaseCall(l.c, l.keys, r.owner, r).run(ctx, l.c.rdb).Int64()
+	n, err := l.c.script(ctx, lockReleaseCall(l.c, l.keys, r.owner, r)).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}

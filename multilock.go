@@ -287,7 +287,7 @@ func (s multiScheme) acquireGroup(ctx context.Context, g multiGroup, parts []par
 		ks[j], held[j] = s.m.parts[i].keys, parts[i].held
 	}
 	owner := parts[g.parts[0]].h.key.owner
-	res, err := multiAcquireCall(g.c, ks, held, owner, op, lease).run(ctx, g.c.rdb).Int64Slice()
+	res, err := g.c.script(ctx, multiAcquireCall(g.c, ks, held, owner, op, lease)).Int64Slice()
 	if err != nil {
 		return nil, wrapRedis("multilock acquire", err)
 	}
@@ -364,7 +364,7 @@ func (s multiScheme) releaseGroup(ctx context.Context, g multiGroup, owner, op s
 	for j, i := range idx {
 		ks[j] = s.m.parts[i].keys
 	}
-	res, err := multiReleaseCall(g.c, ks, gens, final, owner, op).run(ctx, g.c.rdb).Int64Slice()
+	res, err := g.c.script(ctx, multiReleaseCall(g.c, ks, gens, final, owner, op)).Int64Slice()
 	if err != nil {
 		return nil, wrapRedis("multilock release", err)
 	}

@@ -109,11 +109,13 @@ func WithFencingTokens(on bool) Option {
 	}
 }
 
-// WithUnlockLatch sets how long a final Unlock leaves a marker behind (default
+// WithUnlockLatch sets how long a final Unlock's marker stays behind (default
 // 30 s) so that a network retry of the same Unlock, sent by go-redis after a
 // lost reply, is recognised as already done instead of failing with
 // ErrLockLost. It must cover go-redis's retries: (MaxRetries+1) × (read
-// timeout + retry backoff).
+// timeout + retry backoff). The markers live in the lock's tail key, which
+// expires this long after the last release and keeps the markers of the
+// last 64 final releases: one key per lock whatever the release rate.
 func WithUnlockLatch(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock latch", d); err != nil {

@@ -409,19 +409,25 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 	return a, nil
 }
 
-// undo releases req, a failed round's grant, on every master. A master that
-// does not confirm it (an error, or no answer within the node timeout) may
-// keep that grant with nobody to use it, so its own Client retries the same
-// request there in the background (see Client.retryInBackground; a replay
-// is recognised) until it is confirmed or until, when the grant's lease has
-// run out anyway.
+// undo releases req, a failed round's grant, on every master (see
+// releaseEverywhere).
 func (s redScheme) undo(ctx context.Context, req releaseReq, until time.Time) {
+	s.releaseEverywhere(ctx, req, until)
+}
+
+// releaseEverywhere runs req on every master. A master that does not
+// confirm it (an error, or no answer within the node timeout) may keep the
+// hold with nobody to use it, so its own Client retries the same request
+// there in the background (see Client.retryInBackground; a replay is
+// recognised) until it is confirmed or until, when the hold's lease has run
+// out anyway.
+func (s redScheme) releaseEverywhere(ctx context.Context, req releaseReq, until time.Time) ([]int64, []error) {
 	r := s.r
 	field := req.owner + redOwnerSuffix
 	release := func(ctx context.Context, l *Lock) (int64, error) {
 		return lockReleaseCall(l.c, l.keys, field, req).run(ctx, l.c.rdb).Int64()
 	}
-	_, errs := fanOut(r, ctx, release)
+	res, errs := fanOut(r, ctx, release)
 	for i, err := range errs {
 		if err == nil {
 			continue
@@ -432,6 +438,7 @@ func (s redScheme) undo(ctx context.Context, req releaseReq, until time.Time) {
 			return err
 		}, until)
 	}
+	return res, errs
 }
 
 // redVotes is what the masters answered to one round's acquire.
@@ -506,10 +513,11 @@ func (r *RedLock) spreadToken(ctx context.Context, field, gen string, granted []
 // retries it in the background).
 func (s redScheme) release(ctx context.Context, req releaseReq) (releaseOutcome, error) {
 	r := s.r
-	field := req.owner + redOwnerSuffix
-	res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
-		return lockReleaseCall(l.c, l.keys, field, req).run(ctx, l.c.rdb).Int64()
-	})
+	until := req.until
+	if until.IsZero() {
+		until = time.Now().Add(r.home.leaseFor(0))
+	}
+	res, errs := s.releaseEverywhere(ctx, req, until)
 	ok, lost := 0, 0
 	var failures []error
 	for i := range res {

@@ -107,7 +107,7 @@ func TestRedLockHoldsAMajorityAndReleasesEverywhere(t *testing.T) {
 	for _, srv := range srvs {
 		assert.Empty(t, hgetall(t, srv.Client(), "relock:{orders}"))
 		assert.Empty(t, lockKeys(t, srv), "only tails and latches are left")
-		assert.LessOrEqual(t, tailOf(t, srv.Client(), "relock:{orders}:tail", defaultLatch), tok)
+		assert.LessOrEqual(t, tailOf(t, srv.Client(), "relock:{orders}:last", defaultLatch), tok)
 	}
 	assert.ErrorIs(t, r.Unlock(ctx), relock.ErrNotHeld)
 	_, err = r.Validity(ctx)
@@ -322,7 +322,8 @@ func TestRedLockTokenStaysMonotonicWhenCountersDrift(t *testing.T) {
 	// Master 0 released a hold whose token is far above the clocks (an hour
 	// ahead): its tail says so, for the unlock latch's time.
 	ahead := time.Now().Add(time.Hour).UnixMicro()
-	require.NoError(t, srvs[0].Client().Set(context.Background(), "relock:{d}:tail", ahead, defaultLatch).Err())
+	require.NoError(t, srvs[0].Client().HSet(context.Background(), "relock:{d}:last", "~t", ahead).Err())
+	require.NoError(t, srvs[0].Client().PExpire(context.Background(), "relock:{d}:last", defaultLatch).Err())
 	ctx, err := r.Lock(context.Background())
 	require.NoError(t, err)
 	first, err := r.Token(ctx)
@@ -335,7 +336,7 @@ func TestRedLockTokenStaysMonotonicWhenCountersDrift(t *testing.T) {
 	}
 	require.NoError(t, r.Unlock(ctx))
 	for _, srv := range srvs {
-		assert.Equal(t, first, tailOf(t, srv.Client(), "relock:{d}:tail", defaultLatch), "every master's tail keeps it")
+		assert.Equal(t, first, tailOf(t, srv.Client(), "relock:{d}:last", defaultLatch), "every master's tail keeps it")
 	}
 
 	// Now master 0 is held by a plain Lock of another process: the RedLock

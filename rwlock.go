@@ -58,8 +58,8 @@ var ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot ta
 //
 // Keys: "<prefix>:{name}:rw" (every holder's count and deadline, the
 // waiting writers' queue and whether readers wait), which disappears with
-// its last holder; ":rw:tail" (the last write token) and the markers of
-// final Unlocks, for the unlock latch (see WithUnlockLatch). An RWLock, a
+// its last holder; ":rw:last" (the tail: the last write token and the latch
+// of the last final Unlocks), for the unlock latch (see WithUnlockLatch). An RWLock, a
 // Lock and a FairLock of the same name are different locks.
 type RWLock struct {
 	base // Name and the queries' plumbing
@@ -67,15 +67,15 @@ type RWLock struct {
 }
 
 type rwKeys struct {
-	hash, tail, latchPrefix, readCh string
+	hash, tail, readCh string // tail: the last write token and the latch (see release_common.lua)
 	// waitChannel is where releases hand the write hold over to this
 	// Client's waiting writers: <hash>:w:<client uuid> (see rw_common.lua).
 	waitChannel string
 }
 
 func rwKeysOf(ks keyspace) rwKeys {
-	return rwKeys{hash: ks.key("rw"), tail: ks.key("rw:tail"),
-		latchPrefix: ks.key("rw:latch:"), readCh: ks.key("rw:rch")}
+	return rwKeys{hash: ks.key("rw"), tail: ks.key("rw:last"),
+		readCh: ks.key("rw:rch")}
 }
 
 // RWLock returns the read/write lock called name. It sends nothing to
@@ -315,7 +315,7 @@ func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 
 func (m rwMode) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := m.l
-	n, err := rwReleaseCall(l.c, l.keys, m.kind, r).run(ctx, l.c.rdb).Int64()
+	n, err := l.c.script(ctx, rwReleaseCall(l.c, l.keys, m.kind, r)).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}

@@ -78,7 +78,7 @@ func lockAcquireCall(c *Client, k lockKeys, owner string, r acquireReq, queue bo
 // lockReleaseCall releases one hold of owner's (request r) on the Lock whose
 // keys are k; a final release hands the lock over to its first queued waiter.
 func lockReleaseCall(c *Client, k lockKeys, owner string, r releaseReq) scriptCall {
-	return scriptCall{lockReleaseScript, []string{k.hash, k.channel, k.latchPrefix + r.op, k.tail},
+	return scriptCall{lockReleaseScript, []string{k.hash, k.channel, k.tail},
 		[]any{owner, r.op, r.gen, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind}}
 }
 
@@ -94,7 +94,7 @@ func fairAcquireCall(c *Client, k fairKeys, r acquireReq) scriptCall {
 // are k; a final release hands the lock over to the first queued waiter
 // that listens.
 func fairReleaseCall(c *Client, k fairKeys, r releaseReq) scriptCall {
-	return scriptCall{fairReleaseScript, []string{k.hash, k.queue, k.channel, k.latchPrefix + r.op, k.tail},
+	return scriptCall{fairReleaseScript, []string{k.hash, k.queue, k.channel, k.tail},
 		[]any{r.owner, r.op, r.gen, boolArg(r.final), c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
@@ -145,10 +145,10 @@ var multiReleaseScript = newScript("acquire_common", "release_common", "queue_co
 // multiReleaseCall releases one hold of owner's on each of the Locks ks of
 // one Client (and slot): generation gens[i], the last one when final[i].
 func multiReleaseCall(c *Client, ks []lockKeys, gens []string, final []bool, owner, op string) scriptCall {
-	keys := make([]string, 0, 4*len(ks))
+	keys := make([]string, 0, 3*len(ks))
 	args := append(make([]any, 0, 5+2*len(ks)), owner, op, c.publishCommand(), c.latchArg(), c.blindHandOverArg())
 	for i, k := range ks {
-		keys = append(keys, k.hash, k.channel, k.latchPrefix+op, k.tail)
+		keys = append(keys, k.hash, k.channel, k.tail)
 		args = append(args, gens[i], boolArg(final[i]))
 	}
 	return scriptCall{multiReleaseScript, keys, args}
@@ -220,7 +220,7 @@ var rwReleaseScript = newRWScript("rw_release")
 // rwReleaseCall releases one hold of the given kind ("r" or "w"); the
 // release that frees the lock hands it over to the first queued writer.
 func rwReleaseCall(c *Client, k rwKeys, kind string, r releaseReq) scriptCall {
-	return scriptCall{rwReleaseScript, []string{k.hash, k.readCh, k.latchPrefix + r.op, k.tail},
+	return scriptCall{rwReleaseScript, []string{k.hash, k.readCh, k.tail},
 		[]any{r.owner, r.op, r.gen, kind, boolArg(r.final), c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 

@@ -56,11 +56,12 @@ const maxPermits = 1 << 30
 // lost.
 //
 // Keys: "<prefix>:{name}:sema" (capacity, holds, queue; gone with its last
-// holder and waiter) and the markers of Releases, for the unlock latch (see
-// WithUnlockLatch). Everything shares the name's hash tag: one Cluster slot.
+// holder and waiter) and ":sema:last", the latch of the last Releases (a
+// bounded hash, see WithUnlockLatch), which outlives the last Release by
+// the unlock latch's time. Everything shares the name's hash tag: one Cluster slot.
 type Semaphore struct {
 	base
-	hash, latchPrefix, waitChannel string
+	hash, tail, waitChannel string
 	permits                        atomic.Int64
 }
 
@@ -71,7 +72,7 @@ func (c *Client) Semaphore(name string, permits int) *Semaphore {
 	s := &Semaphore{}
 	if s.init(c, name) {
 		s.hash = s.ks.key("sema")
-		s.latchPrefix = s.ks.key("sema:latch:")
+		s.tail = s.ks.key("sema:last")
 		s.waitChannel = s.hash + ":w:" + c.id
 	}
 	if s.err == nil {
@@ -250,7 +251,7 @@ func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 }
 
 func (a semaScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
-	n, err := semaReleaseCall(a.s.c, a.s.hash, a.s.latchPrefix, r).run(ctx, a.s.c.rdb).Int64()
+	n, err := semaReleaseCall(a.s.c, a.s.hash, a.s.tail, r).run(ctx, a.s.c.rdb).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}
@@ -309,9 +310,9 @@ func semaAcquireCall(c *Client, hash string, r acquireReq, n, capacity int) scri
 }
 
 // semaReleaseCall gives back the permits of hold r.gen.
-func semaReleaseCall(c *Client, hash, latchPrefix string, r releaseReq) scriptCall {
-	return scriptCall{semaReleaseScript, []string{hash, latchPrefix + r.op},
-		[]any{r.gen, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+func semaReleaseCall(c *Client, hash, tail string, r releaseReq) scriptCall {
+	return scriptCall{semaReleaseScript, []string{hash, tail},
+		[]any{r.gen, r.op, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
 // semaAbandonCall takes waiter out of the queue, giving back a grant

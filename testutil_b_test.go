@@ -80,9 +80,9 @@ func assertClockToken(t testing.TB, tok int64, from, to time.Time, msgAndArgs ..
 }
 
 // isLeftover reports whether key is one a release leaves behind on purpose
-// for the unlock latch's time: a tail (last token) or a request's latch.
+// for the unlock latch's time: a tail (last token and latch).
 func isLeftover(key string) bool {
-	return strings.HasSuffix(key, ":tail") || strings.Contains(key, ":latch:")
+	return strings.HasSuffix(key, ":last")
 }
 
 // heldKeys lists the keys of rdb that mean "held" (or waiting): every key
@@ -111,7 +111,7 @@ func heldKeys(t testing.TB, rdb redis.UniversalClient, latch time.Duration) []st
 // asserts that the tail expires within latch.
 func tailOf(t testing.TB, rdb redis.UniversalClient, key string, latch time.Duration) int64 {
 	t.Helper()
-	n, err := rdb.Get(context.Background(), key).Int64()
+	n, err := rdb.HGet(context.Background(), key, "~t").Int64()
 	if err == redis.Nil {
 		return 0
 	}

@@ -159,7 +159,7 @@ func TestPercentile(t *testing.T) {
 
 func TestTableShowsRatiosAgainstTheFloor(t *testing.T) {
 	rep := &Report{
-		Config: Config{Libraries: Libraries()[:2], Scenarios: Scenarios()[:1]},
+		Config: Config{Libraries: []Library{floorLibrary(), relockLibrary()}, Scenarios: Scenarios()[:1]},
 		Results: map[string]map[string]*Result{Uncontended: {
 			FloorName: {Ops: 100, Elapsed: time.Second, Latency: []time.Duration{100 * time.Microsecond}, Sent: 200, Server: 400},
 			"relock":  {Ops: 80, Elapsed: time.Second, Latency: []time.Duration{125 * time.Microsecond}, Sent: 160, Server: 880},
@@ -172,6 +172,25 @@ func TestTableShowsRatiosAgainstTheFloor(t *testing.T) {
 	assert.Contains(t, out, "| 100/s | 80/s (0.80×) |")
 	assert.Contains(t, out, "| 4.00 | 11.00 (2.75×) |")
 	assert.Equal(t, 2+5, strings.Count(out, "\n"), "header, separator and 5 metrics")
+}
+
+// Where the seed lock ran, the one-caller scenarios get a row of ratios
+// against it (issue 29's floor for a reentrant lock).
+func TestTableShowsRatiosAgainstTheSeed(t *testing.T) {
+	rep := &Report{
+		Config: Config{Libraries: []Library{floorLibrary(), seedLibrary(), relockLibrary()}, Scenarios: Scenarios()[:1]},
+		Results: map[string]map[string]*Result{Uncontended: {
+			FloorName: {Ops: 100, Elapsed: time.Second, Latency: []time.Duration{100 * time.Microsecond}, Sent: 200, Server: 400},
+			SeedName:  {Ops: 90, Elapsed: time.Second, Latency: []time.Duration{110 * time.Microsecond}, Sent: 180, Server: 720},
+			"relock":  {Ops: 81, Elapsed: time.Second, Latency: []time.Duration{125 * time.Microsecond}, Sent: 162, Server: 891},
+		}},
+	}
+	var b bytes.Buffer
+	rep.WriteTable(&b)
+	assert.Contains(t, b.String(), "| cycles/s ÷ the seed lock's | 1.11× | 1.00× | 0.90× |")
+	b.Reset()
+	rep.WriteTargets(&b)
+	assert.Contains(t, b.String(), "relock: cycles/s at least 1.00× the seed lock's: 0.90×")
 }
 
 // One starved round must not set a library's rate.

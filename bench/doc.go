@@ -1,7 +1,17 @@
 // Package bench compares relock with the other Go lock libraries for Redis —
 // go-redsync/redsync, bsm/redislock, rueidis/rueidislock — and with a "floor"
 // (SET NX PX to acquire, a compare-and-delete script to release: the least a
-// correct lock can send), on one Redis, in one run.
+// correct lock can send), on one Redis, in one run. Beside the floor runs the
+// "seed" lock: Redisson's reentrant RLock scripts as the seed documents print
+// them (a hash with a count per owner, pexpire, a publishing release; no
+// fencing, replay latch or watchdog), the floor for a reentrant lock against
+// which issue 29 sets relock's uncontended and 64-keys targets.
+//
+// With -overshoot the command measures something else (issue 26): how late
+// each library's blocking Lock returns after a 500 ms deadline while Redis is
+// hung, refuses connections, is slow by 1 s or sits behind a half-open
+// connection, which error it returns, and whether a lock it failed to get is
+// still held once Redis is back (see RunOvershoot).
 //
 // Every library sits behind the same small Locker interface, is used the way
 // its README recommends, and runs the same scenarios in turn, interleaved, so

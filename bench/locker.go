@@ -48,6 +48,9 @@ const FloorName = "floor"
 func Libraries() []Library {
 	return []Library{
 		floorLibrary(),
+		// Redisson's reentrant lock as the seed documents print it: the floor
+		// for a reentrant lock (issue 29), beside the raw floor.
+		seedLibrary(),
 		relockLibrary(),
 		redsyncLibrary(),
 		redislockLibrary(),

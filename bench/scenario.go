@@ -138,8 +138,8 @@ func Scenarios() []Scenario {
 		},
 		{ID: Hold2ms, Title: "8. 8 goroutines on one key, 2 ms hold, free-for-all, shared Clients", Workers: 8, Hold: 2 * time.Millisecond},
 		{
-			ID: Reentrant3, Title: "9. relock: reentrant depth 3, 1 process", Workers: 1, Processes: 1, Depth: 3,
-			Only: []string{"relock"}, Baseline: Uncontended,
+			ID: Reentrant3, Title: "9. reentrant depth 3, 1 process (relock and the seed lock)", Workers: 1, Processes: 1, Depth: 3,
+			Only: []string{"relock", SeedName}, Baseline: Uncontended,
 		},
 		// FairLock runs every scenario above as the library "relock-fair".
 		// An RWLock scenario (readers + a writer) needs a reader/writer split

@@ -15,6 +15,9 @@ type metric struct {
 	format          func(float64) string
 	// noRatio: the value is shown alone (counts of violations and errors).
 	noRatio bool
+	// against names the library the row's ratio is taken against instead of
+	// the floor; such a row shows the ratio alone.
+	against string
 }
 
 func durationOf(f func(*Result) time.Duration) func(*Result, Scenario) float64 {
@@ -186,6 +189,10 @@ func (r *Report) writeTable(w io.Writer, scs []Scenario) {
 		fmt.Fprintf(w, "| %s | %s |", sc.Title, m.label)
 		for _, l := range libs {
 			res := r.Result(m.scenario, l.Name)
+			if m.against != "" {
+				fmt.Fprintf(w, " %s |", ratioCell(m, sc, res, r.Result(m.scenario, m.against)))
+				continue
+			}
 			fmt.Fprintf(w, " %s |", cell(m, sc, res, base))
 		}
 		fmt.Fprintln(w)
@@ -201,6 +208,12 @@ func (r *Report) rows(scs []Scenario) []metric {
 			continue
 		}
 		out = append(out, metricsFor(sc, r.Config.Clients)...)
+		if (sc.Workers == 1 || sc.OwnKeys) && r.Result(sc.ID, SeedName) != nil {
+			// Issue 29's floor for a reentrant lock, where one caller's
+			// cycle is what is measured.
+			out = append(out, metric{scenario: sc.ID, label: "cycles/s ÷ the seed lock's", against: SeedName,
+				value: func(res *Result, _ Scenario) float64 { return res.Rate() }})
+		}
 		bad := false
 		for _, res := range r.Results[sc.ID] {
 			bad = bad || res.Errors > 0 || res.Stuck
@@ -234,6 +247,18 @@ func cell(m metric, sc Scenario, res, base *Result) string {
 		return s
 	}
 	return fmt.Sprintf("%s (%s×)", s, ratioString(v/b))
+}
+
+// ratioCell is res's value ÷ base's, alone ("—" when either is missing).
+func ratioCell(m metric, sc Scenario, res, base *Result) string {
+	if res == nil || base == nil {
+		return "—"
+	}
+	v, b := m.value(res, sc), m.value(base, sc)
+	if b == 0 || math.IsNaN(v) || math.IsNaN(b) {
+		return "n/a"
+	}
+	return ratioString(v/b) + "×"
 }
 
 func ratioString(x float64) string {

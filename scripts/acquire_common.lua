@@ -15,13 +15,13 @@ end
 
 -- next_token returns a fencing token above every token this lock name has
 -- handed out that Redis still knows of (last: the current hold's ~t, and the
--- tail left by the last release), and at least the server's clock in µs, so
+-- tail's ~t, left by the last release: see release_common), and at least the server's clock in µs, so
 -- that tokens keep increasing when Redis forgets (a restart without
 -- persistence, a failover to a replica that missed writes, eviction) as long
 -- as the server clocks do not step back by more than the time that took.
 -- now, when given, is the clock read already by the script (now_us).
 local function next_token(tail, last, now)
-	local prev = math.max(tonumber(last or 0), tonumber(redis.call('get', tail) or 0))
+	local prev = math.max(tonumber(last or 0), tonumber(redis.call('hget', tail, '~t') or 0))
 	now = now or now_us()
 	if now > prev then
 		return now

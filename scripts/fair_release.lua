@@ -5,8 +5,7 @@
 -- KEYS[1]  lock hash (see fair_acquire)
 -- KEYS[2]  queue (see fair_common)
 -- KEYS[3]  the lock's channel, told when a hold someone listens to ends
--- KEYS[4]  latch key of this request: marks a final release as done
--- KEYS[5]  tail: keeps the last token for the latch's time
+-- KEYS[4]  tail: keeps the last token and the latch (see release_common)
 -- ARGV[1]..ARGV[7]  as lock_release's
 --
 -- Returns 1 free now or handed over, 0 one hold released, -1 lost (nothing
@@ -15,5 +14,5 @@ local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS
 if done then
 	return done
 end
-free_hold(KEYS[1], KEYS[3], KEYS[4], KEYS[5], cur, ARGV[5], ARGV[6], ARGV[7], KEYS[2])
+free_hold(KEYS[1], KEYS[3], ARGV[2], KEYS[4], cur, ARGV[5], ARGV[6], ARGV[7], KEYS[2])
 return 1

@@ -74,11 +74,12 @@ end
 -- free_hold ends an exclusive hold whose fields are cur ({~g, ~o, ~t, ~q,
 -- ~m, ~l}, as release_hold returns them): it hands the lock over to a queued
 -- waiter (the hash's ~q, or the string qkey when given and ~q marks it as
--- holding waiters, see fair_common), or deletes it,
--- leaving the tail; either way the listeners a hold marked (~m) are told on
--- channel ("handed": the lock stays held, by its new holder; "all": it is
--- free) and latch (when given) marks the request as done.
-local function free_hold(hash, channel, latch, tail, cur, pub, ms, trust, qkey)
+-- holding waiters, see fair_common), or deletes it, leaving its token in the
+-- tail; either way the listeners a hold marked (~m) are told on channel
+-- ("handed": the lock stays held, by its new holder; "all": it is free) and
+-- op (when given: a release, which may be replayed) joins the tail's latch
+-- (see release_common).
+local function free_hold(hash, channel, op, tail, cur, pub, ms, trust, qkey)
 	local q = cur[4]
 	if qkey and q then
 		q = redis.call('get', qkey)
@@ -87,9 +88,7 @@ local function free_hold(hash, channel, latch, tail, cur, pub, ms, trust, qkey)
 		if cur[5] then
 			redis.call(pub, channel, 'handed')
 		end
-		if latch then
-			redis.call('set', latch, '1', 'px', ms)
-		end
+		end_hold(tail, op, nil, ms)
 		return
 	end
 	redis.call('del', hash)
@@ -98,9 +97,5 @@ local function free_hold(hash, channel, latch, tail, cur, pub, ms, trust, qkey)
 		-- writes a new hash, which the others' attempts mark again.
 		redis.call(pub, channel, 'all')
 	end
-	if latch then
-		end_hold(latch, tail, cur[3], ms)
-	elseif cur[3] and tonumber(cur[3]) > 0 then
-		redis.call('set', tail, cur[3], 'px', ms)
-	end
+	end_hold(tail, op, cur[3], ms)
 end

@@ -1,36 +1,69 @@
 -- release_common: helpers prepended to the release scripts (see scripts.go).
+--
+-- The tail is the one key a lock leaves behind when it is free: a hash
+-- (KEYS "tail" of the scripts) that lives for the unlock latch's time after
+-- its last write (its PTTL, set again at each write). It holds
+--   ~t  the token of the last hold freed, so that the next token is above it
+--       (next_token, acquire_common);
+--   the latch: the op ids of the last LATCH_SLOTS final releases, in fields
+--       "0".."LATCH_SLOTS-1" written round-robin (~n counts the writes), so
+--       that a replayed final release (go-redis resending it after a lost
+--       reply, or the background retry of a failed Unlock) reports success.
+-- A latch key per release would make the live keys grow with the release
+-- rate (rate × latch time); the tail is one key of bounded size per lock
+-- whatever the rate. A release is forgotten once LATCH_SLOTS later final
+-- releases of the same lock have been recorded, or once the lock has had no
+-- release for the latch's time: a replay later than that reports the hold
+-- lost (-1), as a replay after the old latch key's expiry did.
+local LATCH_SLOTS = 64
 
 -- release_replay answers a release request whose generation no longer holds:
--- 1 when the request's own latch exists (it already freed the lock: this is
--- go-redis resending it), -1 otherwise (the hold was lost before the
--- release; nothing is changed).
-local function release_replay(latch)
-	if redis.call('exists', latch) == 1 then
-		return 1
+-- 1 when the tail records op (it already freed the lock: this is a replay),
+-- -1 otherwise (the hold was lost before the release; nothing is changed).
+-- It scans the tail, which is bounded; only a release that finds its
+-- generation gone pays for it, and a lock that has had no release for the
+-- latch's time (no tail) answers at once.
+local function release_replay(tail, op)
+	if redis.call('exists', tail) == 0 then
+		return -1
+	end
+	local f = redis.call('hgetall', tail)
+	for i = 1, #f, 2 do
+		if f[i + 1] == op and string.sub(f[i], 1, 1) ~= '~' then
+			return 1
+		end
 	end
 	return -1
 end
 
--- end_hold writes what outlives a free lock for the unlock latch's time: the
--- request's latch (so its replay reports success) and the tail (the last
--- token, so the next one is above it).
-local function end_hold(latch, tail, token, ms)
-	redis.call('set', latch, '1', 'px', ms)
+-- end_hold writes the tail when a hold ends: op (nil for none: a clean-up
+-- that nobody replays) joins the latch, and token (when above 0) becomes the
+-- tail's last token; the tail then lives the latch's time, ms, from now.
+local function end_hold(tail, op, token, ms)
+	local f = {}
+	if op then
+		local n = redis.call('hincrby', tail, '~n', 1)
+		f[1], f[2] = tostring(n % LATCH_SLOTS), op
+	end
 	if token and tonumber(token) > 0 then
-		redis.call('set', tail, token, 'px', ms)
+		f[#f + 1], f[#f + 2] = '~t', token
+	end
+	if #f > 0 then
+		redis.call('hset', tail, unpack(f))
+		redis.call('pexpire', tail, ms)
 	end
 end
 
 -- release_hold applies the rule every exclusive release (Lock, FairLock,
 -- MultiLock part) shares. It returns the reply when the request is settled
 -- without freeing the lock — the generation is gone (-1, or 1 for a replay
--- whose latch exists), op already ran (0), or a re-entry's release (0) — or
--- nil and the hold's fields {~g, ~o, ~t, ~q, ~m, ~l} when the caller must
--- free the lock now.
-local function release_hold(hash, owner, op, gen, final, latch)
+-- that the tail's latch records), op already ran (0), or a re-entry's
+-- release (0) — or nil and the hold's fields {~g, ~o, ~t, ~q, ~m, ~l} when
+-- the caller must free the lock now.
+local function release_hold(hash, owner, op, gen, final, tail)
 	local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l')
 	if cur[1] ~= gen then
-		return release_replay(latch)
+		return release_replay(tail, op)
 	end
 	if cur[2] == op then
 		return 0

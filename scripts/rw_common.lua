@@ -291,7 +291,8 @@ end
 -- eviction, a force-release, a writer that gave up): st is its state after
 -- the change. A free lock is handed over to the first live queued writer
 -- that listens; failing that, its hash goes (the tail keeps its last write
--- token for the latch's time, env.ms) and waiting readers are told. A lock
+-- token, and env.op, when given, in the latch, for the latch's time,
+-- env.ms: see release_common) and waiting readers are told. A lock
 -- still held lives exactly as long as its latest holder, and waiting readers
 -- are told once no writer holds or waits any more. It publishes only to
 -- someone who waits. The fields of dropped holds (st.gone) go here, with
@@ -312,10 +313,7 @@ local function after_release(hash, st, now, env)
 		end
 		wake_readers(hash, st, env)
 		redis.call('del', hash)
-		local token = st.f['~t']
-		if token and tonumber(token) > 0 then
-			redis.call('set', env.tail, token, 'px', env.ms)
-		end
+		end_hold(env.tail, env.op, st.f['~t'], env.ms)
 		return true
 	end
 	update_queue(hash, st, q)

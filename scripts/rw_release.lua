@@ -4,8 +4,8 @@
 --
 -- KEYS[1]  lock hash (see rw_common)
 -- KEYS[2]  readers' channel (woken with "all")
--- KEYS[3]  latch key of this request: marks a final release as done
--- KEYS[4]  tail: keeps the last write token for the latch's time
+-- KEYS[3]  tail: keeps the last write token and the latch of the last final
+--          releases for the latch's time (see release_common)
 -- ARGV[1]  owner
 -- ARGV[2]  op id of this request
 -- ARGV[3]  generation of the owner's hold of this kind
@@ -26,12 +26,12 @@
 -- waits. Nothing is published when nobody waits. Idempotent under replay, as
 -- lock_release.
 local hash, owner, op, gen, kind = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local env = {rch = KEYS[2], tail = KEYS[4], pub = ARGV[6], ms = ARGV[7], trust = ARGV[8]}
+local env = {rch = KEYS[2], tail = KEYS[3], pub = ARGV[6], ms = ARGV[7], trust = ARGV[8], op = op}
 local now = now_ms()
 local st = scan(hash, now, true)
 local cf, _, gf, of = fields(kind, owner)
 if st.f[gf] ~= gen then
-	return release_replay(KEYS[3])
+	return release_replay(KEYS[3], op)
 end
 if st.f[of] == op then
 	return 0
@@ -44,6 +44,9 @@ if ARGV[5] ~= '1' then
 	return 0
 end
 drop(st, kind, owner)
-after_release(hash, st, now, env)
-redis.call('set', KEYS[3], '1', 'px', ARGV[7])
+if not after_release(hash, st, now, env) then
+	-- The lock stays held (other holds, or handed to a writer): the
+	-- release is recorded in the latch all the same.
+	end_hold(env.tail, op, nil, env.ms)
+end
 return 1

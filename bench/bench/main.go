@@ -5,6 +5,7 @@
 //	go run ./bench -redis host:port   # uses that Redis (writes keys under relockbench:*)
 //	go run ./bench -duration 200ms -rounds 1 -svg ''   # a quick look, ~15 s
 //	go run ./bench -scenarios p16,p64 -libs relock,relock-fair   # some rows only
+//	go run ./bench -overshoot -trials 100   # deadline overshoot under faults (issue 26); ~5 minutes
 //
 // Run it from the bench module's directory.
 package main
@@ -14,6 +15,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -21,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock/bench"
 )
@@ -42,6 +47,10 @@ func run() error {
 	scenarios := flag.String("scenarios", "", "comma-separated scenario IDs to run (default all: "+ids(bench.Scenarios())+")")
 	libs := flag.String("libs", "", "comma-separated libraries to run (default all; the floor always runs)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	overshoot := flag.Bool("overshoot", false, "instead of the comparison, measure how late Lock returns after its deadline under faults (needs its own redis-server: no -redis)")
+	trials := flag.Int("trials", 100, "-overshoot: Lock calls per fault and library")
+	parallel := flag.Int("parallel", 10, "-overshoot: trials per library run at once, each on its own client")
+	deadline := flag.Duration("deadline", 500*time.Millisecond, "-overshoot: the deadline of each Lock's context")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -60,6 +69,13 @@ func run() error {
 	// Piped into head, a write to a closed stdout must fail, not kill the
 	// process before it stops its redis-server.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	if *overshoot {
+		if *addr != "" {
+			return fmt.Errorf("-overshoot pauses the redis-server it starts: drop -redis")
+		}
+		return runOvershoot(ctx, bench.OvershootConfig{Trials: *trials, Parallel: *parallel, Deadline: *deadline,
+			Delay: time.Second, Libs: bench.OvershootLibraries(), Progress: progress(*quiet)})
+	}
 	if *addr == "" {
 		srv, err := bench.StartServer(ctx)
 		if err != nil {
@@ -113,6 +129,49 @@ func run() error {
 		fmt.Fprintf(os.Stderr, "chart written to %s\n", *svg)
 	}
 	return nil
+}
+
+// runOvershoot runs the overshoot measurement on a redis-server of its own
+// and prints its table.
+func runOvershoot(ctx context.Context, cfg bench.OvershootConfig) error {
+	// Under the faults go-redis logs every failed dial and relock warns of
+	// its subscriber's loss: the table says what happened.
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	redis.SetLogger(quietLogger{})
+	srv, err := bench.StartServer(ctx)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	defer func() { _ = srv.Resume() }() // never leave it stopped
+	proxy, err := bench.StartProxy(srv.Addr)
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
+	refused, err := bench.RefusedAddr()
+	if err != nil {
+		return err
+	}
+	res, err := bench.RunOvershoot(ctx, cfg, bench.Faults(srv, proxy, refused, cfg.Delay))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Lock with a %v context deadline; (return time − deadline) over %d trials per fault and library, %d at a time per library:\n\n",
+		cfg.Deadline, cfg.Trials, min(cfg.Parallel, cfg.Trials))
+	bench.WriteOvershootTable(os.Stdout, res)
+	return nil
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func progress(quiet bool) io.Writer {
+	if quiet {
+		return nil
+	}
+	return os.Stderr
 }
 
 // pick returns the items whose names are listed in csv, in their own order,

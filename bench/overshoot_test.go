@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// overshootSlack bounds how late relock's Lock may return after its
+// deadline under any fault: its documented slack (scheduling, at most 50 ms
+// for leaving a queue), doubled and more for a shared, loaded machine. The
+// go-redis timeouts a Lock waited out before issue 26 are 3 s and more.
+const overshootSlack = 250 * time.Millisecond
+
+// The CI smoke run of the overshoot measurement: two trials per fault and
+// library. relock must return by its deadline plus the slack under every
+// fault, saying ErrNotObtained, and leave nothing held once Redis is back.
+func TestOvershootUnderEveryFault(t *testing.T) {
+	srv := startServer(t)
+	defer func() { _ = srv.Resume() }()
+	proxy, err := StartProxy(srv.Addr)
+	require.NoError(t, err)
+	defer proxy.Close()
+	refused, err := RefusedAddr()
+	require.NoError(t, err)
+
+	cfg := OvershootConfig{Trials: 2, Parallel: 2, Deadline: 300 * time.Millisecond, Delay: time.Second, Libs: OvershootLibraries()}
+	faults := Faults(srv, proxy, refused, cfg.Delay)
+	res, err := RunOvershoot(context.Background(), cfg, faults)
+	require.NoError(t, err)
+	require.Len(t, res, len(faults)*len(cfg.Libs))
+	for _, r := range res {
+		require.Len(t, r.Trials, cfg.Trials, "%s, %s", r.Library, r.Fault)
+		if r.Library != "relock" {
+			continue
+		}
+		for _, tr := range r.Trials {
+			assert.LessOrEqual(t, tr.Overshoot, overshootSlack, "relock, %s: returned %v after its deadline", r.Fault, tr.Overshoot)
+			assert.True(t, strings.HasPrefix(tr.Class, "ErrNotObtained+ErrUnavailable"), "relock, %s: %s", r.Fault, tr.Class)
+			assert.False(t, tr.LeftHeld, "relock, %s: a lock whose Lock failed is held after recovery", r.Fault)
+		}
+	}
+	var b strings.Builder
+	WriteOvershootTable(&b, res)
+	assert.Equal(t, 2+len(res), strings.Count(b.String(), "\n"), "header, separator and a row per fault and library")
+}
+
+// The proxy's faults are what the table says they are: a delay shifts
+// replies by the delay, a blackhole silences open connections only.
+func TestProxyDelaysAndBlackholes(t *testing.T) {
+	srv := startServer(t)
+	proxy, err := StartProxy(srv.Addr)
+	require.NoError(t, err)
+	defer proxy.Close()
+	ctx := context.Background()
+	rdb := newGoredis(proxy.Addr(), nil)
+	defer rdb.Close()
+	require.NoError(t, rdb.Ping(ctx).Err())
+
+	proxy.SetDelay(300 * time.Millisecond)
+	start := time.Now()
+	require.NoError(t, rdb.Ping(ctx).Err())
+	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+	proxy.SetDelay(0)
+
+	proxy.Blackhole()
+	fresh := newGoredis(proxy.Addr(), nil)
+	defer fresh.Close()
+	assert.NoError(t, fresh.Ping(ctx).Err(), "a connection opened after the blackhole works")
+	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	pinged := make(chan error, 1)
+	go func() { pinged <- rdb.Ping(tctx).Err() }()
+	select {
+	case err := <-pinged:
+		t.Fatalf("a blackholed connection answered: %v", err)
+	case <-tctx.Done():
+	}
+	proxy.CutBlackholed()
+	require.Error(t, <-pinged, "a cut connection fails its pending command")
+}

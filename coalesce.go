@@ -1,0 +1,127 @@
+package relock
+
+import (
+	"context"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Coalescing: script calls that goroutines of one Client issue at the same
+// time go to Redis together, one pipeline per flush (go-redis's Cluster
+// pipeline splits it into one per node, sent at once). A Client that serves
+// many goroutines then pays one write and one read per batch on both sides
+// instead of one per call — the gap to auto-pipelining clients (rueidis).
+//
+// The rule is a token count, not a timer: up to coalesceInFlight sends may be
+// in flight per Client. A call that finds a token free is sent at once, on
+// its own goroutine, exactly as without coalescing (one EVALSHA: a lone
+// caller pays no added latency and the same round trips). A call that finds
+// none queues; when a send returns, the calls queued meanwhile (at most
+// coalesceMaxBatch) leave as the next batch, sent by the first of them, on
+// its goroutine, which then hands its token on in the same way.
+//
+// Nothing else changes for a call: its script runs as it would alone (each
+// is atomic, and replays are recognised by op id, so a pipeline go-redis
+// resends after a network error is as safe as a resent call); its reply or
+// error is its own, read per command (a network error fails every call of
+// the batch, each as outcome unknown, as it would have failed them alone);
+// NOSCRIPT is answered by evalPipeline as by redis.Script.Run; and a caller
+// with a bound waits for its call no longer than the bound (bounded.go runs
+// the call detached whichever way it is sent). Calls of one owner on one
+// lock never share a batch: the hold record's semaphore keeps them in order.
+// A batch is sent with the context of the call that sends it: scripts run
+// detached from their callers' contexts anyway; only values a hook reads
+// (a trace span) come from that call.
+type coalescer struct {
+	mu       sync.Mutex
+	inFlight int
+	queue    []*queuedCall
+}
+
+const (
+	// coalesceInFlight is how many sends of one Client may be in flight
+	// before calls queue. More sends in flight means smaller batches; fewer
+	// means a batch waits longer for the one in flight.
+	coalesceInFlight = 2
+	// coalesceMaxBatch bounds a batch: a larger one would hold its callers
+	// for the encoding and reading of all the others.
+	coalesceMaxBatch = 128
+)
+
+// A queuedCall is a script call waiting for its batch.
+type queuedCall struct {
+	sc    scriptCall
+	cmd   *redis.Cmd
+	batch []*queuedCall // set when this call sends the batch (itself first)
+	ready chan struct{} // receives once: the reply is in cmd, or batch is set
+}
+
+// run runs sc on rdb, alone when a send token is free, else in the next
+// batch (see coalescer), and returns its reply.
+func (co *coalescer) run(ctx context.Context, rdb redis.UniversalClient, sc scriptCall) *redis.Cmd {
+	co.mu.Lock()
+	if co.inFlight < coalesceInFlight {
+		co.inFlight++
+		co.mu.Unlock()
+		cmd := sc.run(ctx, rdb)
+		co.handOn()
+		return cmd
+	}
+	q := &queuedCall{sc: sc, ready: make(chan struct{}, 1)}
+	co.queue = append(co.queue, q)
+	co.mu.Unlock()
+	<-q.ready
+	if q.batch != nil {
+		send(ctx, rdb, q.batch)
+		co.handOn()
+	}
+	return q.cmd
+}
+
+// handOn is called when a send returns: its token goes to the calls queued
+// meanwhile, as one batch whose first call sends it, or back to the pool.
+func (co *coalescer) handOn() {
+	co.mu.Lock()
+	if len(co.queue) == 0 {
+		co.inFlight--
+		co.mu.Unlock()
+		return
+	}
+	n := min(len(co.queue), coalesceMaxBatch)
+	batch := co.queue[:n:n]
+	if n == len(co.queue) {
+		co.queue = nil
+	} else {
+		co.queue = co.queue[n:]
+	}
+	co.mu.Unlock()
+	batch[0].batch = batch
+	batch[0].ready <- struct{}{}
+}
+
+// send sends a batch (one call: as it would go alone) and gives every call
+// but the sender's its reply.
+func send(ctx context.Context, rdb redis.UniversalClient, batch []*queuedCall) {
+	if len(batch) == 1 {
+		batch[0].cmd = batch[0].sc.run(ctx, rdb)
+		return
+	}
+	calls := make([]scriptCall, len(batch))
+	for i, q := range batch {
+		calls[i] = q.sc
+	}
+	cmds, _ := evalPipeline(ctx, rdb, calls, nil)
+	for i, q := range batch {
+		q.cmd = cmds[i]
+		if i > 0 {
+			q.ready <- struct{}{}
+		}
+	}
+}
+
+// script runs sc for one of the Client's lock calls, coalesced with the
+// calls its other goroutines issue at the same time.
+func (c *Client) script(ctx context.Context, sc scriptCall) *redis.Cmd {
+	return c.coalesce.run(ctx, c.rdb, sc)
+}

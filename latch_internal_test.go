@@ -1,0 +1,98 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// latchKind drives one exclusive lock type's scripts directly, so that a
+// release can be sent again, as go-redis or the background retry resends it,
+// after other holds of the lock have come and gone.
+type latchKind struct {
+	name    string
+	acquire func(c *Client, owner, op string) scriptCall
+	release func(c *Client, owner, op, gen string) scriptCall
+}
+
+func latchKinds(c *Client) []latchKind {
+	lk := c.Lock("latched").keys
+	fk := c.FairLock("latched").keys
+	rk := c.RWLock("latched").keys
+	lease := 10 * time.Second
+	return []latchKind{
+		{"Lock",
+			func(c *Client, owner, op string) scriptCall {
+				return lockAcquireCall(c, lk, owner, acquireReq{owner: owner, op: op, lease: lease}, false)
+			},
+			func(c *Client, owner, op, gen string) scriptCall {
+				return lockReleaseCall(c, lk, owner, releaseReq{owner: owner, op: op, gen: gen, final: true})
+			}},
+		{"FairLock",
+			func(c *Client, owner, op string) scriptCall {
+				return fairAcquireCall(c, fk, acquireReq{owner: owner, op: op, lease: lease})
+			},
+			func(c *Client, owner, op, gen string) scriptCall {
+				return fairReleaseCall(c, fk, releaseReq{owner: owner, op: op, gen: gen, final: true})
+			}},
+		{"RWLock",
+			func(c *Client, owner, op string) scriptCall {
+				return rwWriteAcquireCall(c, rk, acquireReq{owner: owner, op: op, lease: lease}, true)
+			},
+			func(c *Client, owner, op, gen string) scriptCall {
+				return rwReleaseCall(c, rk, "w", releaseReq{owner: owner, op: op, gen: gen, final: true})
+			}},
+	}
+}
+
+// A final release that is sent again after its reply was lost reports
+// success (1), also when other holds of the same lock were taken and
+// released in between — up to the latch's LATCH_SLOTS (64) later final
+// releases; one sent again after more than that reports the hold lost
+// (-1), as one sent after the old latch key's expiry did. A release whose
+// generation was never released by it reports lost.
+func TestReplayedFinalReleaseUnderTheTailLatch(t *testing.T) {
+	srv := redistest.Start(t)
+	c := New(srv.Client())
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	for _, k := range latchKinds(c) {
+		t.Run(k.name, func(t *testing.T) {
+			seq := 0
+			op := func() string { seq++; return fmt.Sprintf("%s:op%d", c.id, seq) }
+			cycle := func(owner string) (gen, rel string) {
+				gen, rel = op(), op()
+				v, err := k.acquire(c, owner, gen).run(ctx, c.rdb).Int64Slice()
+				require.NoError(t, err)
+				require.Equal(t, int64(1), v[0], "acquired")
+				n, err := k.release(c, owner, rel, gen).run(ctx, c.rdb).Int64()
+				require.NoError(t, err)
+				require.Equal(t, int64(1), n, "released")
+				return gen, rel
+			}
+			gen, rel := cycle("first")
+			for i := range 10 {
+				cycle(fmt.Sprintf("other%d", i))
+			}
+			n, err := k.release(c, "first", rel, gen).run(ctx, c.rdb).Int64()
+			require.NoError(t, err)
+			assert.Equal(t, int64(1), n, "the replayed final release reports success after 10 other releases")
+
+			n, err = k.release(c, "first", op(), gen).run(ctx, c.rdb).Int64()
+			require.NoError(t, err)
+			assert.Equal(t, int64(-1), n, "another request for the same ended generation is not a replay")
+
+			for i := range 64 {
+				cycle(fmt.Sprintf("more%d", i))
+			}
+			n, err = k.release(c, "first", rel, gen).run(ctx, c.rdb).Int64()
+			require.NoError(t, err)
+			assert.Equal(t, int64(-1), n, "forgotten after 64 later final releases (the stated bound)")
+		})
+	}
+}
