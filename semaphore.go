@@ -62,7 +62,7 @@ const maxPermits = 1 << 30
 type Semaphore struct {
 	base
 	hash, tail, waitChannel string
-	permits                        atomic.Int64
+	permits                 atomic.Int64
 }
 
 // Semaphore returns the semaphore called name, with permits permits. It
