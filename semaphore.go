@@ -251,7 +251,7 @@ func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 }
 
 func (a semaScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
-	n, err := semaReleaseCall(a.s.c, a.s.hash, a.s.tail, r).run(ctx, a.s.c.rdb).Int64()
+	n, err := a.s.c.script(ctx, semaReleaseCall(a.s.c, a.s.hash, a.s.tail, r)).Int64()
 	if err != nil {
 		return 0, wrapRedis("release", err)
 	}
