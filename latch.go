@@ -27,6 +27,13 @@ import (
 // deletes it, so an open latch leaves nothing. A latch that will never open
 // (its counters died) is removed by Delete. Its channel, ":latch:ch", shares
 // the name's hash tag: one Cluster slot.
+//
+// A latch is only as durable as Redis: one that restarts without its data
+// (no persistence), or fails over to a replica that missed the TrySetCount,
+// forgets the count, and the latch then reads as open — Wait returns. Use
+// AOF with fsync where that matters. A CountDown resent by go-redis after
+// the latch opened and was set again counts on the new latch: each op id is
+// recorded only while its latch is closed.
 type CountDownLatch struct {
 	base
 	key, channel string
