@@ -120,8 +120,13 @@
 // lease: a hand-over to a shorter lease than the freed hold's tells every
 // Client with a waiter left in the queue to re-check ("all" on its
 // channel), since the queue, in a Lock's hash, ends with that shorter hold
-// and nothing is published then; a MultiLock waiting on a part re-checks on
-// "handed" for the same reason. Limits: a waiter whose process is frozen (not
+// and nothing is published then; an RWLock's waiting readers are told too
+// (they slept on the freed write hold's lease as well); a MultiLock waiting
+// on a part re-checks on "handed" for the same reason. A grant whose reply
+// reaches the Client after its lease has run out (counted from when the
+// request was sent: replies slower than the lease) is no hold: Lock never
+// returns it, tries again at once (a waiter's retry is a claim), and frees
+// it in the background if the wait ends. Limits: a waiter whose process is frozen (not
 // dead) when it is granted keeps the lock for its lease, as a frozen holder
 // would; with classic pub/sub on a Cluster (WithShardedPubSub(false)),
 // PUBLISH counts one node's receivers only, so the first queued waiter is

@@ -401,14 +401,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		if k.late != nil {
 			return a, err // settled by settleLate
 		}
-		switch {
-		case err == nil:
-			// A definite answer settles earlier unknown attempts too: a
-			// grant of theirs would have been taken over by this one.
-			unknown, a.gen = "", req.op
-		case outcomeUnknown(err) && !k.parted: // a partedScheme frees its parts itself
-			unknown = req.op
-		}
+		a, unknown = k.settleAttempt(dctx, a, err, req.op, unknown, started)
 		return a, err
 	}
 	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: req.lease, obs: s, stray: stray}, try)
@@ -444,6 +437,65 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	k.reportAcquired(ctx, start, attempts, slept > 0 || attempts > 1, false)
 	return hctx, nil
 }
+
+// settleAttempt takes in the result of one attempt of acquireNew (op, sent
+// at started): it returns the attempt as the wait loop is to see it and the
+// op, if any, whose grant may be left in Redis with nobody to use it (which
+// giveUp frees), given unknown, the one before.
+func (k *lockCall) settleAttempt(dctx context.Context, a attempt, err error, op, unknown string, started time.Time) (attempt, string) {
+	switch {
+	case err == nil && a.outcome == acquired && k.expiredOnArrival(started):
+		a = k.refuseExpired(dctx, a)
+		if !k.parted { // a partedScheme took its parts back
+			unknown = op // it took over any earlier grant, and may still hold
+		}
+	case err == nil:
+		// A definite answer settles earlier unknown attempts too: a
+		// grant of theirs would have been taken over by this one.
+		unknown, a.gen = "", op
+	case outcomeUnknown(err) && !k.parted: // a partedScheme frees its parts itself
+		unknown = op
+	}
+	return a, unknown
+}
+
+// expiredOnArrival reports whether the lease of a grant whose script was
+// sent at started has run out (by the Client's clock, less the margins a
+// hold is recorded with) now that its reply is here: a reply slower than
+// the lease. Redis may already have handed the lock to someone else, with a
+// larger token, so the grant must not become a hold.
+func (k *lockCall) expiredOnArrival(started time.Time) bool {
+	lease := k.c.leaseFor(k.lease)
+	life := safeLease(lease)
+	if d, ok := k.s.(driftingScheme); ok {
+		life -= d.drift(lease)
+	}
+	return !time.Now().Before(started.Add(life))
+}
+
+// refuseExpired turns a grant that came back after its lease into a busy
+// attempt to be retried at once: a waiter's retry replays its op id, which
+// claims the hold with a lease from then if Redis still has it, and any
+// other's retry takes over the owner's own leftover field as a new hold. A
+// partedScheme takes its parts back first (their own clean-up retries a
+// failed release in the background).
+func (k *lockCall) refuseExpired(dctx context.Context, a attempt) attempt {
+	k.c.log.Debug("relock: a grant came back after its lease ran out; trying again", "lock", k.s.info().Name)
+	busyNow := attempt{outcome: busy, retryIn: 0}
+	busyNow.cause = errExpiredOnArrival
+	if p, ok := k.s.(partedScheme); ok {
+		_ = p.takeBack(dctx, k.parts, k.lease)
+		return busyNow
+	}
+	if hs, ok := k.s.(handingScheme); ok {
+		busyNow.channel = hs.waitChannel() // the waiter stays subscribed
+	}
+	return busyNow
+}
+
+// errExpiredOnArrival is why a wait ended on a grant whose reply came after
+// its lease had run out (see expiredOnArrival).
+var errExpiredOnArrival = errors.New("relock: the grant's reply came after its lease had run out (Redis replies slower than the lease)")
 
 // giveUp cleans up after a wait that ended without the lock: the waiter
 // (waitAs, "" when it never queued) leaves the lock's queue, and a grant

@@ -210,7 +210,7 @@ func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq, reading bool) scriptC
 	if !reading {
 		leftover = c.id + ":" // the prefix of the generations it makes (newOp)
 	}
-	return scriptCall{rwWriteAcquireScript, []string{k.hash, k.tail},
+	return scriptCall{rwWriteAcquireScript, []string{k.hash, k.tail, k.readCh},
 		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), c.opts.waiterTimeout.Milliseconds(),
 			boolArg(r.waiter), c.publishCommand(), c.blindHandOverArg(), leftover}}
 }

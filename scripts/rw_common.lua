@@ -251,7 +251,8 @@ end
 -- one above ~t and the tail), and writes the hold — count 1, generation and
 -- last op = the waiter id, deadline now + the waiter's lease. Writers
 -- skipped leave the queue. The entry of waiter self (the caller of an
--- acquire, "" for none) stops the hand-over.
+-- acquire, "" for none) stops the hand-over. A lease shorter than the freed
+-- holds' wakes the writers left and the waiting readers (env.rch).
 --
 -- It returns the rest of the queue (after the granted or reached entry) and
 -- the granted lease, or 'self' when the caller's own entry came first, or
@@ -282,7 +283,10 @@ local function hand_over_write(hash, st, now, q, env, self)
 	if now + lease < (st.ended or 0) then
 		-- The writers left slept until the freed hold's deadline; the hash,
 		-- and the queue in it, ends with this shorter one (as hand_over).
+		-- So did the waiting readers (~r): they re-check, and sleep on the
+		-- new hold's lease.
 		wake_queue(hash, q, RW_ENTRY, env.pub)
+		wake_readers(hash, st, env)
 	end
 	return q, lease
 end

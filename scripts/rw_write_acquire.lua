@@ -2,6 +2,8 @@
 --
 -- KEYS[1]  lock hash (see rw_common)
 -- KEYS[2]  tail: the last released write hold's token
+-- KEYS[3]  readers' channel: waiting readers are told to re-check when a
+--          hand-over here gives the lock a shorter lease (hand_over_write)
 -- ARGV[1]  owner
 -- ARGV[2]  op id of this request; a waiter sends the same one at each of
 --          its attempts, and it is the waiter's id in the queue
@@ -42,7 +44,7 @@
 -- hold after the waiter's id — and gets its lease from now.
 local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local lease = tonumber(ARGV[4])
-local env = {tail = KEYS[2], pub = ARGV[8], trust = ARGV[9]}
+local env = {tail = KEYS[2], rch = KEYS[3], pub = ARGV[8], trust = ARGV[9]}
 local now = now_ms()
 local st = scan(hash, now, true)
 local cf, df, gf, of = fields('w', owner)

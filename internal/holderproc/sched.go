@@ -30,7 +30,11 @@ type schedWorker struct {
 	lock    held
 	force   func(context.Context) (bool, error)
 	closed  atomic.Bool
-	start   time.Time
+	// aimRollback: the plan's cut-after-busy is due; the next TryLock with
+	// the watchdog's lease (a leak of a short lease ends within the bound)
+	// carries a firstAttempt, until one cut has been armed.
+	aimRollback atomic.Bool
+	start       time.Time
 }
 
 // held is what the worker needs of every lock type; token is 0 where the
@@ -66,6 +70,9 @@ func runSchedule(planJSON, id, judgeAddr, addrs string) error {
 		c := relock.New(rdb, relock.WithLogger(logger))
 		defer c.Close()
 		w.clients, w.faults, w.cutters = append(w.clients, c), append(w.faults, f), append(w.cutters, counter)
+	}
+	if len(w.cutters) == 2 {
+		w.cutters[1].rollbackCut = w.cutters[0]
 	}
 	if err := w.open(); err != nil {
 		return err
@@ -128,7 +135,11 @@ func (w *schedWorker) run() error {
 		if err := w.rep.Wait(time.Now()); err != nil {
 			return err
 		}
-		hctx, err := w.tryLock(stop, h.Lease)
+		mark := w.aim(h.Lease)
+		hctx, err := w.tryLock(stop, h.Lease, mark)
+		if mark != nil && mark.fired.Load() {
+			w.aimRollback.Store(false) // the cut was placed
+		}
 		if err != nil {
 			if err := w.rep.LockErr(time.Now(), err); err != nil {
 				return err
@@ -154,10 +165,24 @@ func (w *schedWorker) run() error {
 	return nil
 }
 
+// aim returns the mark of the plan's cut on a MultiLock rollback (see
+// firstAttempt) for a TryLock while that cut is due, on a hold with the
+// watchdog's lease; nil for none.
+func (w *schedWorker) aim(lease time.Duration) *firstAttempt {
+	if !w.aimRollback.Load() || lease != 0 {
+		return nil
+	}
+	return &firstAttempt{}
+}
+
 // tryLock is TryLock that the judge's stop ends while it waits, but whose
 // hold it cannot end (as worker.tryLock).
-func (w *schedWorker) tryLock(stop context.Context, lease time.Duration) (context.Context, error) {
-	parent, cancel := context.WithCancel(context.Background())
+func (w *schedWorker) tryLock(stop context.Context, lease time.Duration, mark *firstAttempt) (context.Context, error) {
+	base := context.Background()
+	if mark != nil {
+		base = context.WithValue(base, firstAttemptKey{}, mark)
+	}
+	parent, cancel := context.WithCancel(base)
 	stopWaiting := context.AfterFunc(stop, cancel)
 	hctx, err := w.lock.tryLock(parent, schedWait, lease)
 	if !stopWaiting() && err == nil {

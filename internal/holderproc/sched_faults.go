@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,6 +55,10 @@ func (w *schedWorker) connFault(f schedule.ConnFault) {
 		faults.Cut(kind)
 	case schedule.OpCutBefore:
 		w.cutters[f.Server].arm(f.Skip)
+	case schedule.OpCutAfterBusy:
+		if f.Server == 0 && len(w.cutters) == 2 {
+			w.aimRollback.Store(true)
+		}
 	}
 }
 
@@ -75,6 +80,46 @@ type evalshaCounter struct {
 	mu     sync.Mutex
 	left   int  // EVALSHAs to let through before the cut
 	armed  bool // a cut is pending
+	// rollbackCut, on server 1's counter, is server 0's: armed to cut
+	// before its next EVALSHA — the rollback of group A — when the B
+	// acquire of a TryLock's first attempt answers busy.
+	rollbackCut *evalshaCounter
+}
+
+// firstAttempt marks the context of a TryLock whose first attempt's
+// rollback is aimed at (schedule.OpCutAfterBusy); over once that attempt's
+// outcome is known. A MultiLock runs its scripts with the caller's context
+// values.
+type firstAttempt struct {
+	over  atomic.Bool
+	fired atomic.Bool // the cut was armed
+}
+
+type firstAttemptKey struct{}
+
+// sawReply follows the first attempt of an aimed TryLock: a busy answer on
+// server 0 (A) ends it; any answer on server 1 (B) ends it, and a busy one
+// arms the cut on server 0 for the rollback that follows at once.
+func (c *evalshaCounter) sawReply(ctx context.Context, cmd redis.Cmder) {
+	fa, _ := ctx.Value(firstAttemptKey{}).(*firstAttempt)
+	if fa == nil || fa.over.Load() || !strings.EqualFold(cmd.Name(), "evalsha") {
+		return
+	}
+	busy := false
+	if rc, ok := cmd.(*redis.Cmd); ok {
+		res, err := rc.Int64Slice()
+		busy = err == nil && len(res) == 3 && res[0] == 0 // {0, part, pttl}: a group's acquire found a part held
+	}
+	switch {
+	case c.rollbackCut != nil:
+		if fa.over.Swap(true) || !busy {
+			return
+		}
+		fa.fired.Store(true)
+		c.rollbackCut.arm(0)
+	case busy:
+		fa.over.Store(true)
+	}
 }
 
 func (c *evalshaCounter) arm(skip int) {
@@ -107,7 +152,11 @@ func (c *evalshaCounter) DialHook(next redis.DialHook) redis.DialHook { return n
 func (c *evalshaCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		c.see(cmd.Name())
-		return next(ctx, cmd)
+		err := next(ctx, cmd)
+		if err == nil {
+			c.sawReply(ctx, cmd)
+		}
+		return err
 	}
 }
 

@@ -50,7 +50,29 @@ func Generate(seed int64, kind string, size Size) *Plan {
 		p.Faults = append(p.Faults, Fault{At: at(r, size), Op: FaultRestore, Server: r.IntN(p.Servers()),
 			For: time.Duration(300+r.IntN(700)) * time.Millisecond})
 	}
+	if kind == KindMulti {
+		aimAtRollback(r, p, size)
+	}
 	return p
+}
+
+// aimAtRollback gives a MultiLock process a cut that lands on its rollback
+// for sure: the link to server 0 (its first group, A) cut just before the
+// release that follows a busy answer from server 1 (B). Drawn last, so that
+// the plans drawn before it was added replay unchanged but for it.
+func aimAtRollback(r *rand.Rand, p *Plan, size Size) {
+	if r.IntN(3) == 0 {
+		return
+	}
+	var multis []int
+	for i, pr := range p.Procs {
+		if pr.Role == RoleMulti {
+			multis = append(multis, i)
+		}
+	}
+	pr := &p.Procs[pick(r, multis)]
+	// Early in the run, so that many TryLocks remain to aim at.
+	pr.Conn = append(pr.Conn, ConnFault{At: at(r, size) / 4, Server: 0, Conn: "command", Op: OpCutAfterBusy})
 }
 
 // roles are the processes of a kind: four contenders, so that a hand-over

@@ -73,6 +73,10 @@ const (
 	OpDelay     = "delay"      // delay every read of the connection kind for For
 	OpCut       = "cut"        // close every connection of the kind now
 	OpCutBefore = "cut-before" // cut the link just before the Skip+1-th EVALSHA from now
+	// OpCutAfterBusy cuts the command link to Server just before its next
+	// EVALSHA once the process's next EVALSHA to the other server has
+	// answered busy: a MultiLock's rollback of the group it took first.
+	OpCutAfterBusy = "cut-after-busy"
 )
 
 // ConnFault is one fault on one connection kind of one process's client of
@@ -185,6 +189,8 @@ func (f ConnFault) String() string {
 		return fmt.Sprintf("delay %s reads of server %d by %v for %v", f.Conn, f.Server, f.Delay, f.For)
 	case OpCutBefore:
 		return fmt.Sprintf("cut %s link to server %d before EVALSHA #%d", f.Conn, f.Server, f.Skip+1)
+	case OpCutAfterBusy:
+		return fmt.Sprintf("cut %s link to server %d before its next EVALSHA once the other server answers busy", f.Conn, f.Server)
 	}
 	return fmt.Sprintf("cut %s links to server %d", f.Conn, f.Server)
 }
