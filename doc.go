@@ -1,6 +1,7 @@
 // Package relock provides distributed, reentrant locks on Redis, in the
 // spirit of Java's Redisson, built on go-redis v9: Lock, FairLock, RWLock,
-// MultiLock and RedLock, with fencing tokens.
+// MultiLock and RedLock, with fencing tokens; and beyond locks a Semaphore,
+// whose permits are holds, and a CountDownLatch.
 //
 // Create one Client per process on any go-redis client (single node,
 // Cluster, Sentinel failover) and take locks from it:
@@ -165,6 +166,37 @@
 // clock assumption stated on Lock.Token. A hand-over's token follows the
 // same rule (next_token in acquire_common.lua), never the freed hold's + 1,
 // which Redis restored from older state may have handed out already.
+//
+// # Semaphores and latches
+//
+// A Semaphore is one more scheme on the same engine, not a second
+// mechanism: its acquisitions go through the wait loop, the registry of
+// holds, the watchdog's batches, the shared subscriber and the background
+// clean-up exactly as a lock's. Decisions, and why:
+//
+//   - Each Acquire is a hold of its own — a hold record whose id is the
+//     acquisition's (semaScheme.holdID), so never a re-entry, even with the
+//     context of another Acquire, and Release(hctx) ends exactly that one.
+//     Counting permits per owner instead would make Release ambiguous (which
+//     of an owner's acquisitions?) and re-entry would let one owner exceed
+//     what it asked for without waiting.
+//   - No fencing token: several holders share a semaphore at once, so a
+//     token orders nothing among them.
+//   - The capacity is recorded in Redis while anyone holds or waits, and a
+//     different one is refused (ErrInvalidArgument); SetPermits changes it.
+//     Nothing outlives the last holder and waiter, capacity included.
+//   - Order is FIFO and strict, as x/sync/semaphore's: a head that needs more
+//     than is free blocks those behind it, so large requests never starve.
+//     The script that frees permits (a release, a waiter leaving, a larger
+//     capacity, an attempt that finds expired holds) hands them to the head
+//     waiters they suffice for and tells each one alone, with the grant
+//     message of the locks ("<waiter id> 0"), so one release wakes only the
+//     waiters it serves. Grants are trusted or claimed by the same rules.
+//
+// A CountDownLatch's Wait uses the same wait loop with an attempt that
+// reads the count: it sleeps on the latch's channel through the shared
+// subscriber, and the CountDown that opens the latch deletes it and wakes
+// every waiter at once.
 //
 // # Observing
 //

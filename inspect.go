@@ -38,10 +38,12 @@ type LockState struct {
 	FairLock *FairState
 	// RWLock is the state of the RWLock of this name.
 	RWLock *RWState
+	// Semaphore is the state of the Semaphore of this name.
+	Semaphore *SemaphoreInspect
 }
 
 // Kinds returns the kinds that exist under the name (held or waited for), in
-// the order Lock, FairLock, RWLock; none when the name is unknown.
+// the order Lock, FairLock, RWLock, Semaphore; none when the name is unknown.
 func (s *LockState) Kinds() []Kind {
 	var out []Kind
 	if s.Lock != nil {
@@ -52,6 +54,9 @@ func (s *LockState) Kinds() []Kind {
 	}
 	if s.RWLock != nil {
 		out = append(out, KindRWLock)
+	}
+	if s.Semaphore != nil {
+		out = append(out, KindSemaphore)
 	}
 	return out
 }
@@ -219,8 +224,8 @@ func (c *Client) Channels(name string) (LockChannels, error) {
 
 // parseInspect reads the inspect script's reply (see scripts/inspect.lua).
 func parseInspect(ks keyspace, res []any) (*LockState, error) {
-	if len(res) != 8 {
-		return nil, fmt.Errorf("relock: inspect script returned %d values, want 8", len(res))
+	if len(res) != 9 {
+		return nil, fmt.Errorf("relock: inspect script returned %d values, want 9", len(res))
 	}
 	p := replyParser{res: res}
 	sec, usec := p.int(0), p.int(1)
@@ -242,6 +247,7 @@ func parseInspect(ks keyspace, res []any) (*LockState, error) {
 	if rw := rwState(ks.key("rw"), p.strs(7), nowMs); rw != nil {
 		st.RWLock = rw
 	}
+	st.Semaphore = semaInspect(ks.key("sema"), p.strs(8), nowMs)
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -454,6 +460,8 @@ func kindOfSuffix(suffix string) Kind {
 		return KindFairLock
 	case ":rw":
 		return KindRWLock
+	case ":sema":
+		return KindSemaphore
 	}
 	return ""
 }
@@ -568,27 +576,4 @@ func (c *Client) inspectMany(ctx context.Context, kss []keyspace) ([]*LockState,
 		out = append(out, st)
 	}
 	return out, nil
-}
-
-// summarize turns a state into one summary per kind that exists.
-func summarize(st *LockState) []LockSummary {
-	var out []LockSummary
-	if l := st.Lock; l != nil {
-		out = append(out, LockSummary{Name: st.Name, Kind: KindLock, Holders: len(l.Holders), Waiters: len(l.Queued), Lease: l.Lease, Token: l.Token})
-	}
-	if f := st.FairLock; f != nil {
-		out = append(out, LockSummary{Name: st.Name, Kind: KindFairLock, Holders: len(f.Holders), Waiters: len(f.Waiters), Lease: f.Lease, Token: f.Token})
-	}
-	if rw := st.RWLock; rw != nil {
-		s := LockSummary{Name: st.Name, Kind: KindRWLock, Holders: len(rw.Readers), Waiters: len(rw.WritersWaiting), Token: rw.Token}
-		for _, h := range rw.Readers {
-			s.Lease = max(s.Lease, h.Lease)
-		}
-		if rw.Writer != nil {
-			s.Holders++
-			s.Lease = max(s.Lease, rw.Writer.Lease)
-		}
-		out = append(out, s)
-	}
-	return out
 }

@@ -74,6 +74,11 @@ const (
 	KindWriteLock Kind = "write"
 	KindMultiLock Kind = "multilock" // a MultiLock's wait; its parts' events are KindLock
 	KindRedLock   Kind = "redlock"
+	// KindSemaphore: a Semaphore's acquisitions (each one a hold).
+	KindSemaphore Kind = "semaphore"
+	// KindCountDownLatch: a CountDownLatch's Wait (WaitStarted, Woken,
+	// WaitEnded only: a latch has no holds).
+	KindCountDownLatch Kind = "countdownlatch"
 )
 
 // LockInfo names the lock an event is about.

@@ -265,5 +265,5 @@ var inspectScript = newScript("inspect")
 // inspectCall reads, without writing, every kind of lock of one name (see
 // parseInspect).
 func inspectCall(ks keyspace) scriptCall {
-	return scriptCall{inspectScript, []string{ks.key(""), ks.key("fair"), ks.key("fair:q"), ks.key("rw")}, nil}
+	return scriptCall{inspectScript, []string{ks.key(""), ks.key("fair"), ks.key("fair:q"), ks.key("rw"), ks.key("sema")}, nil}
 }

@@ -75,6 +75,13 @@ var stories = map[string][]string{
 		`A\s+\(its lock's context had ended with "relock: lock lost`,
 		`storage\s+holds "from B"`,
 	},
+	"semaphore": {
+		`^relock semaphore on an embedded miniredis`,
+		`crashed\s+took 1 permit and died without releasing it`,
+		`P\d\s+3 jobs at once: the dead process's permit came back`,
+		`coordinator the latch opened: all 5 processes done`,
+		`coordinator 15 jobs ran, at most 3 at once; 3 of 3 permits free again$`,
+	},
 	"observe": {
 		`^relock observe on an embedded miniredis`,
 		`A\s+locked "orders"`,

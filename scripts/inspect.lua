@@ -7,11 +7,12 @@
 -- KEYS[2]  FairLock hash
 -- KEYS[3]  FairLock queue (string of entries, see fair_common)
 -- KEYS[4]  RWLock hash
+-- KEYS[5]  Semaphore hash
 --
 -- Returns {seconds, microseconds,              -- server TIME
 --          lock fields, lock pttl,
 --          fair fields, fair pttl, fair queue,
---          rw fields}
+--          rw fields, semaphore fields}
 -- where fields are HGETALL's flat list and the queue is "" when its key
 -- does not exist. A key of an unexpected type (not written by relock) reads
 -- as absent.
@@ -47,4 +48,5 @@ return {
 	hash(KEYS[1]), pttl(KEYS[1]),
 	hash(KEYS[2]), pttl(KEYS[2]), str(KEYS[3]),
 	hash(KEYS[4]),
+	hash(KEYS[5]),
 }

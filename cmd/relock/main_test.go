@@ -110,6 +110,7 @@ func suite(t *testing.T, d deployment) {
 	t.Run("WatchRelease", func(t *testing.T) { testWatchRelease(t, d) })
 	t.Run("WatchFairHandover", func(t *testing.T) { testWatchFair(t, d) })
 	t.Run("WatchLeaseExpiry", func(t *testing.T) { testWatchExpiry(t, d) })
+	t.Run("Semaphore", func(t *testing.T) { testSemaphore(t, d) })
 }
 
 func testInspectLock(t *testing.T, d deployment) {

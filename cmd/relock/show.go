@@ -24,6 +24,16 @@ type jsonState struct {
 	Lock       *jsonExcl `json:"lock,omitempty"`
 	FairLock   *jsonFair `json:"fairlock,omitempty"`
 	RWLock     *jsonRW   `json:"rwlock,omitempty"`
+	Semaphore  *jsonSema `json:"semaphore,omitempty"`
+}
+
+type jsonSema struct {
+	Key           string       `json:"key"`
+	Permits       int          `json:"permits"`
+	Used          int          `json:"used"`
+	Holders       []jsonHolder `json:"holders"` // count: the hold's permits
+	Waiters       []jsonWaiter `json:"waiters"`
+	WaiterPermits []int        `json:"waiter_permits"`
 }
 
 type jsonHolder struct {
@@ -115,6 +125,10 @@ func toJSON(st *relock.LockState) *jsonState {
 		}
 		js.RWLock = j
 	}
+	if sm := st.Semaphore; sm != nil {
+		js.Semaphore = &jsonSema{Key: sm.Key, Permits: sm.Permits, Used: sm.Used, Holders: holders(sm.Holders),
+			Waiters: waiters(sm.Waiters), WaiterPermits: append([]int{}, sm.WaiterPermits...)}
+	}
 	return js
 }
 
@@ -175,6 +189,15 @@ func printState(w io.Writer, st *relock.LockState) {
 		}
 		for _, wt := range rw.WritersWaiting {
 			row(relock.KindRWLock, "writer waiting", wt.Owner, "-", dur(wt.Remaining), "-")
+		}
+	}
+	if sm := st.Semaphore; sm != nil {
+		// HOLDS is a hold's permits (of sm.Permits).
+		for _, h := range sm.Holders {
+			row(relock.KindSemaphore, "holder", h.Owner, fmt.Sprintf("%d/%d", h.Count, sm.Permits), dur(h.Lease), "-")
+		}
+		for i, wt := range sm.Waiters {
+			row(relock.KindSemaphore, "queued #"+strconv.Itoa(i+1), wt.Owner, fmt.Sprintf("%d/%d", sm.WaiterPermits[i], sm.Permits), dur(wt.Remaining), "-")
 		}
 	}
 	_ = tw.Flush()

@@ -90,7 +90,7 @@ var causes = [...]string{causeExpired: CauseExpired, causeGone: CauseGone, cause
 	causeRenewalFailed: CauseRenewalFailed, causeClientClosed: CauseClientClosed, causeOther: CauseOther}
 
 var kinds = [...]relock.Kind{relock.KindLock, relock.KindFairLock, relock.KindReadLock,
-	relock.KindWriteLock, relock.KindMultiLock, relock.KindRedLock}
+	relock.KindWriteLock, relock.KindMultiLock, relock.KindRedLock, relock.KindSemaphore, relock.KindCountDownLatch}
 
 // Bucket boundaries of both histograms, in seconds: from a fast round trip
 // to holds of several minutes.

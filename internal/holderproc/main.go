@@ -1,8 +1,8 @@
 // Command holderproc is a relock holder in a process of its own, for the
 // tests that need a real process to kill or stop.
 //
-// By default it takes a relock Lock (or, with -kind, a FairLock or an
-// RWLock's write lock) and holds it until it is killed: the process whose
+// By default it takes a relock Lock (or, with -kind, a FairLock, an
+// RWLock's write lock or -take permits of a Semaphore) and holds it until it is killed: the process whose
 // SIGKILL the fault tests inflict. It prints one line, "locked <token>
 // <owner field>", once it holds the lock. With -cluster it talks to a Redis
 // Cluster (-addr: a comma-separated list of nodes), with -classic using
@@ -11,8 +11,13 @@
 // With -judge it is a worker of the multi-process safety run (see worker.go):
 // it takes and releases the lock in a loop and reports every enter, exit and
 // lost hold, with its fencing token and the time, to the judge listening at
-// that address. With -plan it plays one process of a fault schedule (see
-// sched.go and internal/schedule).
+// that address. With -kind sema, -goroutines goroutines each take 1 to -take
+// permits in a loop and report as "<id>.g<i>", with the permits as token.
+// With -plan it plays one process of a fault schedule (see sched.go and
+// internal/schedule).
+//
+// With -kind latch it waits for a CountDownLatch, or counts one down (-role,
+// see latchRole).
 package main
 
 import (
@@ -42,6 +47,10 @@ func main() {
 	flag.DurationVar(&w.wait, "wait", 30*time.Second, "worker mode: TryLock wait per attempt")
 	flag.IntVar(&w.n, "n", 0, "worker mode: stop after this many holds (0: no limit)")
 	flag.DurationVar(&w.runFor, "for", 0, "worker mode: stop starting holds after this long (0: no limit)")
+	permits := flag.Int("permits", 5, "-kind sema: the semaphore's capacity")
+	take := flag.Int("take", 1, "-kind sema: permits per acquisition (worker mode: 1 to take, at random)")
+	role := flag.String("role", "wait", "-kind latch: wait (print when the latch opens) or count (count down on a line from stdin)")
+	goroutines := flag.Int("goroutines", 8, "-kind sema, worker mode: goroutines acquiring at once")
 	plan := flag.String("plan", "", "fault-schedule mode: the schedule.Plan (JSON) this process plays as -id; -addr lists the servers, comma-separated")
 	flag.Parse()
 
@@ -54,7 +63,11 @@ func main() {
 	}
 	if w.judge != "" {
 		w.addr, w.name, w.lease = *addr, *name, *lease
-		if err := w.run(); err != nil {
+		run := w.run
+		if w.kind == "sema" {
+			run = (&semaWorker{worker: &w, permits: *permits, goroutines: *goroutines, take: *take}).run
+		}
+		if err := run(); err != nil {
 			fmt.Fprintln(os.Stderr, "holderproc:", err)
 			os.Exit(1)
 		}
@@ -71,6 +84,20 @@ func main() {
 	}
 	c := relock.New(rdb, opts...)
 	w.name = *name
+	if w.kind == "latch" {
+		if err := latchRole(c, w.name, *role); err != nil {
+			fmt.Fprintln(os.Stderr, "holderproc:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if w.kind == "sema" {
+		if err := holdPermits(c, w.name, *permits, *take); err != nil {
+			fmt.Fprintln(os.Stderr, "holderproc:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	l, err := w.open(c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "holderproc:", err)

@@ -1,0 +1,112 @@
+package relock
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SemaphoreInspect is the state of a Semaphore as Inspect reads it.
+type SemaphoreInspect struct {
+	// Key is the Redis key of the semaphore's hash.
+	Key string
+	// Permits is the capacity recorded.
+	Permits int
+	// Used is the permits of the live holds.
+	Used int
+	// Holders are the live acquisitions: Owner is the acquiring owner,
+	// Count its permits, Lease the hold's remaining lease. Holds whose
+	// deadline has passed are left out, as the semaphore ignores them.
+	Holders []Holder
+	// Waiters are the queued acquisitions, served first to last while the
+	// free permits suffice. Lapsed claims are left out.
+	Waiters []Waiter
+	// WaiterPermits are the permits each waiter asks for, in Waiters' order.
+	WaiterPermits []int
+}
+
+// semaInspect reads a Semaphore's hash (see sema_common.lua) at server time
+// nowMs; nil when nobody holds or waits.
+func semaInspect(key string, fields []string, nowMs int64) *SemaphoreInspect {
+	f := make(map[string]string, len(fields)/2)
+	for i := 0; i+1 < len(fields); i += 2 {
+		f[fields[i]] = fields[i+1]
+	}
+	st := &SemaphoreInspect{Key: key}
+	st.Permits, _ = strconv.Atoi(f["~p"])
+	for k, v := range f {
+		gen, ok := strings.CutPrefix(k, "d:")
+		dl, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil || dl <= nowMs {
+			continue
+		}
+		n, _ := strconv.Atoi(f["n:"+gen])
+		st.Used += n
+		st.Holders = append(st.Holders, Holder{Owner: f["o:"+gen], Count: n, Lease: time.Duration(dl-nowMs) * time.Millisecond})
+	}
+	sortHolders(st.Holders)
+	for q := f["~q"]; q != ""; {
+		e := strings.SplitN(q, "\x00", 6)
+		if len(e) < 6 {
+			break
+		}
+		q = e[5]
+		dl, _ := strconv.ParseInt(e[4], 10, 64)
+		if dl <= nowMs {
+			continue
+		}
+		n, _ := strconv.Atoi(e[1])
+		at := time.UnixMilli(dl)
+		st.Waiters = append(st.Waiters, Waiter{Owner: e[3], Deadline: at, Remaining: time.Duration(dl-nowMs) * time.Millisecond})
+		st.WaiterPermits = append(st.WaiterPermits, n)
+	}
+	if len(st.Holders) == 0 && len(st.Waiters) == 0 {
+		return nil
+	}
+	return st
+}
+
+// sortHolders orders holders by owner, then by permits, so that a snapshot
+// reads the same twice.
+func sortHolders(hs []Holder) {
+	sort.Slice(hs, func(i, j int) bool {
+		if hs[i].Owner != hs[j].Owner {
+			return hs[i].Owner < hs[j].Owner
+		}
+		return hs[i].Count < hs[j].Count
+	})
+}
+
+// summarize lives here, beside the Semaphore's inspection, to keep
+// inspect.go within its size.
+
+// summarize turns a state into one summary per kind that exists.
+func summarize(st *LockState) []LockSummary {
+	var out []LockSummary
+	if l := st.Lock; l != nil {
+		out = append(out, LockSummary{Name: st.Name, Kind: KindLock, Holders: len(l.Holders), Waiters: len(l.Queued), Lease: l.Lease, Token: l.Token})
+	}
+	if f := st.FairLock; f != nil {
+		out = append(out, LockSummary{Name: st.Name, Kind: KindFairLock, Holders: len(f.Holders), Waiters: len(f.Waiters), Lease: f.Lease, Token: f.Token})
+	}
+	if rw := st.RWLock; rw != nil {
+		s := LockSummary{Name: st.Name, Kind: KindRWLock, Holders: len(rw.Readers), Waiters: len(rw.WritersWaiting), Token: rw.Token}
+		for _, h := range rw.Readers {
+			s.Lease = max(s.Lease, h.Lease)
+		}
+		if rw.Writer != nil {
+			s.Holders++
+			s.Lease = max(s.Lease, rw.Writer.Lease)
+		}
+		out = append(out, s)
+	}
+	if sm := st.Semaphore; sm != nil {
+		s := LockSummary{Name: st.Name, Kind: KindSemaphore, Holders: len(sm.Holders), Waiters: len(sm.Waiters)}
+		for _, h := range sm.Holders {
+			s.Lease = max(s.Lease, h.Lease)
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,335 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// maxPermits bounds a Semaphore's capacity: more is a bug in the caller.
+const maxPermits = 1 << 30
+
+// Semaphore is a counting semaphore shared by every process that uses the
+// same name on the same Redis, in the spirit of Redisson's RSemaphore and
+// RPermitExpirableSemaphore, with the safety of relock's locks: its permits
+// are holds.
+//
+// Capacity: every user of a name passes the same number of permits. While
+// anyone holds or waits, Redis records it, and an Acquire with another
+// capacity fails with an error wrapping ErrInvalidArgument; SetPermits is
+// the explicit change (the other processes then need the new number too).
+// When nobody holds or waits, the semaphore leaves nothing in Redis and the
+// next user records its own.
+//
+// Permits are holds. Each Acquire (or TryAcquire) is a hold of its own: it
+// returns a hold context that carries it, renewed by the Client's watchdog
+// (or with a fixed lease), and cancelled with an ErrLockLost cause when the
+// permits are lost — the lease ran out, Redis restarted without them, a
+// renewal found them gone. Release(hctx) gives back exactly the permits of
+// that Acquire. Nothing is re-entrant: an Acquire made with the context of
+// another Acquire (same owner or not) takes permits of its own, and waits
+// for them like anyone else — a counting semaphore counts permits, not
+// owners. A process that dies leaves its permits for their lease at most
+// (the watchdog lease, 30 s by default, or the explicit one). Releases are
+// replay-safe, as Unlock: go-redis resending one never gives back permits
+// twice. There is no fencing token: a semaphore admits several holders at
+// once, so a token orders nothing; Token is not offered.
+//
+// Order: FIFO across processes, strict as x/sync/semaphore's — a waiter
+// asking for more permits than are free stops everyone behind it, so small
+// requests never starve a large one. The waiters queue in Redis; the
+// release that frees permits hands them, in the same script, to the waiters
+// at the head of the queue they suffice for, and tells each one alone, on
+// its Client's channel: one release wakes only the waiters it serves, who
+// hold without another round trip. A waiter whose process died is skipped
+// (its Client no longer listens); one that gives up leaves the queue at
+// once. Permits that come back by expiry go to the head waiters at their
+// next attempt, which comes no later than the earliest hold's lease end (and
+// at least every third of the waiter timeout, WithWaiterTimeout, which also
+// bounds how long a dead waiter's claim lasts).
+//
+// It runs on the one acquisition engine of every lock type (see doc.go):
+// the wait loop, the registry of holds, the watchdog's batches, the shared
+// subscriber and the background clean-up of an acquire whose reply was
+// lost.
+//
+// Keys: "<prefix>:{name}:sema" (capacity, holds, queue; gone with its last
+// holder and waiter) and ":sema:last", the latch of the last Releases (a
+// bounded hash, see WithUnlockLatch), which outlives the last Release by
+// the unlock latch's time. Everything shares the name's hash tag: one Cluster slot.
+type Semaphore struct {
+	base
+	hash, tail, waitChannel string
+	permits                 atomic.Int64
+}
+
+// Semaphore returns the semaphore called name, with permits permits. It
+// sends nothing to Redis. An invalid name or a capacity below 1 does not
+// panic: every method then fails with ErrInvalidArgument.
+func (c *Client) Semaphore(name string, permits int) *Semaphore {
+	s := &Semaphore{}
+	if s.init(c, name) {
+		s.hash = s.ks.key("sema")
+		s.tail = s.ks.key("sema:last")
+		s.waitChannel = s.hash + ":w:" + c.id
+	}
+	if s.err == nil {
+		s.err = checkPermits(permits)
+	}
+	s.permits.Store(int64(permits))
+	return s
+}
+
+func checkPermits(n int) error {
+	if n < 1 || n > maxPermits {
+		return fmt.Errorf("%w: a semaphore has 1 to %d permits, not %d", ErrInvalidArgument, maxPermits, n)
+	}
+	return nil
+}
+
+// Key returns the Redis key of the semaphore's hash.
+func (s *Semaphore) Key() string { return s.hash }
+
+// Permits returns the capacity this Semaphore uses (as made, or as last
+// set by its SetPermits).
+func (s *Semaphore) Permits() int { return int(s.permits.Load()) }
+
+// Acquire blocks until n permits are granted to the caller, in its turn,
+// or ctx ends, and returns the hold context of those permits, renewed by
+// the watchdog. On failure it returns ctx and an error wrapping
+// ErrNotObtained (and ctx's cause) when ctx ended first, ErrInvalidArgument
+// for n outside 1..Permits() or a capacity mismatch (nothing sent, or
+// nothing changed), ErrClientClosed, or a Redis error; it then holds
+// nothing and has left the queue.
+func (s *Semaphore) Acquire(ctx context.Context, n int) (context.Context, error) {
+	return s.TryAcquire(ctx, n, WaitForever, 0)
+}
+
+// TryAcquire is Acquire waiting at most wait (0: a single attempt, which
+// succeeds only if n permits are free and nobody queues; WaitForever: until
+// ctx ends); lease > 0 gives the permits a fixed lease, not renewed, after
+// which they come back by themselves and the hold context is cancelled
+// with ErrLockLost.
+func (s *Semaphore) TryAcquire(ctx context.Context, n int, wait, lease time.Duration) (context.Context, error) {
+	if s.err != nil {
+		return ctx, s.err
+	}
+	if max := s.Permits(); n < 1 || n > max {
+		return ctx, fmt.Errorf("%w: asked for %d permits of a semaphore of %d", ErrInvalidArgument, n, max)
+	}
+	acq := semaScheme{s: s, id: s.c.newOp(), n: n}
+	hctx, err := s.tryLock(ctx, acq, wait, lease)
+	if err != nil {
+		return ctx, err
+	}
+	return context.WithValue(hctx, semaKey{s.c, s.hash}, acq), nil
+}
+
+// semaKey finds, in a hold context, the acquisition it stands for.
+type semaKey struct {
+	c    *Client
+	hash string
+}
+
+// Release gives back the permits of the Acquire that returned hctx (or a
+// context derived from it: the nearest Acquire of this semaphore), handing
+// them to the waiters they serve. It works with a cancelled hctx. It returns
+// ErrNotHeld (changing nothing) when hctx carries no live acquisition of
+// this semaphore or was released already, and ErrLockLost when the permits
+// were lost before. A release whose reply is lost is retried in the
+// background until the lease ends, as Unlock.
+func (s *Semaphore) Release(hctx context.Context) error {
+	if s.err != nil {
+		return s.err
+	}
+	if hctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	acq, ok := hctx.Value(semaKey{s.c, s.hash}).(semaScheme)
+	if !ok {
+		return fmt.Errorf("%w: the context is not a hold context of this semaphore; pass the context Acquire returned", ErrNotHeld)
+	}
+	return s.unlock(hctx, acq)
+}
+
+// Do runs fn under n permits, always given back, even when fn panics. fn's
+// error comes first.
+func (s *Semaphore) Do(ctx context.Context, n int, fn func(context.Context) error) error {
+	return doWith(ctx, func(ctx context.Context) (context.Context, error) { return s.Acquire(ctx, n) }, s.Release, fn)
+}
+
+// SemaphoreState is what Redis holds for a Semaphore now.
+type SemaphoreState struct {
+	Permits int // the capacity recorded (this Semaphore's when none is)
+	Used    int // permits held by live holds
+	Holds   int // live holds (acquisitions)
+	Waiters int // waiters queued
+}
+
+// State reads the semaphore's state in Redis, counting live holds only.
+func (s *Semaphore) State(ctx context.Context) (SemaphoreState, error) {
+	ctx, err := s.check(ctx)
+	if err != nil {
+		return SemaphoreState{}, err
+	}
+	res, err := semaStateCall(s.hash).run(ctx, s.c.rdb).Int64Slice()
+	if err != nil {
+		return SemaphoreState{}, wrapRedis("semaphore state", err)
+	}
+	if len(res) != 4 {
+		return SemaphoreState{}, fmt.Errorf("relock: semaphore state script returned %d values, want 4", len(res))
+	}
+	st := SemaphoreState{Permits: int(res[0]), Used: int(res[1]), Waiters: int(res[2]), Holds: int(res[3])}
+	if st.Permits == 0 {
+		st.Permits = s.Permits()
+	}
+	return st, nil
+}
+
+// Available returns how many permits are free now (the capacity less the
+// permits of live holds). Waiters may be about to take them.
+func (s *Semaphore) Available(ctx context.Context) (int, error) {
+	st, err := s.State(ctx)
+	return st.Permits - st.Used, err
+}
+
+// SetPermits changes the capacity to n, in Redis (when the semaphore is in
+// use there) and for this Semaphore. More permits serve waiters at once;
+// fewer take nothing back: the holds go on, and nobody is admitted until
+// the permits in use fall below n. Other processes must use n too, or their
+// Acquire fails with ErrInvalidArgument.
+func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
+	ctx, err := s.check(ctx)
+	if err != nil {
+		return err
+	}
+	if err := checkPermits(n); err != nil {
+		return err
+	}
+	if err := semaSetCall(s.c, s.hash, n).run(context.WithoutCancel(ctx), s.c.rdb).Err(); err != nil {
+		return wrapRedis("set permits", err)
+	}
+	s.permits.Store(int64(n))
+	return nil
+}
+
+// semaScheme is one acquisition of a Semaphore: a scheme whose holdID is
+// the acquisition's own, so that each Acquire is a hold record of its own
+// (a new generation, never a re-entry) and Release ends exactly it.
+type semaScheme struct {
+	s  *Semaphore
+	id string // the acquisition, unique in the Client
+	n  int    // permits asked for
+}
+
+func (a semaScheme) client() *Client { return a.s.c }
+func (a semaScheme) holdID() string  { return a.s.hash + "#" + a.id }
+
+func (a semaScheme) info() LockInfo { return LockInfo{Name: a.s.ks.name, Kind: KindSemaphore} }
+
+func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
+	s := a.s
+	res, repl, err := s.c.runAcquire(ctx, semaAcquireCall(s.c, s.hash, r, a.n, s.Permits()))
+	if err != nil {
+		return attempt{}, wrapRedis("acquire", err)
+	}
+	if len(res) == 2 && res[0] == -3 {
+		return attempt{}, fmt.Errorf("%w: semaphore %q has %d permits in Redis, this Semaphore %d (all users pass the same; SetPermits changes it)",
+			ErrInvalidArgument, s.ks.name, res[1], s.Permits())
+	}
+	at, err := parseAcquire(res, s.waitChannel)
+	if at.outcome == acquired {
+		at.replication = repl
+	}
+	if at.outcome == busy && r.waiter {
+		// The next attempt renews the claim: before the waiter timeout.
+		at.retryIn = s.c.refreshWithin(at.retryIn)
+	}
+	return at, err
+}
+
+func (a semaScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
+	n, err := a.s.c.script(ctx, semaReleaseCall(a.s.c, a.s.hash, a.s.tail, r)).Int64()
+	if err != nil {
+		return 0, wrapRedis("release", err)
+	}
+	return parseRelease(n)
+}
+
+func (a semaScheme) renewal(_, gen string, lease time.Duration) renewal {
+	return renewal{call: semaRenewCall(a.s.hash, gen, lease)}
+}
+
+// abandon takes a waiter that gave up out of the queue (see
+// Client.leaveQueue). owner "" is the release of a stray grant (see
+// Client.strayRelease), which checks the hold records of one acquisition
+// only: a duplicate grant of a hold that another acquisition of this
+// semaphore claimed is kept here.
+func (a semaScheme) abandon(ctx context.Context, owner, waiter string) {
+	if waiter == "" || (owner == "" && a.s.holdsGeneration(waiter)) {
+		return
+	}
+	a.s.c.leaveQueue(ctx, semaAbandonCall(a.s.c, a.s.hash, waiter))
+}
+
+// holdsGeneration reports whether an acquisition of this semaphore in this
+// Client holds generation gen.
+func (s *Semaphore) holdsGeneration(gen string) bool {
+	r := &s.c.holds
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, h := range r.m {
+		if h.gen == gen && strings.HasPrefix(k.id, s.hash+"#") {
+			return true
+		}
+	}
+	return false
+}
+
+// waitChannel makes a Semaphore a handingScheme.
+func (a semaScheme) waitChannel() string { return a.s.waitChannel }
+
+// The Semaphore's scripts (see scripts.go for the conventions).
+var (
+	semaAcquireScript = newScript("acquire_common", "sema_common", "sema_acquire")
+	semaReleaseScript = newScript("acquire_common", "release_common", "sema_common", "sema_release")
+	semaAbandonScript = newScript("acquire_common", "sema_common", "sema_abandon")
+	semaSetScript     = newScript("acquire_common", "sema_common", "sema_set")
+	semaStateScript   = newScript("acquire_common", "sema_common", "sema_state")
+	semaRenewScript   = newScript("acquire_common", "renew_common", "sema_renew")
+)
+
+// semaAcquireCall takes n permits (request r) of a semaphore of capacity
+// cap, or queues the waiter (r.waiter).
+func semaAcquireCall(c *Client, hash string, r acquireReq, n, capacity int) scriptCall {
+	return scriptCall{semaAcquireScript, []string{hash},
+		[]any{r.owner, r.op, n, capacity, r.lease.Milliseconds(), boolArg(r.waiter),
+			c.opts.waiterTimeout.Milliseconds(), c.publishCommand(), c.blindHandOverArg()}}
+}
+
+// semaReleaseCall gives back the permits of hold r.gen.
+func semaReleaseCall(c *Client, hash, tail string, r releaseReq) scriptCall {
+	return scriptCall{semaReleaseScript, []string{hash, tail},
+		[]any{r.gen, r.op, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+}
+
+// semaAbandonCall takes waiter out of the queue, giving back a grant
+// handed to it.
+func semaAbandonCall(c *Client, hash, waiter string) scriptCall {
+	return scriptCall{semaAbandonScript, []string{hash}, []any{waiter, c.publishCommand(), c.blindHandOverArg()}}
+}
+
+// semaSetCall records capacity n.
+func semaSetCall(c *Client, hash string, n int) scriptCall {
+	return scriptCall{semaSetScript, []string{hash}, []any{n, c.publishCommand(), c.blindHandOverArg()}}
+}
+
+// semaStateCall reads {capacity, used, waiters, holds}.
+func semaStateCall(hash string) scriptCall { return scriptCall{semaStateScript, []string{hash}, nil} }
+
+// semaRenewCall renews (lease 0: checks) hold gen: one item of a batch.
+func semaRenewCall(hash, gen string, lease time.Duration) scriptCall {
+	return scriptCall{semaRenewScript, []string{hash}, []any{gen, lease.Milliseconds()}}
+}
