@@ -175,14 +175,9 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	var started time.Time
 	unknown := "" // op of the last attempt whose outcome is unknown
 	attempts := 0
-	waitAs := ""
-	var stray func(string)
-	if handsOver(s) && wait != 0 {
-		req.op, req.waiter = c.newOp(), true
-		waitAs = req.op
-		c.subs.expect(waitAs)
+	waitAs, stray := k.queueAs(&req, wait)
+	if waitAs != "" {
 		defer c.subs.settle(s.(handingScheme).waitChannel(), waitAs) // after grant or giveUp
-		stray = c.strayRelease(s)
 	}
 	try := func() (attempt, error) {
 		if k.late != nil { // the bound came: never a second attempt in flight
@@ -203,12 +198,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		return a, err
 	}
 	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: req.lease, obs: s, stray: stray}, try)
-	if err == nil && a.outcome != acquired {
-		err = fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
-	}
-	if err != nil && errors.Is(a.cause, ErrUnavailable) && !errors.Is(err, ErrUnavailable) {
-		err = fmt.Errorf("%w (last attempt: %w)", err, a.cause) // a RedLock whose masters did not answer
-	}
+	err = waitResultErr(a, err)
 	if err == nil && a.gen == "" {
 		a.gen = req.op // handed over: the hold is named after the waiter
 	}
@@ -234,6 +224,34 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	}
 	k.reportAcquired(ctx, start, attempts, slept > 0 || attempts > 1, false)
 	return hctx, nil
+}
+
+// queueAs makes an acquisition that may wait on a handing scheme a queued
+// waiter under one op id for all its attempts (req.op, which a hand-over
+// names), registered with the subscriber before its first attempt so that
+// a grant that beats the attempt's reply is kept for it. It returns that id
+// ("" when the acquisition does not queue) and the release of a grant that
+// reaches it once it no longer waits (a stray). The caller settles the id.
+func (k *lockCall) queueAs(req *acquireReq, wait time.Duration) (waitAs string, stray func(string)) {
+	if !handsOver(k.s) || wait == 0 {
+		return "", nil
+	}
+	req.op, req.waiter = k.c.newOp(), true
+	k.c.subs.expect(req.op)
+	return req.op, k.c.strayRelease(k.s)
+}
+
+// waitResultErr is the error a finished wait ends acquireNew with: err, an
+// outcome other than acquired made one, and the last attempt's cause added
+// when it was a RedLock whose masters did not answer.
+func waitResultErr(a attempt, err error) error {
+	if err == nil && a.outcome != acquired {
+		return fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
+	}
+	if err != nil && errors.Is(a.cause, ErrUnavailable) && !errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("%w (last attempt: %w)", err, a.cause)
+	}
+	return err
 }
 
 // settleAttempt takes in the result of one attempt of acquireNew (op, sent
