@@ -92,7 +92,7 @@ func (c *Client) retryInBackground(op func(context.Context) error, until time.Ti
 			if err == nil || !transient(err) {
 				return
 			}
-			c.observe(err)
+			c.noteFault(err)
 			pause := faultBackoff(n)
 			if time.Until(until) < pause {
 				return
@@ -106,7 +106,7 @@ func (c *Client) retryInBackground(op func(context.Context) error, until time.Ti
 	})
 	if !started {
 		if err := op(context.Background()); err != nil {
-			c.observe(err)
+			c.noteFault(err)
 		}
 	}
 }

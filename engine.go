@@ -344,7 +344,7 @@ func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 		return ctx, err
 	}
 	if err != nil {
-		c.observe(err)
+		c.noteFault(err)
 		return ctx, err
 	}
 	switch a.outcome {

@@ -373,7 +373,7 @@ func (s *subscriber) drop(sh *shard, ps *redis.PubSub, err error, redirected, he
 	s.mu.Unlock()
 	_ = ps.Close()
 	if !closed {
-		s.c.observe(err)
+		s.c.noteFault(err)
 	}
 	if report != nil {
 		report()
@@ -397,7 +397,7 @@ func (s *subscriber) retireIdle(sh *shard, ps *redis.PubSub) bool {
 
 // failed records a connection attempt that failed before any reply.
 func (s *subscriber) failed(sh *shard, err error, retryIn time.Duration) {
-	s.c.observe(err)
+	s.c.noteFault(err)
 	s.mu.Lock()
 	first := sh.downSince.IsZero()
 	if first {
