@@ -1,3 +1,4 @@
+-- include: acquire_common handover_common queue_common fair_common
 -- fair_acquire: take or re-enter a fair lock, or queue up for it.
 --
 -- KEYS[1]  lock hash: as lock_acquire's (owner -> count, ~g, ~o, ~t, ~l,

@@ -1,3 +1,4 @@
+-- include: acquire_common queue_common
 -- lock_acquire: take or re-enter a reentrant exclusive lock, or queue for it.
 --
 -- KEYS[1]  lock hash: owner -> hold count; ~g generation, ~o last op,
