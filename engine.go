@@ -11,208 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A scheme is what one lock type contributes to the shared engine: its
-// scripts, run for one owner. Everything else — owners, hold contexts,
-// waiting, the watchdog, replays, clean-up after faults — is common to every
-// lock type and lives in this file.
-type scheme interface {
-	client() *Client
-	// holdID names the lock (and mode) in the Client's registry of holds.
-	holdID() string
-	info() LockInfo
-	// acquire runs the acquire script once.
-	acquire(ctx context.Context, r acquireReq) (attempt, error)
-	// release runs the release script once.
-	release(ctx context.Context, r releaseReq) (releaseOutcome, error)
-	// renewal is the watchdog's work item for one generation of owner's
-	// hold: renew it to lease, or only check it (lease 0).
-	renewal(owner, gen string, lease time.Duration) renewal
-	// abandon is called when a wait for the lock ends without it, so that
-	// types that register waiters in Redis (FairLock) can take them out.
-	// waiter is the waiter's id in a handingScheme's queue ("" when it
-	// did not queue).
-	abandon(ctx context.Context, owner, waiter string)
-}
-
-// A partedScheme keeps its hold in the records of other schemes, its parts
-// (MultiLock: one Lock per part, each in its own Client's registry), instead
-// of a record of its own. The engine enters, serialises, grants and ends
-// every part's record as it does the one record of another scheme; the
-// partedScheme's acquire and release run all the parts at once. They find
-// the parts in the request (acquireReq.parts, releaseReq.parts) and leave
-// each part's result there.
-type partedScheme interface {
-	scheme
-	parts() []scheme
-	// takeBack releases every part of a grant that nobody will use (see
-	// lockCall.takeBack), handing what it cannot release to the background
-	// clean-up; lease is as asked.
-	takeBack(ctx context.Context, parts []part, lease time.Duration) error
-}
-
-func isParted(s scheme) bool {
-	_, ok := s.(partedScheme)
-	return ok
-}
-
-// records returns the schemes whose hold records a call on s works on, in
-// the order their semaphores are taken: s itself, or a partedScheme's parts.
-func records(s scheme) []scheme {
-	if p, ok := s.(partedScheme); ok {
-		return p.parts()
-	}
-	return []scheme{s}
-}
-
-// A part is one hold record a Lock or Unlock call works on — the lock's own,
-// or one part's of a partedScheme — and its share of the call.
-type part struct {
-	h *hold
-	// Lock: the generation held when the call began ("" for none), then
-	// the generation and token of the grant (set by a partedScheme's acquire
-	// when it grants).
-	held, gen string
-	token     int64
-	// Unlock: the entry it ends; live when that has not ended yet, and then
-	// its request (whose op a partedScheme's release sets), lease end, start
-	// and the release's outcome or error.
-	e            *entry
-	live         bool
-	req          releaseReq
-	until, since time.Time
-	out          releaseOutcome
-	err          error
-}
-
-// serialise takes the semaphores of the parts' records in order, so that
-// two calls of one owner over overlapping parts cannot deadlock, and
-// returns how many it took. It gives up when ctx ends. Either way the caller
-// calls leave.
-func serialise(ctx context.Context, parts []part) (int, error) {
-	for i, p := range parts {
-		select {
-		case p.h.sem <- struct{}{}:
-		case <-ctx.Done():
-			return i, notObtained(ctx)
-		}
-	}
-	return len(parts), nil
-}
-
-// leave gives back the first taken semaphores and ends the call's use of
-// every part's record.
-func leave(parts []part, taken int) {
-	for i := taken - 1; i >= 0; i-- {
-		<-parts[i].h.sem
-	}
-	for _, p := range parts {
-		p.h.client().holds.exit(p.h)
-	}
-}
-
-// acquireReq is one run of an acquire script. op names this very request
-// (a replay of it is recognised by it); gen is the generation the owner
-// holds, "" for a new acquisition, whose generation will be op.
-//
-// For a partedScheme, owner and gen are per part, in parts, and lease is as
-// asked (0: each part's watchdog lease).
-type acquireReq struct {
-	owner, op, gen string
-	lease          time.Duration
-	parts          []part
-	// waiter: op is the id of a waiter (a handingScheme's acquisition that
-	// may wait), so a busy attempt queues it. A TryLock that does not wait
-	// never queues, and so leaves nothing to take back.
-	waiter bool
-}
-
-// releaseReq is one run of a release script; final says the Client has no
-// other entry of this hold, so the lock is freed whatever the count says.
-// For a partedScheme, the requests are per part, in parts.
-type releaseReq struct {
-	owner, op, gen string
-	final          bool
-	parts          []part
-	// until is when the hold's lease ends at the latest (zero: unknown): a
-	// scheme that retries part of a release in the background stops then.
-	until time.Time
-}
-
-// A handingScheme queues its waiters in Redis and has its releases hand
-// the lock over to the first of them (see queue_common.lua): a waiter sends
-// the same op id at every attempt, which is its id in the queue and the
-// generation of the hold a hand-over grants it, and the grant reaches it on
-// its Client's channel for the lock (waitChannel, which its busy attempts
-// name). A waiter queues only while its Client listens there: a release
-// skips a waiter whose Client does not (see hand_over), so one queued before
-// its subscription is confirmed could lose its place to a later one. The
-// first wait on a lock therefore queues at the attempt that follows the
-// subscription's confirmation; later ones, on a lingering subscription, at
-// their first.
-type handingScheme interface {
-	waitChannel() string
-}
-
-func handsOver(s scheme) bool {
-	_, ok := s.(handingScheme)
-	return ok
-}
-
-type outcome int
-
-const (
-	busy     outcome = iota // held by another owner
-	acquired                // granted (or re-entered)
-	mismatch                // the generation the Client holds is gone from Redis: lost
-)
-
-// attempt is the result of one run of an acquire script: what every scheme
-// returns.
-type attempt struct {
-	outcome outcome
-	gen     string        // acquired: the hold's generation (set by the engine)
-	token   int64         // acquired: fencing token of the hold
-	retryIn time.Duration // busy: the remaining lease of the holder (< 0: unknown)
-	channel string        // busy: where the holder's release is announced ("" to poll at retryIn)
-	place   queuePlace    // busy: where the attempt left the waiter in the lock's queue (see wait.go)
-	attemptExtras
-}
-
-// attemptExtras are the results of one feature each, which only some
-// schemes return. They stay on the attempt because the shared loop reads
-// them: subs by subscriber.follow (a MultiLock waits on another Client's
-// subscriber), cause by attempt.notObtained (why a RedLock round failed),
-// replication by lockWith (a grant WithReplicas could not confirm is undone).
-// The next step, if they grow: cause as the error of a busy attempt,
-// replication kept by the scheme, subs named by the channel.
-type attemptExtras struct {
-	subs  *subscriber // busy: which Client carries channel (nil: the scheme's) — MultiLock
-	cause error       // busy: why, when it is not simply another holder (joined to ErrNotObtained) — RedLock
-	// acquired with WithReplicas: why the grant did not reach the replicas
-	// (nil: it did). lockWith then undoes the grant.
-	replication error
-}
-
-type releaseOutcome int
-
-const (
-	released  releaseOutcome = iota // the lock is free
-	stillHeld                       // one hold released, the owner keeps the rest
-	notHeld                         // the generation was gone: lost
-)
-
-// renewal is one hold's share of a watchdog batch. Items with the same script
-// go out in one call: KEYS are the items' keys one after the other, ARGV the
-// items' args in the same order. The script returns one integer per item:
-// 1 renewed, 0 gone.
-type renewal struct {
-	call scriptCall
-	// run, when set, renews the hold by itself instead of joining a batch:
-	// for a hold spread over several deployments (RedLock), which no single
-	// script call can reach. It returns 1 renewed, 0 gone, like a script.
-	run func(ctx context.Context) (int64, error)
-}
-
 // runAcquire runs an acquire script's call and returns its integer reply.
 // With WithReplicas it pipelines a WAIT after the script (see replicas.go);
 // repl is then non-nil when the script's writes did not reach the replicas.
@@ -377,14 +175,9 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	var started time.Time
 	unknown := "" // op of the last attempt whose outcome is unknown
 	attempts := 0
-	waitAs := ""
-	var stray func(string)
-	if handsOver(s) && wait != 0 {
-		req.op, req.waiter = c.newOp(), true
-		waitAs = req.op
-		c.subs.expect(waitAs)
+	waitAs, stray := k.queueAs(&req, wait)
+	if waitAs != "" {
 		defer c.subs.settle(s.(handingScheme).waitChannel(), waitAs) // after grant or giveUp
-		stray = c.strayRelease(s)
 	}
 	try := func() (attempt, error) {
 		if k.late != nil { // the bound came: never a second attempt in flight
@@ -405,12 +198,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		return a, err
 	}
 	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: req.lease, obs: s, stray: stray}, try)
-	if err == nil && a.outcome != acquired {
-		err = fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
-	}
-	if err != nil && errors.Is(a.cause, ErrUnavailable) && !errors.Is(err, ErrUnavailable) {
-		err = fmt.Errorf("%w (last attempt: %w)", err, a.cause) // a RedLock whose masters did not answer
-	}
+	err = waitResultErr(a, err)
 	if err == nil && a.gen == "" {
 		a.gen = req.op // handed over: the hold is named after the waiter
 	}
@@ -436,6 +224,34 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	}
 	k.reportAcquired(ctx, start, attempts, slept > 0 || attempts > 1, false)
 	return hctx, nil
+}
+
+// queueAs makes an acquisition that may wait on a handing scheme a queued
+// waiter under one op id for all its attempts (req.op, which a hand-over
+// names), registered with the subscriber before its first attempt so that
+// a grant that beats the attempt's reply is kept for it. It returns that id
+// ("" when the acquisition does not queue) and the release of a grant that
+// reaches it once it no longer waits (a stray). The caller settles the id.
+func (k *lockCall) queueAs(req *acquireReq, wait time.Duration) (waitAs string, stray func(string)) {
+	if !handsOver(k.s) || wait == 0 {
+		return "", nil
+	}
+	req.op, req.waiter = k.c.newOp(), true
+	k.c.subs.expect(req.op)
+	return req.op, k.c.strayRelease(k.s)
+}
+
+// waitResultErr is the error a finished wait ends acquireNew with: err, an
+// outcome other than acquired made one, and the last attempt's cause added
+// when it was a RedLock whose masters did not answer.
+func waitResultErr(a attempt, err error) error {
+	if err == nil && a.outcome != acquired {
+		return fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
+	}
+	if err != nil && errors.Is(a.cause, ErrUnavailable) && !errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("%w (last attempt: %w)", err, a.cause)
+	}
+	return err
 }
 
 // settleAttempt takes in the result of one attempt of acquireNew (op, sent
@@ -497,18 +313,6 @@ func (k *lockCall) refuseExpired(dctx context.Context, a attempt) attempt {
 // its lease had run out (see expiredOnArrival).
 var errExpiredOnArrival = errors.New("relock: the grant's reply came after its lease had run out (Redis replies slower than the lease)")
 
-// giveUp cleans up after a wait that ended without the lock: the waiter
-// (waitAs, "" when it never queued) leaves the lock's queue, and a grant
-// that may exist in Redis with nobody to use it (unknown: the op of an
-// attempt whose outcome is unknown, sent at started) is freed in the
-// background instead of blocking others for a lease.
-func (k *lockCall) giveUp(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
-	k.s.abandon(dctx, req.owner, waitAs)
-	if unknown != "" {
-		k.c.releaseInBackground(k.s, releaseReq{owner: req.owner, op: k.c.newOp(), gen: unknown, final: true}, started.Add(req.lease))
-	}
-}
-
 // record records the grant a, started when its script was sent, or takes
 // it back when nobody will use it: WithReplicas could not confirm it, or
 // the Client closed before it came back.
@@ -523,22 +327,6 @@ func (k *lockCall) record(dctx context.Context, req acquireReq, a attempt, start
 		return nil, fmt.Errorf("%w: it closed while the lock was being acquired; the grant was released", ErrClientClosed)
 	}
 	return hctx, nil
-}
-
-// takeBack releases a grant (generation gen) that nobody will use: one
-// WithReplicas could not confirm, or one that came back after the Client
-// closed. It releases it at once; if that fails, the background clean-up
-// retries it until its lease has run out. A partedScheme takes back every
-// part of the grant.
-func (k *lockCall) takeBack(dctx context.Context, req acquireReq, gen string) {
-	if p, ok := k.s.(partedScheme); ok {
-		_ = p.takeBack(dctx, k.parts, k.lease) // its failures go to the background
-		return
-	}
-	rel := releaseReq{owner: req.owner, op: k.c.newOp(), gen: gen, final: true}
-	if _, err := k.s.release(dctx, rel); err != nil {
-		k.c.releaseInBackground(k.s, rel, time.Now().Add(req.lease))
-	}
 }
 
 // reenter adds a hold for an owner that holds the lock already. It never
@@ -556,7 +344,7 @@ func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 		return ctx, err
 	}
 	if err != nil {
-		c.observe(err)
+		c.noteFault(err)
 		return ctx, err
 	}
 	switch a.outcome {
@@ -643,241 +431,6 @@ func (k *lockCall) reportAcquired(ctx context.Context, start time.Time, attempts
 	}
 	for _, p := range k.parts {
 		p.h.client().emitAcquired(ctx, p.h.scheme, start, attempts, contended, reentry, p.h.token)
-	}
-}
-
-// unlockWith is Unlock for every lock type: it ends exactly the entry of the
-// hold context it is given — one per record for a partedScheme.
-func unlockWith(ctx context.Context, s scheme) error {
-	recs := records(s)
-	for _, r := range recs {
-		if c := r.client(); c == nil {
-			return errNilClient
-		} else if c.err != nil {
-			return c.err
-		}
-	}
-	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	o := ownerFrom(ctx)
-	if o == nil {
-		return fmt.Errorf("%w: the context carries no owner; pass the context Lock returned", ErrNotHeld)
-	}
-	k := unlockCall{s: s, c: s.client(), parted: isParted(s), parts: make([]part, len(recs))}
-	for i, r := range recs {
-		e := entryFrom(ctx, r.client(), r.holdID())
-		if e == nil || e.h.key.owner != o.field(r.client()) {
-			return fmt.Errorf("%w: the context is not a hold context of this lock; pass the context Lock returned", ErrNotHeld)
-		}
-		k.parts[i].e, k.parts[i].h = e, e.h
-	}
-	// Counted as a user only once every record is found: an early return
-	// above must leave no record pinned.
-	for _, p := range k.parts {
-		p.h.client().holds.use(p.h)
-	}
-	// An Unlock must run, so it never gives up; but its caller waits no
-	// longer than the unlock timeout, for the semaphores or the release.
-	taken, err := serialiseBy(context.Background(), k.parts, time.Now().Add(k.c.opts.unlockTimeout))
-	if err != nil {
-		return k.unlockLater(ctx, taken)
-	}
-	return k.finish(ctx, taken)
-}
-
-// finish is the rest of an Unlock once it holds the records' semaphores
-// (taken of them): release, report, settle, leave.
-func (k *unlockCall) finish(ctx context.Context, taken int) error {
-	errs, live := k.prepare()
-	if live == 0 && len(errs) == 0 {
-		leave(k.parts, taken)
-		return ErrNotHeld
-	}
-	var late <-chan reply[struct{}]
-	var lateParts []part
-	if live > 0 {
-		late, lateParts = k.releaseBounded(ctx)
-		k.report(ctx)
-		errs = append(errs, k.settle()...)
-	}
-	if late != nil {
-		k.finishLate(late, lateParts, taken)
-	} else {
-		leave(k.parts, taken)
-	}
-	return k.result(errs)
-}
-
-// An unlockCall is one Unlock in the engine.
-type unlockCall struct {
-	s      scheme
-	c      *Client // s.client(): where the call is reported
-	parted bool    // s is a partedScheme
-	parts  []part
-}
-
-// prepare marks the parts whose entry is live and sets their requests. An
-// entry that ended already is left alone; it adds an error if it was lost.
-func (k *unlockCall) prepare() (errs []error, live int) {
-	for i := range k.parts {
-		p := &k.parts[i]
-		r := &p.h.client().holds
-		r.mu.Lock()
-		if cause := p.e.ended; cause != nil {
-			r.mu.Unlock()
-			if lost(cause) {
-				errs = append(errs, k.partErr(p, cause))
-			}
-			continue
-		}
-		p.live = true
-		p.req = releaseReq{owner: p.h.key.owner, gen: p.e.gen, final: len(p.h.entries) == 1}
-		p.h.releasing = p.req.final
-		p.until, p.since = p.h.expiresAt, p.h.since
-		p.req.until = p.until
-		r.mu.Unlock()
-		live++
-	}
-	return errs, live
-}
-
-// report tells the Observer how the release went: one event per live part
-// (on its own Client), as reportAcquired.
-func (k *unlockCall) report(ctx context.Context) {
-	for _, p := range k.parts {
-		switch {
-		case !p.live:
-		case p.err != nil:
-			p.h.client().emitReleased(ctx, p.h, p.since, p.req.final, p.err)
-		case p.out != notHeld:
-			p.h.client().emitReleased(ctx, p.h, p.since, p.out == released, nil)
-		}
-	}
-}
-
-// settle ends the live parts' entries as their releases tell, and returns
-// the parts' failures.
-func (k *unlockCall) settle() []error {
-	var errs []error
-	for i := range k.parts {
-		p := &k.parts[i]
-		if !p.live {
-			continue
-		}
-		c := p.h.client()
-		switch {
-		case p.err == errUnlockTimeout:
-			// Retried once the release in flight returns (finishLate).
-			c.unlockFailed(p.e, p.req, p.until, false)
-			errs = append(errs, k.partErr(p, c.notConfirmed(nil)))
-		case p.err != nil:
-			c.observe(p.err)
-			c.unlockFailed(p.e, p.req, p.until, true)
-			errs = append(errs, k.partErr(p, c.notConfirmed(p.err)))
-		case p.out == released:
-			c.end(p.h, p.req.gen, ErrUnlocked)
-		case p.out == stillHeld:
-			c.holds.mu.Lock()
-			c.endEntryLocked(p.e, ErrUnlocked)
-			c.holds.mu.Unlock()
-		default:
-			cause := fmt.Errorf("%w: the hold was gone when Unlock ran", ErrLockLost)
-			c.end(p.h, p.req.gen, cause)
-			errs = append(errs, k.partErr(p, cause))
-		}
-	}
-	return errs
-}
-
-// partErr names the part err is about, for a partedScheme.
-func (k *unlockCall) partErr(p *part, err error) error {
-	if !k.parted {
-		return err
-	}
-	return fmt.Errorf("%s part %q: %w", k.s.info().Kind, p.h.scheme.info().Name, err)
-}
-
-// result is the error Unlock returns for the parts' failures: a
-// partedScheme's joined (errors.Join), another's as it is (it has one part).
-func (k *unlockCall) result(errs []error) error {
-	if k.parted || len(errs) != 1 {
-		return errors.Join(errs...)
-	}
-	return errs[0]
-}
-
-// unlockFailed ends an entry whose release could not be confirmed. The entry
-// is over for the caller either way; a final release is retried in the
-// background (the same request: its replay is recognised) until it is
-// confirmed or the lease it would end has run out — from now when retry,
-// else once the release in flight has returned (finishLate) — and the hold
-// is no longer renewed, so a failed Unlock never keeps a lock past its
-// current lease.
-func (c *Client) unlockFailed(e *entry, req releaseReq, until time.Time, retry bool) {
-	if !req.final {
-		c.holds.mu.Lock()
-		c.endEntryLocked(e, ErrUnlocked)
-		c.holds.mu.Unlock()
-		return
-	}
-	c.end(e.h, req.gen, ErrUnlocked)
-	if retry {
-		c.releaseInBackground(e.h.scheme, req, until)
-	}
-}
-
-// releaseInBackground retries req until Redis answers it or until, when
-// the lease has run out and the lock is free anyway. It is how an Unlock that
-// failed and an acquire of unknown outcome are cleaned up.
-func (c *Client) releaseInBackground(s scheme, req releaseReq, until time.Time) {
-	c.retryInBackground(func(ctx context.Context) error {
-		_, err := s.release(ctx, req)
-		return err
-	}, until)
-}
-
-// leaveQueue runs call, a handing scheme's abandon script for a waiter that
-// gave up: it leaves the queue and releases a grant that crossed its leaving.
-// A failure is retried in the background: a grant nobody uses would block
-// the lock for a lease (and an RWLock writer's claim hold readers up for the
-// waiter timeout).
-func (c *Client) leaveQueue(ctx context.Context, call scriptCall) {
-	run := func(ctx context.Context) error { return call.run(ctx, c.rdb).Err() }
-	if err := run(ctx); err != nil && transient(err) {
-		c.retryInBackground(run, time.Now().Add(c.opts.watchdogLease))
-	}
-}
-
-// retryInBackground runs op until it succeeds, fails for good, the Client
-// closes or until has passed. Once Close has stopped the background work
-// (its wait for these goroutines has begun), op runs once, here, instead:
-// a clean-up asked for by a call that ends after Close (a Lock whose grant
-// came back late, an Unlock) still gets its attempt, and Close never waits
-// for more than the attempts already running.
-func (c *Client) retryInBackground(op func(context.Context) error, until time.Time) {
-	started := c.goBackground(func() {
-		for n := 1; ; n++ {
-			err := op(context.Background())
-			if err == nil || !transient(err) {
-				return
-			}
-			c.observe(err)
-			pause := faultBackoff(n)
-			if time.Until(until) < pause {
-				return
-			}
-			select {
-			case <-c.closing:
-				return
-			case <-time.After(pause):
-			}
-		}
-	})
-	if !started {
-		if err := op(context.Background()); err != nil {
-			c.observe(err)
-		}
 	}
 }
 

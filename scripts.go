@@ -3,6 +3,9 @@ package relock
 import (
 	"context"
 	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -15,8 +18,12 @@ import (
 // scriptCall: the one place where the order of KEYS and ARGV is written, to
 // be read beside the header. Call sites never spell KEYS or ARGV; they run
 // the call (run), batch it (the watchdog) or pipeline it (runAcquire,
-// evalPipeline). To add a script: declare it with newScript and write its
-// ...Call below, as lockForceReleaseCall does.
+// evalPipeline). To add a script: give its file a first line
+// "-- include: <helper> ..." naming the helpers (scripts/*_common.lua) it
+// calls, none if it calls none; declare it with newScript("<name>") and
+// write its ...Call below, as lockForceReleaseCall does. The helpers'
+// order is computed from the include lines (scriptSource), and
+// TestScriptHelpersDefinedBeforeUse fails when one is missing.
 //
 // redis.Script runs EVALSHA and falls back to EVAL when the server does not
 // know the script yet (NOSCRIPT), so the source crosses the network once per
@@ -38,33 +45,92 @@ func (sc scriptCall) run(ctx context.Context, rdb redis.Scripter) *redis.Cmd {
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-// newScript makes one script of the files scripts/<name>.lua, in order: the
-// preludes a script uses (acquire_common, release_common, queue_common,
-// listener_common, handover_common, fair_common, rw_common, renew_common;
-// never run on their own), then the script itself.
+// newScript makes one script of the files scripts/<name>.lua: each name's
+// helpers (see scriptSource), then the name itself. A script names its own
+// helpers in its header, so newScript("lock_release") is the whole script;
+// a list of helpers before the script, as before headers named them, works
+// too.
 func newScript(names ...string) *redis.Script {
-	var src strings.Builder
-	for _, name := range names {
-		b, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
-		if err != nil {
-			panic("relock: " + err.Error()) // a name that is not embedded: caught by any test
-		}
-		src.Write(b)
+	src, err := scriptSource(scriptFiles, names...)
+	if err != nil {
+		panic("relock: " + err.Error()) // a broken include: caught by any test
 	}
-	return redis.NewScript(src.String())
+	return redis.NewScript(src)
 }
 
-// The Lock scripts that queue (see queue_common.lua) carry its helpers; those
-// that free a hold also carry handover_common's (and listener_common's walk
-// of the queue, which it uses), which use acquire_common's token and
-// release_common's latch. A script carries only the helpers it
-// may call: Redis creates every one of them again at each call.
+// includePrefix starts a header line naming the helpers (scripts/<helper>.lua,
+// never run on their own) a file uses: "-- include: acquire_common
+// queue_common". Each file names the helpers it calls itself; scriptSource
+// adds theirs.
+const includePrefix = "-- include:"
+
+// errScriptInclude is why a script cannot be put together: an included file
+// that is not embedded, or files that include each other.
+var errScriptInclude = errors.New("relock: bad script include")
+
+// scriptSource concatenates scripts/<name>.lua for names, each preceded by
+// the files it includes, transitively: a file comes after every file it
+// includes (in the order its header names them) and only once, so a helper
+// is defined before any code that calls it. The order is computed from the
+// headers, never written out by hand, so that a script cannot be given its
+// helpers in a wrong order.
+func scriptSource(files fs.FS, names ...string) (string, error) {
+	var src strings.Builder
+	done := make(map[string]bool)
+	visiting := make(map[string]bool)
+	var add func(name string) error
+	add = func(name string) error {
+		if done[name] {
+			return nil
+		}
+		if visiting[name] {
+			return fmt.Errorf("%w: scripts/%s.lua includes itself", errScriptInclude, name)
+		}
+		visiting[name] = true
+		b, err := fs.ReadFile(files, "scripts/"+name+".lua")
+		if err != nil {
+			return fmt.Errorf("%w: %w", errScriptInclude, err)
+		}
+		for _, inc := range includes(string(b)) {
+			if err := add(inc); err != nil {
+				return err
+			}
+		}
+		visiting[name], done[name] = false, true
+		src.Write(b)
+		return nil
+	}
+	for _, name := range names {
+		if err := add(name); err != nil {
+			return "", err
+		}
+	}
+	return src.String(), nil
+}
+
+// includes returns the helpers the header of a script (its leading comment
+// lines) names on its include lines, in order.
+func includes(src string) []string {
+	var names []string
+	for _, line := range strings.Split(src, "\n") {
+		if !strings.HasPrefix(line, "--") {
+			break
+		}
+		if rest, ok := strings.CutPrefix(line, includePrefix); ok {
+			names = append(names, strings.Fields(rest)...)
+		}
+	}
+	return names
+}
+
+// Each script carries only the helpers its header includes: Redis creates
+// every one of them again at each call.
 var (
-	lockAcquireScript = newScript("acquire_common", "queue_common", "lock_acquire")
-	lockReleaseScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "lock_release")
-	lockAbandonScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "lock_abandon")
-	fairAcquireScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "fair_common", "fair_acquire")
-	fairReleaseScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "fair_common", "fair_release")
+	lockAcquireScript = newScript("lock_acquire")
+	lockReleaseScript = newScript("lock_release")
+	lockAbandonScript = newScript("lock_abandon")
+	fairAcquireScript = newScript("fair_acquire")
+	fairReleaseScript = newScript("fair_release")
 )
 
 // lockAcquireCall takes or re-enters the Lock whose keys are k for owner
@@ -105,7 +171,7 @@ func lockAbandonCall(c *Client, k lockKeys, owner, waiter string) scriptCall {
 		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var lockForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "lock_force_release")
+var lockForceReleaseScript = newScript("lock_force_release")
 
 // lockForceReleaseCall frees the Lock whose keys are k, whoever holds it,
 // handing it over to its first queued waiter. It replies with the
@@ -115,7 +181,7 @@ func lockForceReleaseCall(c *Client, k lockKeys) scriptCall {
 		[]any{c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var lockRenewScript = newScript("renew_common", "lock_renew")
+var lockRenewScript = newScript("lock_renew")
 
 // lockRenewCall renews generation gen of the exclusive hold whose hash is
 // hash to lease (0: only checks it). It is one item of a batch: calls of it
@@ -125,7 +191,7 @@ func lockRenewCall(hash, gen string, lease time.Duration) scriptCall {
 	return scriptCall{lockRenewScript, []string{hash}, []any{gen, lease.Milliseconds()}}
 }
 
-var multiAcquireScript = newScript("acquire_common", "multi_acquire")
+var multiAcquireScript = newScript("multi_acquire")
 
 // multiAcquireCall takes or re-enters the Locks ks of one Client (and slot)
 // for owner at once, held[i] being the generation owner holds on ks[i] (""
@@ -140,7 +206,7 @@ func multiAcquireCall(c *Client, ks []lockKeys, held []string, owner, op string,
 	return scriptCall{multiAcquireScript, keys, args}
 }
 
-var multiReleaseScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "multi_release")
+var multiReleaseScript = newScript("multi_release")
 
 // multiReleaseCall releases one hold of owner's on each of the Locks ks of
 // one Client (and slot): generation gens[i], the last one when final[i].
@@ -162,7 +228,7 @@ func redFenceCall(hash, gen string, token int64) scriptCall {
 	return scriptCall{redFenceScript, []string{hash}, []any{gen, token}}
 }
 
-var fairAbandonScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "fair_common", "fair_abandon")
+var fairAbandonScript = newScript("fair_abandon")
 
 // fairAbandonCall takes waiter (the op id its attempts sent) out of the
 // FairLock's queue, releasing a grant handed to it.
@@ -171,7 +237,7 @@ func fairAbandonCall(c *Client, k fairKeys, owner, waiter string) scriptCall {
 		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var fairForceReleaseScript = newScript("acquire_common", "release_common", "queue_common", "listener_common", "handover_common", "fair_common", "fair_force_release")
+var fairForceReleaseScript = newScript("fair_force_release")
 
 // fairForceReleaseCall frees the FairLock whoever holds it and wakes the next
 // waiter. It replies with the generation it removed ({} : not held).
@@ -180,17 +246,7 @@ func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
 		[]any{c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-// newRWScript makes an RWLock script: every one carries acquire_common
-// (tokens), release_common (latches), queue_common (the queue's entries)
-// and listener_common (the walk of the queue for a Client that listens)
-// before rw_common, whose hand-over of the write hold uses them, then names.
-// rw_renew and rw_state never hand over, but carry them all the same, so
-// that every name in rw_common resolves.
-func newRWScript(names ...string) *redis.Script {
-	return newScript(append([]string{"acquire_common", "release_common", "queue_common", "listener_common", "rw_common"}, names...)...)
-}
-
-var rwReadAcquireScript = newRWScript("rw_read_acquire")
+var rwReadAcquireScript = newScript("rw_read_acquire")
 
 // rwReadAcquireCall takes or re-enters a read hold.
 func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
@@ -198,7 +254,7 @@ func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
 		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.publishCommand(), c.blindHandOverArg()}}
 }
 
-var rwWriteAcquireScript = newRWScript("rw_write_acquire")
+var rwWriteAcquireScript = newScript("rw_write_acquire")
 
 // rwWriteAcquireCall takes or re-enters the write hold, or queues the
 // writer (r.waiter) for a hand-over. reading says the Client holds, or is
@@ -215,7 +271,7 @@ func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq, reading bool) scriptC
 			boolArg(r.waiter), c.publishCommand(), c.blindHandOverArg(), leftover}}
 }
 
-var rwReleaseScript = newRWScript("rw_release")
+var rwReleaseScript = newScript("rw_release")
 
 // rwReleaseCall releases one hold of the given kind ("r" or "w"); the
 // release that frees the lock hands it over to the first queued writer.
@@ -224,7 +280,7 @@ func rwReleaseCall(c *Client, k rwKeys, kind string, r releaseReq) scriptCall {
 		[]any{r.owner, r.op, r.gen, kind, boolArg(r.final), c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwRenewScript = newRWScript("renew_common", "rw_renew")
+var rwRenewScript = newScript("rw_renew")
 
 // rwRenewCall renews (lease 0: checks) generation gen of owner's hold of the
 // given kind: one item of a batch, as lockRenewCall.
@@ -233,7 +289,7 @@ func rwRenewCall(hash, kind, owner, gen string, lease time.Duration) scriptCall 
 		[]any{kind + "g:" + owner, kind + "d:" + owner, gen, lease.Milliseconds()}}
 }
 
-var rwAbandonScript = newRWScript("rw_abandon")
+var rwAbandonScript = newScript("rw_abandon")
 
 // rwAbandonCall takes waiter (the op id its attempts sent) out of the
 // writers' queue, releasing a write hold handed to it.
@@ -242,7 +298,7 @@ func rwAbandonCall(c *Client, k rwKeys, owner, waiter string) scriptCall {
 		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwForceReleaseScript = newRWScript("rw_force_release")
+var rwForceReleaseScript = newScript("rw_force_release")
 
 // rwForceReleaseCall removes every hold of the given kind, whoever has it,
 // handing a lock that ends up free to the first queued writer. It replies
@@ -252,7 +308,7 @@ func rwForceReleaseCall(c *Client, k rwKeys, kind string) scriptCall {
 		[]any{kind, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
 }
 
-var rwStateScript = newRWScript("rw_state")
+var rwStateScript = newScript("rw_state")
 
 // rwStateCall reads {readers, writer, owner's reads, owner's writes} (owner
 // "" for none).

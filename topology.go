@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// observe reacts to an error a Redis call returned. On a Cluster, a network
+// noteFault reacts to an error a Redis call returned. On a Cluster, a network
 // error (not a reply from a server) usually means the node is gone and a
 // replica is taking over its slots; go-redis only reloads its slot map on
 // MOVED or every few seconds, so until then every command for those slots —
@@ -19,7 +19,10 @@ import (
 // replica now, may also mean Redis restarted or failed over and forgot
 // locks: every hold of the Client is checked at once (recheckHolds), so
 // that holders whose locks are gone are told now, not at the next renewal.
-func (c *Client) observe(err error) {
+//
+// It is named for faults, not events: the Observer hooks (observer.go,
+// observed) only report, while noteFault acts on the fault it is given.
+func (c *Client) noteFault(err error) {
 	if err == nil {
 		return
 	}

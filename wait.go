@@ -48,14 +48,13 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 	check := grantCheck{claim: c.opts.replicas > 0}
 	check.saw(a, err)
 	if err != nil || a.outcome != busy {
-		c.observe(err)
+		c.noteFault(err)
 		return a, 0, unavailable(err)
 	}
 	if spec.wait == 0 {
 		return a, 0, a.notObtained()
 	}
-	deadline := spec.deadline(tried)
-	slept := 0
+	deadline, slept := spec.deadline(tried), 0
 	var faults faultRun
 	var w *waiter
 	defer func() {
@@ -69,13 +68,9 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 		if w, err = c.subs.follow(ctx, w, a, spec, tried); err != nil {
 			return a, slept, err
 		}
-		sleep := fallbackSleep(a.retryIn, c.opts.watchdogLease)
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return a, slept, afterFault(a.notObtained(), faults.last)
-			}
-			sleep = min(sleep, left)
+		sleep, ok := c.sleepBound(a, deadline)
+		if !ok {
+			return a, slept, afterFault(a.notObtained(), faults.last)
 		}
 		if slept++; slept == 1 {
 			c.emitWaitStarted(ctx, spec.obs) // the caller reports the end when slept > 0
@@ -106,6 +101,22 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 		}
 		faults = faultRun{}
 	}
+}
+
+// sleepBound is how long the next sleep of a wait loop may last after
+// attempt a: until the holder's lease runs out (the fallback), cut at the
+// wait's deadline (zero: none). It reports false once the deadline has
+// passed.
+func (c *Client) sleepBound(a attempt, deadline time.Time) (time.Duration, bool) {
+	sleep := fallbackSleep(a.retryIn, c.opts.watchdogLease)
+	if deadline.IsZero() {
+		return sleep, true
+	}
+	left := time.Until(deadline)
+	if left <= 0 {
+		return 0, false
+	}
+	return min(sleep, left), true
 }
 
 // sleep is one sleep of a wait loop, of at most d: it returns the attempt a
@@ -209,7 +220,7 @@ type faultRun struct {
 // recognised by the next one — and is logged once per run; any other ends
 // the wait.
 func (c *Client) ride(err error, f *faultRun) error {
-	c.observe(err)
+	c.noteFault(err)
 	if !transient(err) {
 		return err
 	}

@@ -263,7 +263,7 @@ func (d *watchdog) renew(items []renewal, deadline time.Time) ([]int64, []error)
 	d.roundTrips.Add(int64(pipelines))
 	for k, cmd := range cmds {
 		vals, err := cmd.Int64Slice()
-		d.c.observe(err)
+		d.c.noteFault(err)
 		if err == nil && len(vals) != len(members[k]) {
 			err = errors.New("relock: renewal script returned a malformed reply")
 		}

@@ -66,3 +66,29 @@ local function reenter_hold(hash, owner, op, gen, lease)
 	end
 	return {1, tonumber(cur[3] or 0), count}
 end
+
+-- reenter_or_replay is the start of an exclusive lock's acquire (Lock's and
+-- FairLock's), before either looks at its queue: a re-entry (gen set) is
+-- answered by reenter_hold; a request whose op id is the last applied (a
+-- replay, or the claim of a grant that reached its waiter late) gets its
+-- lease counted from now and the hold's reply. Otherwise it returns nil and
+-- the hash's fields {owner's count, ~o, ~t, ~g, ~q} for the acquire to go on
+-- with.
+local function reenter_or_replay(hash, owner, op, gen, lease)
+	if gen ~= '' then
+		-- Re-entry never waits in the queue: the owner holds the lock already.
+		return reenter_hold(hash, owner, op, gen, lease)
+	end
+	local cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
+	if cur[2] == op then
+		-- The lease is counted from now for the caller (a waiter claiming a
+		-- grant that reached it late counts the hold's end from this
+		-- attempt): make it true, never shortening it. The PEXPIRE is
+		-- written even when it changes nothing, so that a WAIT after this
+		-- claim (WithReplicas) covers the hand-over's writes, made by
+		-- another connection.
+		redis.call('pexpire', hash, math.max(redis.call('pttl', hash), tonumber(lease)))
+		return {1, tonumber(cur[3] or 0), tonumber(cur[1] or 0)}
+	end
+	return nil, cur
+end

@@ -1,3 +1,4 @@
+-- include: acquire_common handover_common queue_common fair_common
 -- fair_acquire: take or re-enter a fair lock, or queue up for it.
 --
 -- KEYS[1]  lock hash: as lock_acquire's (owner -> count, ~g, ~o, ~t, ~l,
@@ -27,18 +28,10 @@
 -- A free lock with waiters queued (its last holder's lease ran out) goes
 -- to the first of them that still listens, as a release would hand it
 -- over: never to a newcomer. Idempotent under replay, as lock_acquire.
-local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-if gen ~= '' then
-	-- Re-entry never waits in the queue: the owner holds the lock already.
-	return reenter_hold(hash, owner, op, gen, ARGV[4])
-end
-local cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
-if cur[2] == op then
-	-- A replay, or the claim of a grant that reached the waiter late: the
-	-- lease counts from now (see lock_acquire).
-	-- Always written: see lock_acquire.
-	redis.call('pexpire', hash, math.max(redis.call('pttl', hash), tonumber(ARGV[4])))
-	return {1, tonumber(cur[3] or 0), tonumber(cur[1] or 0)}
+local hash, owner, op = KEYS[1], ARGV[1], ARGV[2]
+local done, cur = reenter_or_replay(hash, owner, op, ARGV[3], ARGV[4])
+if done then
+	return done
 end
 local q = redis.call('get', KEYS[2])
 local place = q_place(q, op)

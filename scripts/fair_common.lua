@@ -1,3 +1,4 @@
+-- include: handover_common queue_common
 -- fair_common: the FairLock's queue, prepended to the fair_* scripts after
 -- queue_common and handover_common (whose entries, hand-over and release it
 -- shares with Lock).

@@ -1,3 +1,4 @@
+-- include: handover_common fair_common
 -- fair_force_release: free a fair lock whoever holds it; the first queued
 -- waiter that still listens gets it, as on a release. The queue keeps its
 -- order.

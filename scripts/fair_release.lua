@@ -1,3 +1,4 @@
+-- include: handover_common release_common fair_common
 -- fair_release: release one hold of a fair lock; the final release hands the
 -- lock over to the first queued waiter that still listens, in the same call
 -- (see queue_common and fair_common).

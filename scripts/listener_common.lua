@@ -1,3 +1,4 @@
+-- include: acquire_common queue_common
 -- listener_common: the walk of a queue of waiters (queue_common's entries)
 -- for the first whose Client listens, shared by every hand-over: Lock's and
 -- FairLock's (handover_common) and an RWLock's writers' (rw_common). It is

@@ -1,3 +1,4 @@
+-- include: handover_common queue_common
 -- lock_abandon: a waiter gives up. It leaves the queue; if a hand-over made
 -- it the holder meanwhile (the grant crossed its decision to leave), the
 -- hold is released as by lock_release, handing the lock on.

@@ -1,3 +1,4 @@
+-- include: acquire_common queue_common
 -- lock_acquire: take or re-enter a reentrant exclusive lock, or queue for it.
 --
 -- KEYS[1]  lock hash: owner -> hold count; ~g generation, ~o last op,
@@ -25,19 +26,10 @@
 -- waiter's op id — and gets its lease from now. A new acquisition that finds the owner's own field under
 -- another generation (a hold the Client has ended already, or one resumed
 -- with WithOwner) takes it over as a new hold, with a new token.
-local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-if gen ~= '' then
-	return reenter_hold(hash, owner, op, gen, ARGV[4])
-end
-local cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
-if cur[2] == op then
-	-- The lease is counted from now for the caller (a waiter claiming a
-	-- grant that reached it late counts the hold's end from this attempt):
-	-- make it true, never shortening it. The PEXPIRE is written even when
-	-- it changes nothing, so that a WAIT after this claim (WithReplicas)
-	-- covers the hand-over's writes, made by another connection.
-	redis.call('pexpire', hash, math.max(redis.call('pttl', hash), tonumber(ARGV[4])))
-	return {1, tonumber(cur[3] or 0), tonumber(cur[1] or 0)}
+local hash, owner, op = KEYS[1], ARGV[1], ARGV[2]
+local done, cur = reenter_or_replay(hash, owner, op, ARGV[3], ARGV[4])
+if done then
+	return done
 end
 if not cur[1] and cur[4] then
 	local place = q_place(cur[5], op)

@@ -1,3 +1,4 @@
+-- include: handover_common
 -- lock_force_release: free a lock whoever holds it; the first queued waiter
 -- that still listens gets it, as on a release.
 --

@@ -1,3 +1,4 @@
+-- include: handover_common release_common
 -- lock_release: release one hold of a reentrant exclusive lock; the final
 -- release hands the lock over to the first queued waiter that still listens,
 -- in the same call (see handover_common).

@@ -1,3 +1,4 @@
+-- include: renew_common
 -- lock_renew: the watchdog's batch renewal (or check) of exclusive holds
 -- (Lock and FairLock, whose hashes have the same fields). renew_common is
 -- prepended.

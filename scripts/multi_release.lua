@@ -1,3 +1,4 @@
+-- include: handover_common release_common
 -- multi_release: release one hold on each of several reentrant exclusive
 -- locks of one Client (and, on a Cluster, one slot), each independently: a
 -- part that is not held does not keep the others from being released.

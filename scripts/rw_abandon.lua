@@ -1,3 +1,4 @@
+-- include: rw_common queue_common
 -- rw_abandon: a waiting writer gives up. It leaves the queue; if a
 -- hand-over made it the holder meanwhile (the grant crossed its decision to
 -- leave), the write hold is released as by rw_release, handing the lock on.

@@ -1,3 +1,4 @@
+-- include: acquire_common release_common queue_common listener_common
 -- rw_common: helpers prepended to every rw_* script; not run on its own.
 -- Before this file, every rw_* script carries acquire_common (tokens),
 -- release_common (latches), queue_common (the queue's entries) and
@@ -123,7 +124,7 @@ local function extend(hash, df, lease, now)
 		redis.call('hset', hash, df, dl)
 	end
 	-- Written even when it changes nothing, so that a WAIT after a claim
-	-- (WithReplicas) covers the hand-over's writes (see lock_acquire).
+	-- (WithReplicas) covers the hand-over's writes (see reenter_or_replay in acquire_common).
 	redis.call('pexpire', hash, math.max(redis.call('pttl', hash), lease))
 end
 

@@ -1,3 +1,4 @@
+-- include: rw_common
 -- rw_force_release: remove every read hold, or the write hold, whoever has it.
 --
 -- KEYS[1]  lock hash (see rw_common)

@@ -1,3 +1,4 @@
+-- include: rw_common
 -- rw_read_acquire: take or re-enter a read hold.
 --
 -- KEYS[1]  lock hash (see rw_common)

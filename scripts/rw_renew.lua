@@ -1,3 +1,4 @@
+-- include: rw_common renew_common
 -- rw_renew: the watchdog's batch renewal (or check) of read and write holds.
 -- rw_common (with the helpers it uses, see scripts.go) and renew_common are
 -- prepended.

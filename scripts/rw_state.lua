@@ -1,3 +1,4 @@
+-- include: rw_common
 -- rw_state: what the query methods report, read-only.
 --
 -- KEYS[1]  lock hash (see rw_common)

@@ -1,3 +1,4 @@
+-- include: rw_common acquire_common queue_common
 -- rw_write_acquire: take or re-enter the write hold, or queue for it.
 --
 -- KEYS[1]  lock hash (see rw_common)

@@ -60,6 +60,44 @@ func (cl *cli) forceUnlock(ctx context.Context, name string) int {
 	if err != nil {
 		return cl.fail("inspect", err)
 	}
+	todo := cl.releasesOf(name, st)
+	out := jsonForce{Name: name, Released: []jsonReleased{}}
+	if len(todo) == 0 {
+		if cl.json {
+			return cl.writeOrFail(out)
+		}
+		if st.Exists() {
+			fmt.Fprintf(cl.stdout, "lock %s is not held (only waiters); nothing released\n", name)
+		} else {
+			fmt.Fprintf(cl.stdout, "no lock %s\n", name)
+		}
+		return exitOK
+	}
+	if !cl.yes && !cl.confirmed(name, todo) {
+		fmt.Fprintln(cl.stderr, "not confirmed; nothing released")
+		return exitFail
+	}
+	for _, r := range todo {
+		ok, err := r.do(ctx)
+		if err != nil {
+			return cl.fail("force unlock "+r.what(), err)
+		}
+		if ok {
+			out.Released = append(out.Released, jsonReleased{Kind: string(r.kind), Mode: r.mode, Holders: holders(r.holders)})
+		}
+		if !cl.json {
+			cl.reportRelease(name, r, ok)
+		}
+	}
+	if cl.json {
+		return cl.writeOrFail(out)
+	}
+	return exitOK
+}
+
+// releasesOf lists the force releases that free every hold st shows on the
+// lock called name, one per kind (and RWLock mode) that is held.
+func (cl *cli) releasesOf(name string, st *relock.LockState) []release {
 	var todo []release
 	if l := st.Lock; l != nil && len(l.Holders) > 0 {
 		todo = append(todo, release{kind: relock.KindLock, holders: l.Holders, waiters: len(l.Queued), do: cl.c.Lock(name).ForceUnlock})
@@ -75,60 +113,35 @@ func (cl *cli) forceUnlock(ctx context.Context, name string) int {
 			todo = append(todo, release{kind: relock.KindRWLock, mode: "read", holders: rw.Readers, do: cl.c.RWLock(name).ReadLock().ForceUnlock})
 		}
 	}
+	return todo
+}
 
-	out := jsonForce{Name: name, Released: []jsonReleased{}}
-	if len(todo) == 0 {
-		if cl.json {
-			return cl.writeOrFail(out)
-		}
-		if st.Exists() {
-			fmt.Fprintf(cl.stdout, "lock %s is not held (only waiters); nothing released\n", name)
-		} else {
-			fmt.Fprintf(cl.stdout, "no lock %s\n", name)
-		}
-		return exitOK
-	}
-
-	if !cl.yes {
-		var held []string
-		for _, r := range todo {
-			held = append(held, holdersText(r.holders)+" ["+r.what()+"]")
-		}
-		fmt.Fprintf(cl.stderr, "release lock %s held by %s? [y/N] ", name, strings.Join(held, ", "))
-		answer, _ := bufio.NewReader(cl.stdin).ReadString('\n')
-		switch strings.ToLower(strings.TrimSpace(answer)) {
-		case "y", "yes":
-		default:
-			fmt.Fprintln(cl.stderr, "not confirmed; nothing released")
-			return exitFail
-		}
-	}
-
+// confirmed asks on stderr whether to release todo and reports a yes.
+func (cl *cli) confirmed(name string, todo []release) bool {
+	var held []string
 	for _, r := range todo {
-		ok, err := r.do(ctx)
-		if err != nil {
-			return cl.fail("force unlock "+r.what(), err)
-		}
-		if !ok {
-			if !cl.json {
-				fmt.Fprintf(cl.stdout, "%s %s was no longer held\n", r.what(), name)
-			}
-			continue
-		}
-		out.Released = append(out.Released, jsonReleased{Kind: string(r.kind), Mode: r.mode, Holders: holders(r.holders)})
-		if cl.json {
-			continue
-		}
-		msg := fmt.Sprintf("released %s %s held by %s", r.what(), name, holdersText(r.holders))
-		if r.waiters > 0 {
-			msg += fmt.Sprintf("; woke the first of %d queued waiters", r.waiters)
-		}
-		fmt.Fprintln(cl.stdout, msg)
+		held = append(held, holdersText(r.holders)+" ["+r.what()+"]")
 	}
-	if cl.json {
-		return cl.writeOrFail(out)
+	fmt.Fprintf(cl.stderr, "release lock %s held by %s? [y/N] ", name, strings.Join(held, ", "))
+	answer, _ := bufio.NewReader(cl.stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "y", "yes":
+		return true
 	}
-	return exitOK
+	return false
+}
+
+// reportRelease prints what one force release did (ok: it released a hold).
+func (cl *cli) reportRelease(name string, r release, ok bool) {
+	if !ok {
+		fmt.Fprintf(cl.stdout, "%s %s was no longer held\n", r.what(), name)
+		return
+	}
+	msg := fmt.Sprintf("released %s %s held by %s", r.what(), name, holdersText(r.holders))
+	if r.waiters > 0 {
+		msg += fmt.Sprintf("; woke the first of %d queued waiters", r.waiters)
+	}
+	fmt.Fprintln(cl.stdout, msg)
 }
 
 func (cl *cli) writeOrFail(v any) int {

@@ -1,0 +1,112 @@
+package relock
+
+// Clean-up of what no caller will use: a grant taken back, a waiter that
+// left the queue, an Unlock that failed. Each is tried at once and, when that
+// fails, retried in the background until the lease it guards has run out.
+
+import (
+	"context"
+	"time"
+)
+
+// giveUp cleans up after a wait that ended without the lock: the waiter
+// (waitAs, "" when it never queued) leaves the lock's queue, and a grant
+// that may exist in Redis with nobody to use it (unknown: the op of an
+// attempt whose outcome is unknown, sent at started) is freed in the
+// background instead of blocking others for a lease.
+func (k *lockCall) giveUp(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
+	k.s.abandon(dctx, req.owner, waitAs)
+	if unknown != "" {
+		k.c.releaseInBackground(k.s, releaseReq{owner: req.owner, op: k.c.newOp(), gen: unknown, final: true}, started.Add(req.lease))
+	}
+}
+
+// takeBack releases a grant (generation gen) that nobody will use: one
+// WithReplicas could not confirm, or one that came back after the Client
+// closed. It releases it at once; if that fails, the background clean-up
+// retries it until its lease has run out. A partedScheme takes back every
+// part of the grant.
+func (k *lockCall) takeBack(dctx context.Context, req acquireReq, gen string) {
+	if p, ok := k.s.(partedScheme); ok {
+		_ = p.takeBack(dctx, k.parts, k.lease) // its failures go to the background
+		return
+	}
+	rel := releaseReq{owner: req.owner, op: k.c.newOp(), gen: gen, final: true}
+	if _, err := k.s.release(dctx, rel); err != nil {
+		k.c.releaseInBackground(k.s, rel, time.Now().Add(req.lease))
+	}
+}
+
+// unlockFailed ends an entry whose release could not be confirmed. The entry
+// is over for the caller either way; a final release is retried in the
+// background (the same request: its replay is recognised) until it is
+// confirmed or the lease it would end has run out — from now when retry,
+// else once the release in flight has returned (finishLate) — and the hold
+// is no longer renewed, so a failed Unlock never keeps a lock past its
+// current lease.
+func (c *Client) unlockFailed(e *entry, req releaseReq, until time.Time, retry bool) {
+	if !req.final {
+		c.holds.mu.Lock()
+		c.endEntryLocked(e, ErrUnlocked)
+		c.holds.mu.Unlock()
+		return
+	}
+	c.end(e.h, req.gen, ErrUnlocked)
+	if retry {
+		c.releaseInBackground(e.h.scheme, req, until)
+	}
+}
+
+// releaseInBackground retries req until Redis answers it or until, when
+// the lease has run out and the lock is free anyway. It is how an Unlock that
+// failed and an acquire of unknown outcome are cleaned up.
+func (c *Client) releaseInBackground(s scheme, req releaseReq, until time.Time) {
+	c.retryInBackground(func(ctx context.Context) error {
+		_, err := s.release(ctx, req)
+		return err
+	}, until)
+}
+
+// leaveQueue runs call, a handing scheme's abandon script for a waiter that
+// gave up: it leaves the queue and releases a grant that crossed its leaving.
+// A failure is retried in the background: a grant nobody uses would block
+// the lock for a lease (and an RWLock writer's claim hold readers up for the
+// waiter timeout).
+func (c *Client) leaveQueue(ctx context.Context, call scriptCall) {
+	run := func(ctx context.Context) error { return call.run(ctx, c.rdb).Err() }
+	if err := run(ctx); err != nil && transient(err) {
+		c.retryInBackground(run, time.Now().Add(c.opts.watchdogLease))
+	}
+}
+
+// retryInBackground runs op until it succeeds, fails for good, the Client
+// closes or until has passed. Once Close has stopped the background work
+// (its wait for these goroutines has begun), op runs once, here, instead:
+// a clean-up asked for by a call that ends after Close (a Lock whose grant
+// came back late, an Unlock) still gets its attempt, and Close never waits
+// for more than the attempts already running.
+func (c *Client) retryInBackground(op func(context.Context) error, until time.Time) {
+	started := c.goBackground(func() {
+		for n := 1; ; n++ {
+			err := op(context.Background())
+			if err == nil || !transient(err) {
+				return
+			}
+			c.noteFault(err)
+			pause := faultBackoff(n)
+			if time.Until(until) < pause {
+				return
+			}
+			select {
+			case <-c.closing:
+				return
+			case <-time.After(pause):
+			}
+		}
+	})
+	if !started {
+		if err := op(context.Background()); err != nil {
+			c.noteFault(err)
+		}
+	}
+}
