@@ -293,12 +293,12 @@ func (a semaScheme) waitChannel() string { return a.s.waitChannel }
 
 // The Semaphore's scripts (see scripts.go for the conventions).
 var (
-	semaAcquireScript = newScript("acquire_common", "sema_common", "sema_acquire")
-	semaReleaseScript = newScript("acquire_common", "release_common", "sema_common", "sema_release")
-	semaAbandonScript = newScript("acquire_common", "sema_common", "sema_abandon")
-	semaSetScript     = newScript("acquire_common", "sema_common", "sema_set")
-	semaStateScript   = newScript("acquire_common", "sema_common", "sema_state")
-	semaRenewScript   = newScript("acquire_common", "renew_common", "sema_renew")
+	semaAcquireScript = newScript("sema_acquire")
+	semaReleaseScript = newScript("sema_release")
+	semaAbandonScript = newScript("sema_abandon")
+	semaSetScript     = newScript("sema_set")
+	semaStateScript   = newScript("sema_state")
+	semaRenewScript   = newScript("sema_renew")
 )
 
 // semaAcquireCall takes n permits (request r) of a semaphore of capacity

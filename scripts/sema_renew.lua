@@ -1,3 +1,4 @@
+-- include: acquire_common renew_common
 -- sema_renew: the watchdog's batch renewal (or check) of Semaphore holds;
 -- renew_common is prepended.
 --

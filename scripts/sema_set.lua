@@ -1,3 +1,4 @@
+-- include: acquire_common sema_common
 -- sema_set: change a Semaphore's capacity (SetPermits). More permits serve
 -- waiters at once; fewer let the holds go on and admit nobody until the
 -- permits in use fall below the new capacity.
