@@ -18,9 +18,9 @@ import (
 
 // KindRWLock is an RWLock as a whole, as Inspect and ListLocks report it
 // (events name its sides KindReadLock and KindWriteLock). Inspection reports
-// KindLock, KindFairLock and KindRWLock: a Lock, a FairLock and an RWLock of
-// the same name are different locks, so one name can exist as several kinds
-// at once.
+// KindLock, KindFairLock, KindRWLock, KindSemaphore and KindCountDownLatch:
+// each type's state has keys of its own, so one name can exist as several
+// kinds at once.
 const KindRWLock Kind = "rwlock"
 
 // LockState is a snapshot of everything relock keeps in Redis for one lock
@@ -40,10 +40,14 @@ type LockState struct {
 	RWLock *RWState
 	// Semaphore is the state of the Semaphore of this name.
 	Semaphore *SemaphoreInspect
+	// CountDownLatch is the state of the CountDownLatch of this name, nil
+	// when it is open (an open latch leaves nothing in Redis).
+	CountDownLatch *LatchInspect
 }
 
 // Kinds returns the kinds that exist under the name (held or waited for), in
-// the order Lock, FairLock, RWLock, Semaphore; none when the name is unknown.
+// the order Lock, FairLock, RWLock, Semaphore, CountDownLatch (closed); none
+// when the name is unknown.
 func (s *LockState) Kinds() []Kind {
 	var out []Kind
 	if s.Lock != nil {
@@ -57,6 +61,9 @@ func (s *LockState) Kinds() []Kind {
 	}
 	if s.Semaphore != nil {
 		out = append(out, KindSemaphore)
+	}
+	if s.CountDownLatch != nil {
+		out = append(out, KindCountDownLatch)
 	}
 	return out
 }
@@ -151,34 +158,8 @@ type LockSummary struct {
 	Lease time.Duration
 	// Token is the fencing token of its exclusive hold, 0 if none.
 	Token int64
-}
-
-// LockChannels are the pub/sub channels on which relock announces that a
-// lock of one name was released or handed over. A tool that watches a lock
-// subscribes to them; relock publishes with SPUBLISH on a Cluster (unless
-// WithShardedPubSub(false)) and PUBLISH otherwise. Lease expiry publishes
-// nothing, and relock publishes only when someone waits: a release nobody
-// waits for is silent.
-type LockChannels struct {
-	// Lock is the Lock's channel, told of a release when a MultiLock waits.
-	Lock string
-	// LockHandOverPrefix, followed by a Client's id, is the channel on
-	// which a Lock's release hands the lock over to that Client's waiter:
-	// "<waiter id> <token>".
-	LockHandOverPrefix string
-	// Fair is the FairLock's channel, told of a release when something
-	// listens to the hold (relock watch marks it).
-	Fair string
-	// FairHandOverPrefix, followed by a Client's id, is the channel on which
-	// a FairLock's release hands the lock over to that Client's waiter, as
-	// LockHandOverPrefix.
-	FairHandOverPrefix string
-	// RWRead is the RWLock's channel for waiting readers.
-	RWRead string
-	// RWHandOverPrefix, followed by a Client's id, is the channel on which
-	// an RWLock's release hands the write hold over to that Client's
-	// waiting writer: "<waiter id> <token>".
-	RWHandOverPrefix string
+	// Count is a CountDownLatch's count left; 0 for the other kinds.
+	Count int
 }
 
 // Inspect reads, in one atomic script and without changing anything, the
@@ -206,26 +187,10 @@ func (c *Client) Inspect(ctx context.Context, name string) (*LockState, error) {
 	return parseInspect(ks, res)
 }
 
-// Channels returns the pub/sub channels of the locks called name.
-func (c *Client) Channels(name string) (LockChannels, error) {
-	if err := c.usable(); err != nil {
-		return LockChannels{}, err
-	}
-	ks, err := newKeyspace(c.opts.prefix, name)
-	if err != nil {
-		return LockChannels{}, err
-	}
-	rw := rwKeysOf(ks)
-	lk := lockKeysOf(ks)
-	fk := fairKeysOf(ks)
-	return LockChannels{Lock: lk.channel, LockHandOverPrefix: lk.hash + ":w:", Fair: fk.channel,
-		FairHandOverPrefix: fk.hash + ":w:", RWRead: rw.readCh, RWHandOverPrefix: rw.hash + ":w:"}, nil
-}
-
 // parseInspect reads the inspect script's reply (see scripts/inspect.lua).
 func parseInspect(ks keyspace, res []any) (*LockState, error) {
-	if len(res) != 9 {
-		return nil, fmt.Errorf("relock: inspect script returned %d values, want 9", len(res))
+	if len(res) != 10 {
+		return nil, fmt.Errorf("relock: inspect script returned %d values, want 10", len(res))
 	}
 	p := replyParser{res: res}
 	sec, usec := p.int(0), p.int(1)
@@ -248,6 +213,7 @@ func parseInspect(ks keyspace, res []any) (*LockState, error) {
 		st.RWLock = rw
 	}
 	st.Semaphore = semaInspect(ks.key("sema"), p.strs(8), nowMs)
+	st.CountDownLatch = latchInspect(ks.key("latch"), p.str(9))
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -451,7 +417,7 @@ var tagUnescaper = strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%")
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
 // kindOfSuffix tells which lock type a key suffix (after the name's tag)
-// belongs to; keys that are not a lock's state (tails, latches) give "".
+// belongs to; keys that are not a lock's state (tails) give "".
 func kindOfSuffix(suffix string) Kind {
 	switch suffix {
 	case "":
@@ -462,6 +428,8 @@ func kindOfSuffix(suffix string) Kind {
 		return KindRWLock
 	case ":sema":
 		return KindSemaphore
+	case ":latch":
+		return KindCountDownLatch
 	}
 	return ""
 }

@@ -108,5 +108,8 @@ func summarize(st *LockState) []LockSummary {
 		}
 		out = append(out, s)
 	}
+	if l := st.CountDownLatch; l != nil {
+		out = append(out, LockSummary{Name: st.Name, Kind: KindCountDownLatch, Count: l.Count})
+	}
 	return out
 }

@@ -321,5 +321,5 @@ var inspectScript = newScript("inspect")
 // inspectCall reads, without writing, every kind of lock of one name (see
 // parseInspect).
 func inspectCall(ks keyspace) scriptCall {
-	return scriptCall{inspectScript, []string{ks.key(""), ks.key("fair"), ks.key("fair:q"), ks.key("rw"), ks.key("sema")}, nil}
+	return scriptCall{inspectScript, []string{ks.key(""), ks.key("fair"), ks.key("fair:q"), ks.key("rw"), ks.key("sema"), ks.key("latch")}, nil}
 }

@@ -8,13 +8,14 @@
 -- KEYS[3]  FairLock queue (string of entries, see fair_common)
 -- KEYS[4]  RWLock hash
 -- KEYS[5]  Semaphore hash
+-- KEYS[6]  CountDownLatch hash
 --
 -- Returns {seconds, microseconds,              -- server TIME
 --          lock fields, lock pttl,
 --          fair fields, fair pttl, fair queue,
---          rw fields, semaphore fields}
--- where fields are HGETALL's flat list and the queue is "" when its key
--- does not exist. A key of an unexpected type (not written by relock) reads
+--          rw fields, semaphore fields, latch count}
+-- where fields are HGETALL's flat list, and the queue and the latch's count
+-- (its field n) are "" when their key does not exist. A key of an unexpected type (not written by relock) reads
 -- as absent.
 
 local function typed(key, want)
@@ -42,6 +43,13 @@ local function str(key)
 	return ''
 end
 
+local function count(key)
+	if typed(key, 'hash') then
+		return redis.call('hget', key, 'n') or ''
+	end
+	return ''
+end
+
 local t = redis.call('time')
 return {
 	tonumber(t[1]), tonumber(t[2]),
@@ -49,4 +57,5 @@ return {
 	hash(KEYS[2]), pttl(KEYS[2]), str(KEYS[3]),
 	hash(KEYS[4]),
 	hash(KEYS[5]),
+	count(KEYS[6]),
 }

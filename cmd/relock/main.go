@@ -243,6 +243,8 @@ func kindName(k relock.Kind) string {
 		return "FairLock"
 	case relock.KindRWLock:
 		return "RWLock"
+	case relock.KindCountDownLatch:
+		return "CountDownLatch"
 	}
 	return strings.ToUpper(string(k[:1])) + string(k[1:])
 }

@@ -111,6 +111,8 @@ func suite(t *testing.T, d deployment) {
 	t.Run("WatchFairHandover", func(t *testing.T) { testWatchFair(t, d) })
 	t.Run("WatchLeaseExpiry", func(t *testing.T) { testWatchExpiry(t, d) })
 	t.Run("Semaphore", func(t *testing.T) { testSemaphore(t, d) })
+	t.Run("WatchSemaphore", func(t *testing.T) { testWatchSemaphore(t, d) })
+	t.Run("CountDownLatch", func(t *testing.T) { testLatch(t, d) })
 }
 
 func testInspectLock(t *testing.T, d deployment) {
@@ -382,10 +384,10 @@ func testList(t *testing.T, d deployment) {
 	t.Logf("\n%s", r.stdout)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 4)
-	assert.Regexp(t, `^NAME\s+KIND\s+HOLDERS\s+WAITERS\s+EXPIRES IN\s+TOKEN$`, lines[0])
-	assert.Regexp(t, `^jobs/a\s+Lock\s+1\s+0\s+[0-9.]+m?s\s+`+strconv.FormatInt(tokA, 10)+`$`, lines[1])
+	assert.Regexp(t, `^NAME\s+KIND\s+HOLDERS\s+WAITERS\s+EXPIRES IN\s+TOKEN\s+COUNT$`, lines[0])
+	assert.Regexp(t, `^jobs/a\s+Lock\s+1\s+0\s+[0-9.]+m?s\s+`+strconv.FormatInt(tokA, 10)+`\s+-$`, lines[1])
 	assert.Regexp(t, `^jobs/b\s+FairLock\s+1\s+0\s`, lines[2])
-	assert.Regexp(t, `^other/x\s+RWLock\s+1\s+0\s+[0-9.]+m?s\s+-$`, lines[3])
+	assert.Regexp(t, `^other/x\s+RWLock\s+1\s+0\s+[0-9.]+m?s\s+-\s+-$`, lines[3])
 
 	r = d.cmd(t, "", "--prefix", "clilist", "list", "jobs/*")
 	require.Equal(t, 0, r.code, r.stderr)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,8 +54,89 @@ func testSemaphore(t *testing.T, d deployment) {
 
 	r = d.cmd(t, "", "--prefix", "clisema", "list")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Regexp(t, `(?m)^`+name+`\s+Semaphore\s+1\s+1\s+[0-9.]+m?s\s+-$`, r.stdout)
+	assert.Regexp(t, `(?m)^`+name+`\s+Semaphore\s+1\s+1\s+[0-9.]+m?s\s+-\s+-$`, r.stdout)
 
 	require.NoError(t, s.Release(h))
 	require.NoError(t, <-waiting)
+}
+
+// testWatchSemaphore: watch shows a Semaphore's permits handed over by a
+// release, then the release that frees it. A Semaphore publishes nothing
+// watch may listen to (its only channels are the waiting Clients', where
+// PUBLISH's receiver count decides a hand-over), so the re-read shows it.
+func testWatchSemaphore(t *testing.T, d deployment) {
+	ctx := context.Background()
+	c := d.client(t)
+	name := "cli/watchsema-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	h, err := c.Semaphore(name, 2).Acquire(ctx, 2)
+	require.NoError(t, err)
+	w := d.client(t)
+	acquired := make(chan context.Context, 1)
+	go func() {
+		wctx, err := w.Semaphore(name, 2).Acquire(ctx, 1)
+		assert.NoError(t, err)
+		acquired <- wctx
+	}()
+	require.Eventually(t, func() bool {
+		st, err := c.Semaphore(name, 2).State(ctx)
+		return err == nil && st.Waiters == 1
+	}, 5*time.Second, 5*time.Millisecond)
+
+	out, code := startWatch(t, d, "queued #1", name, "--for", "3s", "--refresh", "100ms")
+	require.NoError(t, c.Semaphore(name, 2).Release(h))
+	wctx := <-acquired
+	handed := `(?m)^-- [0-9:.]+ changed\nKIND\s+ROLE.*\nSemaphore\s+holder\s+` + owner(t, w, wctx) + `\s+1/2\s`
+	require.Eventually(t, func() bool { return regexp.MustCompile(handed).MatchString(out.String()) },
+		5*time.Second, 5*time.Millisecond, "watch shows the hand-over: %s", out.String())
+	require.NoError(t, w.Semaphore(name, 2).Release(wctx))
+	assert.Equal(t, 0, <-code)
+	t.Logf("\n%s", out.String())
+	assert.Regexp(t, `(?m)^-- [0-9:.]+ changed\nno lock `+name+`$`, out.String())
+}
+
+// testLatch: inspect and list show a closed CountDownLatch's count, and
+// watch shows each CountDown: the one that opens it by its message (the
+// slow re-read is far away), the others at the re-read.
+func testLatch(t *testing.T, d deployment) {
+	ctx := context.Background()
+	c := d.client(t, relock.WithKeyPrefix("clilatch"))
+	name := "latch-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	l := c.CountDownLatch(name)
+	set, err := l.TrySetCount(ctx, 3)
+	require.NoError(t, err)
+	require.True(t, set)
+
+	r := d.cmd(t, "", "--prefix", "clilatch", "inspect", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	t.Logf("\n%s", r.stdout)
+	assert.Regexp(t, `(?m)^CountDownLatch\s+closed\s+-\s+3\s+-\s+-$`, r.stdout)
+	r = d.cmd(t, "", "--prefix", "clilatch", "--json", "inspect", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	var js jsonState
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &js))
+	assert.Equal(t, []string{"countdownlatch"}, js.Kinds)
+	require.NotNil(t, js.Latch)
+	assert.Equal(t, jsonLatch{Key: l.Key(), Count: 3}, *js.Latch)
+
+	r = d.cmd(t, "", "--prefix", "clilatch", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^`+name+`\s+CountDownLatch\s+0\s+0\s+-\s+-\s+3$`, r.stdout)
+	r = d.cmd(t, "", "--prefix", "clilatch", "--json", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	var sums []jsonSummary
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sums))
+	assert.Equal(t, []jsonSummary{{Name: name, Kind: "countdownlatch", Count: 3}}, sums)
+
+	out, code := startWatch(t, d, "closed", "--prefix", "clilatch", name, "--for", "1500ms", "--refresh", "100ms")
+	require.NoError(t, l.CountDown(ctx))
+	assert.Equal(t, 0, <-code)
+	t.Logf("\n%s", out.String())
+	assert.Regexp(t, `(?m)^-- [0-9:.]+ changed\nKIND\s+ROLE.*\nCountDownLatch\s+closed\s+-\s+2\s`, out.String())
+
+	require.NoError(t, l.CountDown(ctx))
+	out, code = startWatch(t, d, "closed", "--prefix", "clilatch", name, "--for", "1500ms", "--refresh", "1h")
+	require.NoError(t, l.CountDown(ctx))
+	assert.Equal(t, 0, <-code)
+	t.Logf("\n%s", out.String())
+	assert.Regexp(t, `(?m)^-- [0-9:.]+ message "all" on clilatch:\{`+name+`\}:latch:ch\nno lock `+name+`$`, out.String())
 }

@@ -17,14 +17,21 @@ import (
 // on the Redis server's clock.
 
 type jsonState struct {
-	Name       string    `json:"name"`
-	Exists     bool      `json:"exists"`
-	ServerTime time.Time `json:"server_time"`
-	Kinds      []string  `json:"kinds"`
-	Lock       *jsonExcl `json:"lock,omitempty"`
-	FairLock   *jsonFair `json:"fairlock,omitempty"`
-	RWLock     *jsonRW   `json:"rwlock,omitempty"`
-	Semaphore  *jsonSema `json:"semaphore,omitempty"`
+	Name       string     `json:"name"`
+	Exists     bool       `json:"exists"`
+	ServerTime time.Time  `json:"server_time"`
+	Kinds      []string   `json:"kinds"`
+	Lock       *jsonExcl  `json:"lock,omitempty"`
+	FairLock   *jsonFair  `json:"fairlock,omitempty"`
+	RWLock     *jsonRW    `json:"rwlock,omitempty"`
+	Semaphore  *jsonSema  `json:"semaphore,omitempty"`
+	Latch      *jsonLatch `json:"countdownlatch,omitempty"`
+}
+
+// jsonLatch is a closed CountDownLatch (an open one has no state).
+type jsonLatch struct {
+	Key   string `json:"key"`
+	Count int    `json:"count"`
 }
 
 type jsonSema struct {
@@ -77,6 +84,7 @@ type jsonSummary struct {
 	Waiters int    `json:"waiters"`
 	LeaseMs int64  `json:"lease_ms"`
 	Token   int64  `json:"token"`
+	Count   int    `json:"count,omitempty"` // a CountDownLatch's count left
 }
 
 func holders(hs []relock.Holder) []jsonHolder {
@@ -129,6 +137,9 @@ func toJSON(st *relock.LockState) *jsonState {
 		js.Semaphore = &jsonSema{Key: sm.Key, Permits: sm.Permits, Used: sm.Used, Holders: holders(sm.Holders),
 			Waiters: waiters(sm.Waiters), WaiterPermits: append([]int{}, sm.WaiterPermits...)}
 	}
+	if l := st.CountDownLatch; l != nil {
+		js.Latch = &jsonLatch{Key: l.Key, Count: l.Count}
+	}
 	return js
 }
 
@@ -143,6 +154,14 @@ func dur(d time.Duration) string {
 		return "-"
 	}
 	return d.Round(time.Millisecond).String()
+}
+
+// count renders a CountDownLatch's count; the other kinds have none.
+func count(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
 }
 
 func token(t int64) string {
@@ -200,6 +219,10 @@ func printState(w io.Writer, st *relock.LockState) {
 			row(relock.KindSemaphore, "queued #"+strconv.Itoa(i+1), wt.Owner, fmt.Sprintf("%d/%d", sm.WaiterPermits[i], sm.Permits), dur(wt.Remaining), "-")
 		}
 	}
+	if l := st.CountDownLatch; l != nil {
+		// HOLDS is the count left; a latch has no owner and no lease.
+		row(relock.KindCountDownLatch, "closed", "-", strconv.Itoa(l.Count), "-", "-")
+	}
 	_ = tw.Flush()
 }
 
@@ -226,7 +249,8 @@ func (cl *cli) list(ctx context.Context, pattern string) int {
 	if cl.json {
 		out := make([]jsonSummary, 0, len(locks))
 		for _, s := range locks {
-			out = append(out, jsonSummary{Name: s.Name, Kind: string(s.Kind), Holders: s.Holders, Waiters: s.Waiters, LeaseMs: s.Lease.Milliseconds(), Token: s.Token})
+			out = append(out, jsonSummary{Name: s.Name, Kind: string(s.Kind), Holders: s.Holders, Waiters: s.Waiters,
+				LeaseMs: s.Lease.Milliseconds(), Token: s.Token, Count: s.Count})
 		}
 		if err := writeJSON(cl.stdout, out); err != nil {
 			return cl.fail("write", err)
@@ -242,9 +266,9 @@ func (cl *cli) list(ctx context.Context, pattern string) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(cl.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tHOLDERS\tWAITERS\tEXPIRES IN\tTOKEN")
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDERS\tWAITERS\tEXPIRES IN\tTOKEN\tCOUNT")
 	for _, s := range locks {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", printable(s.Name), kindName(s.Kind), s.Holders, s.Waiters, dur(s.Lease), token(s.Token))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", printable(s.Name), kindName(s.Kind), s.Holders, s.Waiters, dur(s.Lease), token(s.Token), count(s.Count))
 	}
 	_ = tw.Flush()
 	return exitOK

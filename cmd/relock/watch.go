@@ -88,13 +88,16 @@ func (cl *cli) watch(ctx context.Context, name string) int {
 
 // subscribe listens on the channels of the name and waits until the server
 // confirmed, so that no release after the first print can be missed. It
-// does not listen where Lock and FairLock hand themselves over (the waiting
-// Clients' channels): a release counts the receivers there to skip a waiter
-// whose Client is gone, and a watcher would make every such waiter look
-// alive. It marks their holds instead (see listen).
+// does not listen where Lock, FairLock, RWLock and Semaphore hand themselves
+// over (the waiting Clients' channels): a release counts the receivers there
+// to skip a waiter whose Client is gone, and a watcher would make every such
+// waiter look alive. It marks the locks' holds instead (see listen). A
+// Semaphore has no mark and no channel of its own, so its releases and
+// hand-overs show at the next re-read (--refresh); the latch's channel
+// tells of the CountDown that opens it, the others show at the re-read too.
 func (w *watcher) subscribe(ctx context.Context) error {
 	rdb := w.cl.rdb
-	exact := []string{w.chans.Lock, w.chans.Fair, w.chans.RWRead}
+	exact := []string{w.chans.Lock, w.chans.Fair, w.chans.RWRead, w.chans.Latch}
 	w.classic = rdb.Subscribe(ctx, exact...)
 	if err := confirm(ctx, w.classic, len(exact)); err != nil {
 		return err
@@ -243,6 +246,16 @@ func fingerprint(st *relock.LockState) string {
 		}
 		ws("V", rw.WritersWaiting)
 		b.WriteString("t" + strconv.FormatInt(rw.Token, 10) + ";")
+	}
+	if sm := st.Semaphore; sm != nil {
+		b.WriteString("p" + strconv.Itoa(sm.Permits) + ";")
+		hs("S", sm.Holders)
+		for i, w := range sm.Waiters {
+			b.WriteString("P" + w.Owner + "=" + strconv.Itoa(sm.WaiterPermits[i]) + ";")
+		}
+	}
+	if l := st.CountDownLatch; l != nil {
+		b.WriteString("c" + strconv.Itoa(l.Count) + ";")
 	}
 	return b.String()
 }
