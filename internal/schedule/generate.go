@@ -3,6 +3,7 @@ package schedule
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -53,6 +54,9 @@ func Generate(seed int64, kind string, size Size) *Plan {
 	if kind == KindMulti {
 		aimAtRollback(r, p, size)
 	}
+	if kind == KindLock {
+		aimAtStaleGrant(r, p)
+	}
 	return p
 }
 
@@ -73,6 +77,47 @@ func aimAtRollback(r *rand.Rand, p *Plan, size Size) {
 	pr := &p.Procs[pick(r, multis)]
 	// Early in the run, so that many TryLocks remain to aim at.
 	pr.Conn = append(pr.Conn, ConnFault{At: at(r, size) / 4, Server: 0, Conn: "command", Op: OpCutAfterBusy})
+}
+
+// aimAtStaleGrant sets up the window of issue 25's item 1, a stale grant:
+// a waiter W with a short lease is handed the lock by H, but only W's
+// subscriber is slow, by more than W's lease. The grant's hold runs out, the
+// rest of the queue (woken by the hand-over to a shorter lease) takes the
+// lock, W's own timer — set for the end of H's lease — finds it held and
+// queues W again, and the late grant arrives within a third of W's lease of
+// that attempt: the one moment a grant check that looks only at the time of
+// the last attempt takes it. So W gets every one of its leases short and its
+// subscriber slowed for the whole run by a delay just above them, and H
+// holds on a fixed lease for as long as makes the rest of its lease end
+// (W's timer) fall a sixth of W's lease before the grant arrives. Drawn
+// last, as aimAtRollback, and for Lock only, so that the plans of the other
+// kinds do not change.
+func aimAtStaleGrant(r *rand.Rand, p *Plan) {
+	if r.IntN(3) == 0 {
+		return
+	}
+	w := r.IntN(len(p.Procs))
+	h := (w + 1 + r.IntN(len(p.Procs)-1)) % len(p.Procs)
+	leaseW := pick(r, []time.Duration{240 * time.Millisecond, 300 * time.Millisecond, 360 * time.Millisecond})
+	delay := 2*leaseW + pick(r, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond})
+	const leaseH = time.Second
+	// H's lease ends (W's timer fires) leaseW/6 before the grant, which
+	// left at H's release; H's hold is shorter than the time it is inside
+	// by a few milliseconds of reporting and the release's round trip.
+	const overhead = 10 * time.Millisecond
+	holdH := leaseH - (delay - leaseW/6) - overhead
+	victim := &p.Procs[w]
+	victim.Conn = slices.DeleteFunc(victim.Conn, func(f ConnFault) bool {
+		return f.Conn == "subscriber" // a cut or an end of delay would spoil the one aimed at
+	})
+	victim.Conn = append(victim.Conn, ConnFault{At: 0, Server: 0, Conn: "subscriber", Op: OpDelay,
+		Delay: delay, For: 10 * time.Minute})
+	for i := range victim.Holds {
+		victim.Holds[i].Lease = leaseW
+	}
+	for i := range p.Procs[h].Holds {
+		p.Procs[h].Holds[i].Lease, p.Procs[h].Holds[i].Hold = leaseH, holdH
+	}
 }
 
 // roles are the processes of a kind: four contenders, so that a hand-over
