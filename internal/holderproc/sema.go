@@ -87,17 +87,7 @@ func (w *semaWorker) loop(s *relock.Semaphore, id string, seed uint64) error {
 // acquire is TryAcquire whose wait stop can end, but whose hold it cannot
 // (see worker.tryLock).
 func (w *semaWorker) acquire(s *relock.Semaphore, stop context.Context, n int) (context.Context, error) {
-	parent, cancel := context.WithCancel(context.Background())
-	stopWaiting := context.AfterFunc(stop, cancel)
-	hctx, err := s.TryAcquire(parent, n, w.wait, 0)
-	if !stopWaiting() && err == nil {
-		_ = s.Release(hctx) // stop came as the permits were granted
-		return nil, fmt.Errorf("%w: stopped", relock.ErrNotObtained)
-	}
-	if err != nil {
-		cancel()
-	}
-	return hctx, err
+	return stoppable(stop, func(ctx context.Context) (context.Context, error) { return s.TryAcquire(ctx, n, w.wait, 0) }, s.Release)
 }
 
 // critical is one hold of n permits, as worker.critical: enter, work for d
@@ -112,30 +102,7 @@ func (w *semaWorker) critical(s *relock.Semaphore, hctx context.Context, n int, 
 		_ = s.Release(hctx)
 		return nil
 	}
-	if err := rep.Enter(tok, time.Now()); err != nil {
-		return err
-	}
-	timer := time.NewTimer(d)
-	var err error
-	select {
-	case <-hctx.Done():
-		timer.Stop()
-		err = rep.Lost(tok, time.Now(), context.Cause(hctx))
-	case <-timer.C:
-		now := time.Now()
-		if hctx.Err() != nil {
-			err = rep.Lost(tok, now, context.Cause(hctx))
-		} else {
-			err = rep.Exit(tok, now)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if err := s.Release(hctx); err != nil {
-		return rep.UnlockErr(tok, time.Now(), err)
-	}
-	return nil
+	return holdFor(rep, tok, hctx, d, s.Release)
 }
 
 // holdPermits is holderproc -kind sema outside the safety run: it takes

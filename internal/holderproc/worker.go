@@ -111,13 +111,19 @@ func (w *worker) run() error {
 // tryLock is TryLock whose wait stop can end, but whose hold it cannot: a
 // hold's context ends only by the lock (or Unlock).
 func (w *worker) tryLock(l exclusive, stop context.Context, wait time.Duration) (context.Context, error) {
+	return stoppable(stop, func(ctx context.Context) (context.Context, error) { return l.TryLock(ctx, wait, 0) }, l.Unlock)
+}
+
+// stoppable runs take (a TryLock or TryAcquire) on a context that stop
+// cancels while it waits but not once it has granted: the hold's context
+// must end only by the lock. A grant that crossed stop is given back with
+// release, unused.
+func stoppable(stop context.Context, take func(context.Context) (context.Context, error), release func(context.Context) error) (context.Context, error) {
 	parent, cancel := context.WithCancel(context.Background())
 	stopWaiting := context.AfterFunc(stop, cancel)
-	hctx, err := l.TryLock(parent, wait, 0)
+	hctx, err := take(parent)
 	if !stopWaiting() && err == nil {
-		// stop came as the lock was granted and has cancelled the hold's
-		// context: give the hold back unused.
-		_ = l.Unlock(hctx)
+		_ = release(hctx)
 		return nil, fmt.Errorf("%w: stopped", relock.ErrNotObtained)
 	}
 	if err != nil {
@@ -141,10 +147,18 @@ func (w *worker) critical(l exclusive, hctx context.Context, rep *judge.Reporter
 		}
 		return nil
 	}
+	return holdFor(rep, tok, hctx, w.hold, l.Unlock)
+}
+
+// holdFor reports entering the hold hctx (token tok), works in it for d
+// unless it is lost meanwhile (then it stops at once: that is the signal),
+// reports the exit or the loss, and ends it with release.
+func holdFor(rep *judge.Reporter, tok int64, hctx context.Context, d time.Duration, release func(context.Context) error) error {
 	if err := rep.Enter(tok, time.Now()); err != nil {
 		return err
 	}
-	timer := time.NewTimer(w.hold)
+	timer := time.NewTimer(d)
+	var err error
 	select {
 	case <-hctx.Done():
 		timer.Stop()
@@ -163,7 +177,7 @@ func (w *worker) critical(l exclusive, hctx context.Context, rep *judge.Reporter
 	if err != nil {
 		return err
 	}
-	if err := l.Unlock(hctx); err != nil {
+	if err := release(hctx); err != nil {
 		return rep.UnlockErr(tok, time.Now(), err)
 	}
 	return nil
