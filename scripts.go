@@ -20,7 +20,9 @@ import (
 // the call (run), batch it (the watchdog) or pipeline it (runAcquire,
 // evalPipeline). To add a script: give its file a first line
 // "-- include: <helper> ..." naming the helpers (scripts/*_common.lua) it
-// calls, none if it calls none; declare it with newScript("<name>") and
+// calls, none if it calls none (or, for the helpers that only its rare
+// paths call, a line "-- include here: <helper> ..." where those paths
+// start: see includeHerePrefix); declare it with newScript("<name>") and
 // write its ...Call below, as lockForceReleaseCall does. The helpers'
 // order is computed from the include lines (scriptSource), and
 // TestScriptHelpersDefinedBeforeUse fails when one is missing.
@@ -96,8 +98,10 @@ func scriptSource(files fs.FS, names ...string) (string, error) {
 				return err
 			}
 		}
+		if err := writeBody(&src, string(b), add); err != nil {
+			return err
+		}
 		visiting[name], done[name] = false, true
-		src.Write(b)
 		return nil
 	}
 	for _, name := range names {
@@ -106,6 +110,34 @@ func scriptSource(files fs.FS, names ...string) (string, error) {
 		}
 	}
 	return src.String(), nil
+}
+
+// includeHerePrefix starts a line in the body of a script naming helpers to
+// be put at that line rather than before the script: "-- include here:
+// handover_common". Redis runs a script from its first line at every call,
+// creating each of its functions anew, so the helpers that only the rare
+// paths call (a hand-over, a queue) are placed after the common path has
+// returned, and the common path does not pay for them. A helper already put
+// earlier is not repeated.
+const includeHerePrefix = "-- include here:"
+
+// writeBody writes the file body to src, adding (with add) the helpers that
+// its "-- include here:" lines name right after each such line.
+func writeBody(src *strings.Builder, body string, add func(name string) error) error {
+	for _, line := range strings.SplitAfter(body, "\n") {
+		src.WriteString(line)
+		if rest, ok := strings.CutPrefix(line, includeHerePrefix); ok {
+			if !strings.HasSuffix(line, "\n") {
+				src.WriteByte('\n')
+			}
+			for _, inc := range strings.Fields(rest) {
+				if err := add(inc); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // includes returns the helpers the header of a script (its leading comment

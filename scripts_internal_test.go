@@ -28,6 +28,13 @@ func runnableScripts(t *testing.T) []string {
 		for _, inc := range includes(string(b)) {
 			included[inc] = true
 		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, includeHerePrefix); ok {
+				for _, inc := range strings.Fields(rest) {
+					included[inc] = true
+				}
+			}
+		}
 		names = append(names, strings.TrimSuffix(strings.TrimPrefix(p, "scripts/"), ".lua"))
 	}
 	var scripts []string

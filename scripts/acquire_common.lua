@@ -20,8 +20,13 @@ end
 -- persistence, a failover to a replica that missed writes, eviction) as long
 -- as the server clocks do not step back by more than the time that took.
 -- now, when given, is the clock read already by the script (now_us).
+-- tail nil skips the tail's read: for a caller whose last is the token of a
+-- live hold (see hand_over), which is above the tail's already.
 local function next_token(tail, last, now)
-	local prev = math.max(tonumber(last or 0), tonumber(redis.call('hget', tail, '~t') or 0))
+	local prev = tonumber(last or 0)
+	if tail then
+		prev = math.max(prev, tonumber(redis.call('hget', tail, '~t') or 0))
+	end
 	now = now or now_us()
 	if now > prev then
 		return now

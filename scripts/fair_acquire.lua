@@ -1,4 +1,4 @@
--- include: acquire_common handover_common queue_common fair_common
+-- include: acquire_common
 -- fair_acquire: take or re-enter a fair lock, or queue up for it.
 --
 -- KEYS[1]  lock hash: as lock_acquire's (owner -> count, ~g, ~o, ~t, ~l,
@@ -34,6 +34,13 @@ if done then
 	return done
 end
 local q = redis.call('get', KEYS[2])
+if not q and (cur[1] or not cur[4]) then
+	-- Free (or the owner's own leftover) and nobody queued: the common
+	-- acquire, which needs none of the queue's or hand-over's helpers, made
+	-- only below. fair_dequeue would find nothing to take out.
+	return {1, grant_new(hash, KEYS[3], owner, op, ARGV[4], ARGV[5], cur[3]), 1}
+end
+-- include here: queue_common handover_common fair_common
 local place = q_place(q, op)
 if cur[4] and not cur[1] then
 	if ARGV[6] == '1' then

@@ -39,8 +39,16 @@ end
 -- granted without a message. It returns true, the token and the waiter's
 -- id when the lock was handed over, false when nobody was left to take it.
 local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self)
+	-- A hold's token (~t, last) was made above the tail's, and only the end
+	-- of a hold of this hash writes the tail's: while the hold lives, last
+	-- is the larger, and the tail need not be read. A hold without a token
+	-- (fencing off, or none: a FairLock's free lock) tells nothing of it.
+	local told = tail
+	if tonumber(last or 0) > 0 then
+		told = nil
+	end
 	local function fence()
-		return next_token(tail, last)
+		return next_token(told, last)
 	end
 	local how, w, lease, fencing, owner, token
 	how, q, w, lease, fencing, owner, token = first_listener(hash, q, Q_ENTRY, fence, pub, trust, self)

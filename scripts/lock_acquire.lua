@@ -1,4 +1,4 @@
--- include: acquire_common queue_common
+-- include: acquire_common
 -- lock_acquire: take or re-enter a reentrant exclusive lock, or queue for it.
 --
 -- KEYS[1]  lock hash: owner -> hold count; ~g generation, ~o last op,
@@ -31,6 +31,12 @@ local done, cur = reenter_or_replay(hash, owner, op, ARGV[3], ARGV[4])
 if done then
 	return done
 end
+if not cur[5] and (cur[1] or not cur[4]) then
+	-- Free (or the owner's own leftover) and nobody queued: the common
+	-- acquire, which needs none of the queue's helpers, made only below.
+	return {1, grant_new(hash, KEYS[2], owner, op, ARGV[4], ARGV[5], cur[3]), 1}
+end
+-- include here: queue_common
 if not cur[1] and cur[4] then
 	local place = q_place(cur[5], op)
 	if ARGV[6] == '1' then

@@ -1,4 +1,4 @@
--- include: handover_common release_common
+-- include: release_common
 -- lock_release: release one hold of a reentrant exclusive lock; the final
 -- release hands the lock over to the first queued waiter that still listens,
 -- in the same call (see handover_common).
@@ -28,5 +28,10 @@ local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS
 if done then
 	return done
 end
+if free_alone(KEYS[1], ARGV[2], KEYS[3], cur, ARGV[6]) then
+	return 1
+end
+-- Someone waits: the hand-over's helpers are made only here.
+-- include here: handover_common
 free_hold(KEYS[1], KEYS[2], ARGV[2], KEYS[3], cur, ARGV[5], ARGV[6], ARGV[7])
 return 1

@@ -54,6 +54,21 @@ local function end_hold(tail, op, token, ms)
 	end
 end
 
+-- free_alone frees an exclusive hold whose fields are cur (as release_hold
+-- returns them) when nobody waits for it — no queue (~q), no listener (~m)
+-- — leaving its token in the tail, and returns true; false, having done
+-- nothing, when someone may: the caller then hands the lock over
+-- (free_hold, handover_common). It is the common release, and needs none of
+-- the hand-over's helpers (see scripts.go, includeHerePrefix).
+local function free_alone(hash, op, tail, cur, ms)
+	if cur[4] or cur[5] then
+		return false
+	end
+	redis.call('del', hash)
+	end_hold(tail, op, cur[3], ms)
+	return true
+end
+
 -- release_hold applies the rule every exclusive release (Lock, FairLock,
 -- MultiLock part) shares. It returns the reply when the request is settled
 -- without freeing the lock — the generation is gone (-1, or 1 for a replay
