@@ -43,12 +43,20 @@ end
 -- grant_new starts a new exclusive hold (Lock, FairLock, MultiLock part):
 -- count 1, generation op, a new token above last. It overwrites a leftover
 -- of the owner's own, since one owner's fields are all such a hash has.
+-- With a token, the tail's read also gives its latch count (~n, see
+-- release_common), which the hold carries as its ~n so that its release
+-- writes the latch without incrementing it first: only the end of a hold
+-- of this hash writes the latch, so the count stays exact while the hold
+-- lives (a leftover's too: its hash lived on).
 local function grant_new(hash, tail, owner, op, lease, fencing, last)
 	local token = 0
+	local f = {owner, 1, '~g', op, '~o', op, '~t', '0', '~l', lease}
 	if fencing == '1' then
-		token = next_token(tail, last)
+		local t = redis.call('hmget', tail, '~t', '~n')
+		token = next_token(nil, math.max(tonumber(last or 0), tonumber(t[1] or 0)))
+		f[8], f[11], f[12] = fmt(token), '~n', t[2] or '0'
 	end
-	redis.call('hset', hash, owner, 1, '~g', op, '~o', op, '~t', fmt(token), '~l', lease)
+	redis.call('hset', hash, unpack(f))
 	redis.call('pexpire', hash, lease)
 	return token
 end
@@ -57,15 +65,15 @@ end
 -- returns {1, token, count} (the same for a replay of op), or {-1, 0} when
 -- gen no longer holds. A re-entry never shortens the lease the hold has.
 local function reenter_hold(hash, owner, op, gen, lease)
-	local cur = redis.call('hmget', hash, '~g', '~o', '~t')
+	local cur = redis.call('hmget', hash, '~g', '~o', '~t', owner)
 	if cur[1] ~= gen then
 		return {-1, 0}
 	end
 	if cur[2] == op then
-		return {1, tonumber(cur[3] or 0), tonumber(redis.call('hget', hash, owner) or 0)}
+		return {1, tonumber(cur[3] or 0), tonumber(cur[4] or 0)}
 	end
-	local count = redis.call('hincrby', hash, owner, 1)
-	redis.call('hset', hash, '~o', op)
+	local count = tonumber(cur[4] or 0) + 1
+	redis.call('hset', hash, owner, count, '~o', op)
 	if redis.call('pttl', hash) < tonumber(lease) then
 		redis.call('pexpire', hash, lease)
 	end

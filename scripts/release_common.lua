@@ -39,10 +39,15 @@ end
 -- end_hold writes the tail when a hold ends: op (nil for none: a clean-up
 -- that nobody replays) joins the latch, and token (when above 0) becomes the
 -- tail's last token; the tail then lives the latch's time, ms, from now.
-local function end_hold(tail, op, token, ms)
+-- n, when given, is the latch's count (~n) as the hold carries it (see
+-- grant_new): then it is written with the rest, not incremented apart.
+local function end_hold(tail, op, token, ms, n)
 	local f = {}
-	if op then
-		local n = redis.call('hincrby', tail, '~n', 1)
+	if op and n then
+		n = tonumber(n) + 1
+		f[1], f[2], f[3], f[4] = tostring(n % LATCH_SLOTS), op, '~n', n
+	elseif op then
+		n = redis.call('hincrby', tail, '~n', 1)
 		f[1], f[2] = tostring(n % LATCH_SLOTS), op
 	end
 	if token and tonumber(token) > 0 then
@@ -65,7 +70,7 @@ local function free_alone(hash, op, tail, cur, ms)
 		return false
 	end
 	redis.call('del', hash)
-	end_hold(tail, op, cur[3], ms)
+	end_hold(tail, op, cur[3], ms, cur[8])
 	return true
 end
 
@@ -73,10 +78,10 @@ end
 -- MultiLock part) shares. It returns the reply when the request is settled
 -- without freeing the lock — the generation is gone (-1, or 1 for a replay
 -- that the tail's latch records), op already ran (0), or a re-entry's
--- release (0) — or nil and the hold's fields {~g, ~o, ~t, ~q, ~m, ~l} when
--- the caller must free the lock now.
+-- release (0) — or nil and the hold's fields {~g, ~o, ~t, ~q, ~m, ~l,
+-- owner's count, ~n} when the caller must free the lock now.
 local function release_hold(hash, owner, op, gen, final, tail)
-	local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l')
+	local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', owner, '~n')
 	if cur[1] ~= gen then
 		return release_replay(tail, op)
 	end
@@ -84,10 +89,12 @@ local function release_hold(hash, owner, op, gen, final, tail)
 		return 0
 	end
 	if final ~= '1' then
-		if tonumber(redis.call('hget', hash, owner) or 0) > 1 then
-			redis.call('hincrby', hash, owner, -1)
+		local count = tonumber(cur[7] or 0)
+		if count > 1 then
+			redis.call('hset', hash, owner, count - 1, '~o', op)
+		else
+			redis.call('hset', hash, '~o', op)
 		end
-		redis.call('hset', hash, '~o', op)
 		return 0
 	end
 	return nil, cur
