@@ -9,6 +9,9 @@
 --       "0".."LATCH_SLOTS-1" written round-robin (~n counts the writes), so
 --       that a replayed final release (go-redis resending it after a lost
 --       reply, or the background retry of a failed Unlock) reports success.
+--       A hold granted with a token read ~n with the tail's ~t and carries
+--       it (grant_new): its release writes the next slot and ~n with the
+--       rest, in one HSET (end_hold); any other release increments ~n.
 -- A latch key per release would make the live keys grow with the release
 -- rate (rate × latch time); the tail is one key of bounded size per lock
 -- whatever the rate. A release is forgotten once LATCH_SLOTS later final
