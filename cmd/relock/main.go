@@ -35,6 +35,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/inspect"
 )
 
 const (
@@ -95,7 +96,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs := flag.NewFlagSet("relock", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	redisURL := fs.String("redis", os.Getenv("REDIS_URL"), "Redis to use (default $REDIS_URL)")
-	prefix := fs.String("prefix", relock.DefaultKeyPrefix, "key prefix of the locks (relock.WithKeyPrefix)")
+	// "relock" is the library's own default prefix (see relock.WithKeyPrefix).
+	prefix := fs.String("prefix", "relock", "key prefix of the locks (relock.WithKeyPrefix)")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for Redis to answer the first time")
 	fs.BoolVar(&cl.json, "json", false, "print JSON instead of a table (inspect, list, watch: one object per line; force-unlock)")
 	fs.BoolVar(&cl.yes, "yes", false, "force-unlock without asking")
@@ -235,15 +237,15 @@ func (cl *cli) fail(what string, err error) int {
 }
 
 // kindName is how the human output names a kind.
-func kindName(k relock.Kind) string {
+func kindName(k inspect.Kind) string {
 	switch k {
-	case relock.KindLock:
+	case inspect.KindLock:
 		return "Lock"
-	case relock.KindFairLock:
+	case inspect.KindFairLock:
 		return "FairLock"
-	case relock.KindRWLock:
+	case inspect.KindRWLock:
 		return "RWLock"
-	case relock.KindCountDownLatch:
+	case inspect.KindCountDownLatch:
 		return "CountDownLatch"
 	}
 	return strings.ToUpper(string(k[:1])) + string(k[1:])

@@ -36,7 +36,7 @@ import (
 func main() {
 	addr := flag.String("addr", "", "Redis address")
 	name := flag.String("name", "", "lock name")
-	lease := flag.Duration("lease", relock.DefaultWatchdogLease, "watchdog lease")
+	lease := flag.Duration("lease", 30*time.Second, "watchdog lease (relock's default is 30s)")
 	cluster := flag.Bool("cluster", false, "-addr lists the nodes of a Redis Cluster")
 	classic := flag.Bool("classic", false, "with -cluster: classic pub/sub (WithShardedPubSub(false))")
 	var w worker
