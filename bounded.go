@@ -20,9 +20,9 @@ import (
 // connection (a release that reached Redis before a delayed acquire would
 // find nothing, and the acquire would then leak a hold).
 
-// DefaultUnlockTimeout is how long Unlock waits for Redis by default (see
+// defaultUnlockTimeout is how long Unlock waits for Redis by default (see
 // WithUnlockTimeout).
-const DefaultUnlockTimeout = time.Second
+const defaultUnlockTimeout = time.Second
 
 // cleanupGrace is how long a failed Lock waits, past its bound, for its
 // clean-up (a waiter leaving a FairLock's or RWLock's queue) while Redis

@@ -210,4 +210,14 @@
 // line per loss and per subscriber outage, nothing per acquisition, through
 // slog.Default() unless WithLogger says otherwise (WithLogger with a
 // slog.DiscardHandler silences it).
+//
+// # Inspecting
+//
+// Client.Inspect, Client.ListLocks and Client.Channels read what relock keeps
+// in Redis, for operators and tools (the relock command). Their types are in
+// the sub-package github.com/relock-go/relock/inspect, so that this package's
+// surface is the locks a program takes; a program that only locks never
+// imports it. The options state their defaults in their godoc; the defaults
+// are not exported as constants, since a program that wants the default
+// passes no option.
 package relock

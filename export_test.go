@@ -42,3 +42,9 @@ func (c *Client) QueuedWaiters(channel string) int {
 
 // CoalesceMaxBatch is the largest batch of coalesced script calls.
 const CoalesceMaxBatch = coalesceMaxBatch
+
+// The defaults the godoc of the options states, for tests that check them.
+const (
+	DefaultWatchdogLease = defaultWatchdogLease
+	DefaultUnlockTimeout = defaultUnlockTimeout
+)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/inspect"
 	"github.com/relock-go/relock/internal/redistest"
 )
 
@@ -364,7 +365,7 @@ func TestHandOverPastAKilledWaiterOnACluster(t *testing.T) {
 			t.Cleanup(func() { _ = holder.Close() })
 			hctx, err := tc.kind.open(holder, name).Lock(context.Background())
 			require.NoError(t, err)
-			queued := func() []relock.Waiter {
+			queued := func() []inspect.Waiter {
 				st, err := holder.Inspect(context.Background(), name)
 				require.NoError(t, err)
 				switch {

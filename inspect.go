@@ -10,166 +10,28 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/inspect"
 )
 
 // Read-only inspection of what Redis holds, for operators and tools (the
 // relock command uses it). Hash fields starting with '~' are metadata; the
 // fencing token is the field "~t".
-
-// KindRWLock is an RWLock as a whole, as Inspect and ListLocks report it
-// (events name its sides KindReadLock and KindWriteLock). Inspection reports
-// KindLock, KindFairLock, KindRWLock, KindSemaphore and KindCountDownLatch:
-// each type's state has keys of its own, so one name can exist as several
-// kinds at once.
-const KindRWLock Kind = "rwlock"
-
-// LockState is a snapshot of everything relock keeps in Redis for one lock
-// name, read atomically. A kind's field is nil when nobody holds that kind
-// and nobody waits for it.
-type LockState struct {
-	// Name is the lock name.
-	Name string
-	// ServerTime is the Redis server's clock when the snapshot was taken;
-	// every deadline is on that clock.
-	ServerTime time.Time
-	// Lock is the state of the Lock of this name.
-	Lock *ExclusiveState
-	// FairLock is the state of the FairLock of this name.
-	FairLock *FairState
-	// RWLock is the state of the RWLock of this name.
-	RWLock *RWState
-	// Semaphore is the state of the Semaphore of this name.
-	Semaphore *SemaphoreInspect
-	// CountDownLatch is the state of the CountDownLatch of this name, nil
-	// when it is open (an open latch leaves nothing in Redis).
-	CountDownLatch *LatchInspect
-}
-
-// Kinds returns the kinds that exist under the name (held or waited for), in
-// the order Lock, FairLock, RWLock, Semaphore, CountDownLatch (closed); none
-// when the name is unknown.
-func (s *LockState) Kinds() []Kind {
-	var out []Kind
-	if s.Lock != nil {
-		out = append(out, KindLock)
-	}
-	if s.FairLock != nil {
-		out = append(out, KindFairLock)
-	}
-	if s.RWLock != nil {
-		out = append(out, KindRWLock)
-	}
-	if s.Semaphore != nil {
-		out = append(out, KindSemaphore)
-	}
-	if s.CountDownLatch != nil {
-		out = append(out, KindCountDownLatch)
-	}
-	return out
-}
-
-// Exists reports whether any kind of lock of this name is held or waited for.
-func (s *LockState) Exists() bool { return len(s.Kinds()) > 0 }
-
-// Holder is one owner's hold of a lock.
-type Holder struct {
-	// Owner is the hash field of the owner: "<client uuid>:<n>", or the id
-	// given to WithOwner.
-	Owner string
-	// Count is the owner's hold count (re-entries included).
-	Count int
-	// Lease is the hold's remaining lease: the hash's PTTL for a Lock or
-	// FairLock, the holder's own deadline for an RWLock hold.
-	Lease time.Duration
-}
-
-// Waiter is an owner waiting for a lock.
-type Waiter struct {
-	// Owner is the waiting owner, as Holder.Owner.
-	Owner string
-	// Deadline is when the waiter is evicted unless it renews its claim
-	// (server clock); zero when Redis has no deadline for it.
-	Deadline time.Time
-	// Remaining is Deadline minus LockState.ServerTime (0 without deadline).
-	Remaining time.Duration
-}
-
-// ExclusiveState is the state of a held Lock (or the hold of a FairLock).
-type ExclusiveState struct {
-	// Key is the Redis key of the lock's hash.
-	Key string
-	// Holders are the owners holding the lock: one, unless the data was
-	// written by something other than relock.
-	Holders []Holder
-	// Lease is the lock's remaining lease (the hash's PTTL), 0 when free.
-	Lease time.Duration
-	// Token is the fencing token of the current hold, 0 with fencing off.
-	Token int64
-	// Queued are a Lock's waiters, in the order its releases hand it over
-	// (they have no deadline: a waiter whose Client stopped listening is
-	// skipped by the release). FairLock keeps its queue apart
-	// (FairState.Waiters).
-	Queued []Waiter
-}
-
-// FairState is the state of a FairLock: its hold, if any, and its queue.
-type FairState struct {
-	ExclusiveState
-	// QueueKey is the Redis key of the queue of waiters.
-	QueueKey string
-	// Waiters are the queued owners, next in line first (a waiter whose
-	// Client stopped listening stays listed until a hand-over skips it).
-	Waiters []Waiter
-}
-
-// RWState is the state of an RWLock.
-type RWState struct {
-	// Key is the Redis key of the lock's hash.
-	Key string
-	// Readers are the owners holding read holds, by owner. Holds whose
-	// deadline has passed are left out, as the lock itself ignores them.
-	Readers []Holder
-	// Writer is the owner of the write hold, or nil.
-	Writer *Holder
-	// Token is the fencing token of the write hold (0 without one, or with
-	// fencing off).
-	Token int64
-	// WritersWaiting are the writers waiting for the write hold, in the
-	// order the release that frees the lock hands it over (the first whose
-	// Client still listens gets it). New readers wait behind them. Each claim lapses
-	// at its Deadline unless the writer's next attempt renews it; lapsed
-	// claims are left out.
-	WritersWaiting []Waiter
-}
-
-// LockSummary is one line of ListLocks: one kind of lock under one name.
-type LockSummary struct {
-	// Name is the lock name.
-	Name string
-	// Kind is the lock type.
-	Kind Kind
-	// Holders is the number of owners holding it (readers and writer for an
-	// RWLock).
-	Holders int
-	// Waiters is the number of queued waiters: a Lock's or a FairLock's, or
-	// an RWLock's writers waiting.
-	Waiters int
-	// Lease is the longest remaining lease of its holds, 0 when not held.
-	Lease time.Duration
-	// Token is the fencing token of its exclusive hold, 0 if none.
-	Token int64
-	// Count is a CountDownLatch's count left; 0 for the other kinds.
-	Count int
-}
+//
+// The views' types live in the inspect sub-package, not here: a program that
+// only locks never names them, and the root package's surface stays the
+// locks' own. The decoding stays here, because it reads the key layout, which
+// is private to this package (docs/internals.md describes it).
 
 // Inspect reads, in one atomic script and without changing anything, the
 // state of every kind of lock called name: holders with hold counts and
 // remaining leases, fencing tokens, FairLock waiters and RWLock readers,
 // writer and waiting writers. A name nobody holds or waits for gives a state
-// whose Exists is false, not an error. It returns when ctx ends, with an
+// whose Exists is false, not an error. The state's types are in package
+// github.com/relock-go/relock/inspect. It returns when ctx ends, with an
 // error wrapping context.Cause(ctx) and ErrUnavailable, whether Redis has
 // answered or not.
-func (c *Client) Inspect(ctx context.Context, name string) (*LockState, error) {
+func (c *Client) Inspect(ctx context.Context, name string) (*inspect.State, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
@@ -188,7 +50,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (*LockState, error) {
 }
 
 // parseInspect reads the inspect script's reply (see scripts/inspect.lua).
-func parseInspect(ks keyspace, res []any) (*LockState, error) {
+func parseInspect(ks keyspace, res []any) (*inspect.State, error) {
 	if len(res) != 10 {
 		return nil, fmt.Errorf("relock: inspect script returned %d values, want 10", len(res))
 	}
@@ -196,15 +58,15 @@ func parseInspect(ks keyspace, res []any) (*LockState, error) {
 	sec, usec := p.int(0), p.int(1)
 	now := time.UnixMicro(sec*1_000_000 + usec)
 	nowMs := sec*1000 + usec/1000
-	st := &LockState{Name: ks.name, ServerTime: now}
+	st := &inspect.State{Name: ks.name, ServerTime: now}
 
 	if ex := exclusiveState(ks.key(""), p.strs(2), p.int(3)); len(ex.Holders) > 0 {
 		st.Lock = &ex
 	}
-	fair := FairState{
-		ExclusiveState: exclusiveState(ks.key("fair"), p.strs(4), p.int(5)),
-		QueueKey:       ks.key("fair:q"),
-		Waiters:        queuedWaiters(p.str(6)),
+	fair := inspect.Fair{
+		Exclusive: exclusiveState(ks.key("fair"), p.strs(4), p.int(5)),
+		QueueKey:  ks.key("fair:q"),
+		Waiters:   queuedWaiters(p.str(6)),
 	}
 	if len(fair.Holders) > 0 || len(fair.Waiters) > 0 {
 		st.FairLock = &fair
@@ -222,8 +84,8 @@ func parseInspect(ks keyspace, res []any) (*LockState, error) {
 
 // exclusiveState reads a Lock or FairLock hash: owner fields hold counts,
 // fields starting with '~' are metadata ("~t": fencing token, "~q": queue).
-func exclusiveState(key string, fields []string, pttl int64) ExclusiveState {
-	ex := ExclusiveState{Key: key}
+func exclusiveState(key string, fields []string, pttl int64) inspect.Exclusive {
+	ex := inspect.Exclusive{Key: key}
 	if pttl > 0 {
 		ex.Lease = time.Duration(pttl) * time.Millisecond
 	}
@@ -239,7 +101,7 @@ func exclusiveState(key string, fields []string, pttl int64) ExclusiveState {
 			continue
 		}
 		n, _ := strconv.Atoi(v)
-		ex.Holders = append(ex.Holders, Holder{Owner: f, Count: n, Lease: ex.Lease})
+		ex.Holders = append(ex.Holders, inspect.Holder{Owner: f, Count: n, Lease: ex.Lease})
 	}
 	sort.Slice(ex.Holders, func(i, j int) bool { return ex.Holders[i].Owner < ex.Holders[j].Owner })
 	return ex
@@ -248,11 +110,11 @@ func exclusiveState(key string, fields []string, pttl int64) ExclusiveState {
 // queuedWaiters reads a Lock's queue (field ~q, see queue_common.lua) or a
 // FairLock's (its own key, see fair_common.lua): per
 // waiter four NUL-terminated fields, id, lease, fencing flag and owner.
-func queuedWaiters(q string) []Waiter {
+func queuedWaiters(q string) []inspect.Waiter {
 	f := strings.Split(q, "\x00")
-	var out []Waiter
+	var out []inspect.Waiter
 	for i := 0; i+3 < len(f); i += 4 {
-		out = append(out, Waiter{Owner: f[i+3]})
+		out = append(out, inspect.Waiter{Owner: f[i+3]})
 	}
 	return out
 }
@@ -265,8 +127,8 @@ type rwHold struct {
 // rwState reads an RWLock hash, whose fields are "<kind>:<owner>": r/w hold
 // counts, rd/wd deadlines (server ms); other kinds (generations, last ops)
 // and '~' metadata are not shown. Nil when nobody holds or waits.
-func rwState(key string, fields []string, nowMs int64) *RWState {
-	rw := &RWState{Key: key}
+func rwState(key string, fields []string, nowMs int64) *inspect.RW {
+	rw := &inspect.RW{Key: key}
 	reads, writes, token := rwHolds(fields)
 	rw.Readers = liveHolders(reads, nowMs)
 	if w := liveHolders(writes, nowMs); len(w) > 0 {
@@ -320,11 +182,11 @@ func rwHolds(fields []string) (reads, writes map[string]*rwHold, token int64) {
 }
 
 // liveHolders are the holds of m whose deadline has not passed, by owner.
-func liveHolders(m map[string]*rwHold, nowMs int64) []Holder {
-	var out []Holder
+func liveHolders(m map[string]*rwHold, nowMs int64) []inspect.Holder {
+	var out []inspect.Holder
 	for owner, h := range m {
 		if h.count > 0 && h.deadline > nowMs {
-			out = append(out, Holder{Owner: owner, Count: int(h.count), Lease: time.Duration(h.deadline-nowMs) * time.Millisecond})
+			out = append(out, inspect.Holder{Owner: owner, Count: int(h.count), Lease: time.Duration(h.deadline-nowMs) * time.Millisecond})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Owner < out[j].Owner })
@@ -346,15 +208,15 @@ func fieldValue(fields []string, f string) string {
 // rw_common.lua): per writer five NUL-terminated fields, waiter id, lease,
 // fencing flag, owner and claim deadline (server ms). Lapsed claims are left
 // out.
-func queuedWriters(q string, nowMs int64) []Waiter {
+func queuedWriters(q string, nowMs int64) []inspect.Waiter {
 	f := strings.Split(q, "\x00")
-	var out []Waiter
+	var out []inspect.Waiter
 	for i := 0; i+4 < len(f); i += 5 {
 		dl, _ := strconv.ParseInt(f[i+4], 10, 64)
 		if dl <= nowMs {
 			continue
 		}
-		out = append(out, Waiter{
+		out = append(out, inspect.Waiter{
 			Owner:     f[i+3],
 			Deadline:  time.UnixMilli(dl),
 			Remaining: time.Duration(dl-nowMs) * time.Millisecond,
@@ -418,23 +280,23 @@ var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`
 
 // kindOfSuffix tells which lock type a key suffix (after the name's tag)
 // belongs to; keys that are not a lock's state (tails) give "".
-func kindOfSuffix(suffix string) Kind {
+func kindOfSuffix(suffix string) inspect.Kind {
 	switch suffix {
 	case "":
-		return KindLock
+		return inspect.KindLock
 	case ":fair", ":fair:q":
-		return KindFairLock
+		return inspect.KindFairLock
 	case ":rw":
-		return KindRWLock
+		return inspect.KindRWLock
 	case ":sema":
-		return KindSemaphore
+		return inspect.KindSemaphore
 	case ":latch":
-		return KindCountDownLatch
+		return inspect.KindCountDownLatch
 	}
 	return ""
 }
 
-// ListLocks returns the locks that exist now, one LockSummary per kind of
+// ListLocks returns the locks that exist now, one inspect.Summary per kind of
 // lock per name, sorted by name then kind. pattern is a Redis glob on the
 // name ("" or "*": every lock), matched against the name's escaped form, in
 // which '%', '{' and '}' match themselves (outside a [...] class). It SCANs
@@ -442,23 +304,23 @@ func kindOfSuffix(suffix string) Kind {
 // operators, not for a hot path; a lock that ends while the scan runs may be
 // left out. Only locks under the Client's key prefix are listed. Like
 // Inspect, it returns when ctx ends.
-func (c *Client) ListLocks(ctx context.Context, pattern string) ([]LockSummary, error) {
+func (c *Client) ListLocks(ctx context.Context, pattern string) ([]inspect.Summary, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	return queryBounded(ctx, "list locks", func() ([]LockSummary, error) { return c.listLocks(ctx, pattern) })
+	return queryBounded(ctx, "list locks", func() ([]inspect.Summary, error) { return c.listLocks(ctx, pattern) })
 }
 
 // listLocks is ListLocks once its arguments are checked.
-func (c *Client) listLocks(ctx context.Context, pattern string) ([]LockSummary, error) {
+func (c *Client) listLocks(ctx context.Context, pattern string) ([]inspect.Summary, error) {
 	kss, err := c.lockNames(ctx, pattern)
 	if err != nil {
 		return nil, err
 	}
-	var out []LockSummary
+	var out []inspect.Summary
 	const batch = 100
 	for start := 0; start < len(kss); start += batch {
 		states, err := c.inspectMany(ctx, kss[start:min(start+batch, len(kss))])
@@ -525,13 +387,13 @@ func (c *Client) lockNames(ctx context.Context, pattern string) ([]keyspace, err
 
 // inspectMany inspects several names in one pipeline (split per node on a
 // Cluster), loading the script where a node does not know it yet.
-func (c *Client) inspectMany(ctx context.Context, kss []keyspace) ([]*LockState, error) {
+func (c *Client) inspectMany(ctx context.Context, kss []keyspace) ([]*inspect.State, error) {
 	calls := make([]scriptCall, len(kss))
 	for i, ks := range kss {
 		calls[i] = inspectCall(ks)
 	}
 	cmds, _ := evalPipeline(ctx, c.rdb, calls, nil)
-	out := make([]*LockState, 0, len(kss))
+	out := make([]*inspect.State, 0, len(kss))
 	for i, ks := range kss {
 		res, err := cmds[i].Slice()
 		if err != nil {

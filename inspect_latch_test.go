@@ -8,11 +8,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/inspect"
 )
 
 // A closed CountDownLatch is a kind of its own under its name: Inspect and
-// ListLocks show its count, its channel (LockChannels.Latch) tells of the
+// ListLocks show its count, its channel (inspect.Channels.Latch) tells of the
 // CountDown that opens it, and an open latch leaves nothing to show.
 func TestInspectCountDownLatch(t *testing.T) {
 	b := newReal(t)
@@ -28,12 +28,12 @@ func TestInspectCountDownLatch(t *testing.T) {
 
 	st, err := c.Inspect(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, []relock.Kind{relock.KindLock, relock.KindCountDownLatch}, st.Kinds())
-	assert.Equal(t, &relock.LatchInspect{Key: l.Key(), Count: 2}, st.CountDownLatch)
+	assert.Equal(t, []inspect.Kind{inspect.KindLock, inspect.KindCountDownLatch}, st.Kinds())
+	assert.Equal(t, &inspect.Latch{Key: l.Key(), Count: 2}, st.CountDownLatch)
 	sums, err := c.ListLocks(ctx, "inspect/latch")
 	require.NoError(t, err)
 	require.Len(t, sums, 2)
-	assert.Equal(t, relock.LockSummary{Name: name, Kind: relock.KindCountDownLatch, Count: 2}, sums[1])
+	assert.Equal(t, inspect.Summary{Name: name, Kind: inspect.KindCountDownLatch, Count: 2}, sums[1])
 	assert.Zero(t, sums[0].Count, "a Lock has no count")
 	require.NoError(t, c.Lock(name).Unlock(hctx))
 

@@ -5,35 +5,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// SemaphoreInspect is the state of a Semaphore as Inspect reads it.
-type SemaphoreInspect struct {
-	// Key is the Redis key of the semaphore's hash.
-	Key string
-	// Permits is the capacity recorded.
-	Permits int
-	// Used is the permits of the live holds.
-	Used int
-	// Holders are the live acquisitions: Owner is the acquiring owner,
-	// Count its permits, Lease the hold's remaining lease. Holds whose
-	// deadline has passed are left out, as the semaphore ignores them.
-	Holders []Holder
-	// Waiters are the queued acquisitions, served first to last while the
-	// free permits suffice. Lapsed claims are left out.
-	Waiters []Waiter
-	// WaiterPermits are the permits each waiter asks for, in Waiters' order.
-	WaiterPermits []int
-}
+	"github.com/relock-go/relock/inspect"
+)
 
 // semaInspect reads a Semaphore's hash (see sema_common.lua) at server time
 // nowMs; nil when nobody holds or waits.
-func semaInspect(key string, fields []string, nowMs int64) *SemaphoreInspect {
+func semaInspect(key string, fields []string, nowMs int64) *inspect.Semaphore {
 	f := make(map[string]string, len(fields)/2)
 	for i := 0; i+1 < len(fields); i += 2 {
 		f[fields[i]] = fields[i+1]
 	}
-	st := &SemaphoreInspect{Key: key}
+	st := &inspect.Semaphore{Key: key}
 	st.Permits, _ = strconv.Atoi(f["~p"])
 	for k, v := range f {
 		gen, ok := strings.CutPrefix(k, "d:")
@@ -43,7 +26,7 @@ func semaInspect(key string, fields []string, nowMs int64) *SemaphoreInspect {
 		}
 		n, _ := strconv.Atoi(f["n:"+gen])
 		st.Used += n
-		st.Holders = append(st.Holders, Holder{Owner: f["o:"+gen], Count: n, Lease: time.Duration(dl-nowMs) * time.Millisecond})
+		st.Holders = append(st.Holders, inspect.Holder{Owner: f["o:"+gen], Count: n, Lease: time.Duration(dl-nowMs) * time.Millisecond})
 	}
 	sortHolders(st.Holders)
 	for q := f["~q"]; q != ""; {
@@ -58,7 +41,7 @@ func semaInspect(key string, fields []string, nowMs int64) *SemaphoreInspect {
 		}
 		n, _ := strconv.Atoi(e[1])
 		at := time.UnixMilli(dl)
-		st.Waiters = append(st.Waiters, Waiter{Owner: e[3], Deadline: at, Remaining: time.Duration(dl-nowMs) * time.Millisecond})
+		st.Waiters = append(st.Waiters, inspect.Waiter{Owner: e[3], Deadline: at, Remaining: time.Duration(dl-nowMs) * time.Millisecond})
 		st.WaiterPermits = append(st.WaiterPermits, n)
 	}
 	if len(st.Holders) == 0 && len(st.Waiters) == 0 {
@@ -69,7 +52,7 @@ func semaInspect(key string, fields []string, nowMs int64) *SemaphoreInspect {
 
 // sortHolders orders holders by owner, then by permits, so that a snapshot
 // reads the same twice.
-func sortHolders(hs []Holder) {
+func sortHolders(hs []inspect.Holder) {
 	sort.Slice(hs, func(i, j int) bool {
 		if hs[i].Owner != hs[j].Owner {
 			return hs[i].Owner < hs[j].Owner
@@ -82,16 +65,16 @@ func sortHolders(hs []Holder) {
 // inspect.go within its size.
 
 // summarize turns a state into one summary per kind that exists.
-func summarize(st *LockState) []LockSummary {
-	var out []LockSummary
+func summarize(st *inspect.State) []inspect.Summary {
+	var out []inspect.Summary
 	if l := st.Lock; l != nil {
-		out = append(out, LockSummary{Name: st.Name, Kind: KindLock, Holders: len(l.Holders), Waiters: len(l.Queued), Lease: l.Lease, Token: l.Token})
+		out = append(out, inspect.Summary{Name: st.Name, Kind: inspect.KindLock, Holders: len(l.Holders), Waiters: len(l.Queued), Lease: l.Lease, Token: l.Token})
 	}
 	if f := st.FairLock; f != nil {
-		out = append(out, LockSummary{Name: st.Name, Kind: KindFairLock, Holders: len(f.Holders), Waiters: len(f.Waiters), Lease: f.Lease, Token: f.Token})
+		out = append(out, inspect.Summary{Name: st.Name, Kind: inspect.KindFairLock, Holders: len(f.Holders), Waiters: len(f.Waiters), Lease: f.Lease, Token: f.Token})
 	}
 	if rw := st.RWLock; rw != nil {
-		s := LockSummary{Name: st.Name, Kind: KindRWLock, Holders: len(rw.Readers), Waiters: len(rw.WritersWaiting), Token: rw.Token}
+		s := inspect.Summary{Name: st.Name, Kind: inspect.KindRWLock, Holders: len(rw.Readers), Waiters: len(rw.WritersWaiting), Token: rw.Token}
 		for _, h := range rw.Readers {
 			s.Lease = max(s.Lease, h.Lease)
 		}
@@ -102,14 +85,14 @@ func summarize(st *LockState) []LockSummary {
 		out = append(out, s)
 	}
 	if sm := st.Semaphore; sm != nil {
-		s := LockSummary{Name: st.Name, Kind: KindSemaphore, Holders: len(sm.Holders), Waiters: len(sm.Waiters)}
+		s := inspect.Summary{Name: st.Name, Kind: inspect.KindSemaphore, Holders: len(sm.Holders), Waiters: len(sm.Waiters)}
 		for _, h := range sm.Holders {
 			s.Lease = max(s.Lease, h.Lease)
 		}
 		out = append(out, s)
 	}
 	if l := st.CountDownLatch; l != nil {
-		out = append(out, LockSummary{Name: st.Name, Kind: KindCountDownLatch, Count: l.Count})
+		out = append(out, inspect.Summary{Name: st.Name, Kind: inspect.KindCountDownLatch, Count: l.Count})
 	}
 	return out
 }

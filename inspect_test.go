@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/inspect"
 	"github.com/relock-go/relock/internal/redistest"
 )
 
@@ -36,7 +37,7 @@ func TestInspectLock(t *testing.T) {
 		st, err := c.Inspect(ctx, "inspect/lock")
 		require.NoError(t, err)
 		assert.Equal(t, "inspect/lock", st.Name)
-		assert.Equal(t, []relock.Kind{relock.KindLock}, st.Kinds())
+		assert.Equal(t, []inspect.Kind{inspect.KindLock}, st.Kinds())
 		assert.True(t, st.Exists())
 		assert.WithinDuration(t, time.Now(), st.ServerTime, 5*time.Second)
 		require.NotNil(t, st.Lock)
@@ -126,7 +127,7 @@ func TestInspectFairLockWaiters(t *testing.T) {
 
 	st, err := c.Inspect(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, []relock.Kind{relock.KindFairLock}, st.Kinds())
+	assert.Equal(t, []inspect.Kind{inspect.KindFairLock}, st.Kinds())
 	f := st.FairLock
 	require.NotNil(t, f)
 	assert.Equal(t, l.Key(), f.Key)
@@ -184,7 +185,7 @@ func TestInspectRWLock(t *testing.T) {
 
 	st, err := c.Inspect(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, []relock.Kind{relock.KindRWLock}, st.Kinds())
+	assert.Equal(t, []inspect.Kind{inspect.KindRWLock}, st.Kinds())
 	s := st.RWLock
 	require.NotNil(t, s)
 	assert.Equal(t, rw.Key(), s.Key)
@@ -241,7 +242,7 @@ func TestInspectSeveralKinds(t *testing.T) {
 	require.NoError(t, err)
 	st, err := c.Inspect(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, []relock.Kind{relock.KindLock, relock.KindFairLock, relock.KindRWLock}, st.Kinds())
+	assert.Equal(t, []inspect.Kind{inspect.KindLock, inspect.KindFairLock, inspect.KindRWLock}, st.Kinds())
 	require.NoError(t, c.Lock(name).Unlock(l1))
 	require.NoError(t, c.FairLock(name).Unlock(l2))
 	require.NoError(t, c.RWLock(name).ReadLock().Unlock(l3))
@@ -279,10 +280,10 @@ func TestInspectLayout(t *testing.T) {
 	assert.Equal(t, 2, st.Lock.Holders[0].Count)
 	assert.InDelta(t, 20*time.Second, st.Lock.Lease, float64(2*time.Second))
 	assert.Equal(t, int64(1700000000000001), st.Lock.Token)
-	assert.Equal(t, []relock.Waiter{{Owner: "u9:1"}, {Owner: "u9:2"}}, st.Lock.Queued)
+	assert.Equal(t, []inspect.Waiter{{Owner: "u9:1"}, {Owner: "u9:2"}}, st.Lock.Queued)
 	require.NotNil(t, st.FairLock)
 	assert.Equal(t, int64(99), st.FairLock.Token)
-	assert.Equal(t, []relock.Waiter{{Owner: "u4:1"}, {Owner: "u5:1"}}, st.FairLock.Waiters)
+	assert.Equal(t, []inspect.Waiter{{Owner: "u4:1"}, {Owner: "u5:1"}}, st.FairLock.Waiters)
 	rw := st.RWLock
 	require.NotNil(t, rw)
 	require.Len(t, rw.Readers, 1, "the reader past its deadline is left out")
@@ -465,7 +466,7 @@ func testListLocks(t *testing.T, rdb redis.UniversalClient) {
 	require.NoError(t, err)
 	type nk struct {
 		name string
-		kind relock.Kind
+		kind inspect.Kind
 	}
 	var got []nk
 	for _, s := range all {
@@ -473,18 +474,18 @@ func testListLocks(t *testing.T, rdb redis.UniversalClient) {
 		assert.Equal(t, 1, s.Holders, s.Name)
 		assert.Zero(t, s.Waiters, s.Name)
 		assert.Greater(t, s.Lease, time.Duration(0), s.Name)
-		if s.Kind != relock.KindRWLock || s.Name == "list/a1" {
+		if s.Kind != inspect.KindRWLock || s.Name == "list/a1" {
 			assert.NotZero(t, s.Token, "%s %s", s.Name, s.Kind)
 		}
 	}
 	assert.Equal(t, []nk{
-		{"list/50%", relock.KindLock},
-		{"list/a1", relock.KindLock},
-		{"list/a1", relock.KindRWLock},
-		{"list/a2", relock.KindFairLock},
-		{"list/c*d", relock.KindFairLock},
-		{"list/{b}", relock.KindRWLock},
-		{"zz", relock.KindRWLock},
+		{"list/50%", inspect.KindLock},
+		{"list/a1", inspect.KindLock},
+		{"list/a1", inspect.KindRWLock},
+		{"list/a2", inspect.KindFairLock},
+		{"list/c*d", inspect.KindFairLock},
+		{"list/{b}", inspect.KindRWLock},
+		{"zz", inspect.KindRWLock},
 	}, got)
 
 	names2 := func(pattern string) []string {
@@ -530,7 +531,7 @@ func TestInspectLockQueue(t *testing.T) {
 		return err == nil && st.Lock != nil && len(st.Lock.Queued) == 1
 	}, 5*time.Second, time.Millisecond)
 	second := lockAsync(other.Lock(name))
-	var st *relock.LockState
+	var st *inspect.State
 	require.Eventually(t, func() bool {
 		st, err = c.Inspect(ctx, name)
 		return err == nil && st.Lock != nil && len(st.Lock.Queued) == 2

@@ -16,12 +16,12 @@ const (
 	maxDuration = 365 * 24 * time.Hour
 )
 
-// DefaultWatchdogLease is the lease of a lock taken without a lease time; the
+// defaultWatchdogLease is the lease of a lock taken without a lease time; the
 // watchdog renews it every third of that while it is held.
-const DefaultWatchdogLease = 30 * time.Second
+const defaultWatchdogLease = 30 * time.Second
 
-// DefaultKeyPrefix starts every key and channel the package uses.
-const DefaultKeyPrefix = "relock"
+// defaultKeyPrefix starts every key and channel the package uses.
+const defaultKeyPrefix = "relock"
 
 type options struct {
 	watchdogLease time.Duration
@@ -41,13 +41,13 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		watchdogLease: DefaultWatchdogLease,
-		prefix:        DefaultKeyPrefix,
+		watchdogLease: defaultWatchdogLease,
+		prefix:        defaultKeyPrefix,
 		logger:        nil, // slog.Default() when the Client is made (see WithLogger)
 		fencing:       true,
 		unlockLatch:   30 * time.Second,
-		waiterTimeout: DefaultWaiterTimeout,
-		unlockTimeout: DefaultUnlockTimeout,
+		waiterTimeout: defaultWaiterTimeout,
+		unlockTimeout: defaultUnlockTimeout,
 	}
 }
 
@@ -135,9 +135,9 @@ func WithShardedPubSub(on bool) Option {
 	}
 }
 
-// DefaultWaiterTimeout is how long what a waiter keeps in Redis (a
+// defaultWaiterTimeout is how long what a waiter keeps in Redis (a
 // FairLock's queue, an RWLock writer's claim) lives without being renewed.
-const DefaultWaiterTimeout = 10 * time.Second
+const defaultWaiterTimeout = 10 * time.Second
 
 // WithWaiterTimeout sets how long what a waiter keeps in Redis lives without
 // being renewed (default 10 s): a FairLock's queue (renewed by the attempts
@@ -163,7 +163,7 @@ func WithWaiterTimeout(d time.Duration) Option {
 }
 
 // WithUnlockTimeout sets how long Unlock (and Do's unlock) waits for Redis
-// to confirm a release (default DefaultUnlockTimeout, 1 s), however long
+// to confirm a release (default 1 s), however long
 // Redis hangs. A release not confirmed by then returns an error wrapping
 // ErrNotConfirmed and ErrUnavailable: the hold has ended for the caller, is
 // no longer renewed, and the release goes on in the background until it is

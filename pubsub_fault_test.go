@@ -122,7 +122,7 @@ func TestPresenceNoticesRestart(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	c.subs.keepAlive()
 	c.subs.keepAlive() // idempotent
-	channel := DefaultKeyPrefix + ":client:" + c.ID()
+	channel := defaultKeyPrefix + ":client:" + c.ID()
 	admin := srv.Client(func(o *redis.Options) { o.MaxRetries = -1 })
 	subscribed := func() bool {
 		n, err := admin.PubSubNumSub(context.Background(), channel).Result()

@@ -74,9 +74,9 @@ type redConfig struct {
 
 // Defaults of a RedLock's options.
 const (
-	DefaultNodeTimeout    = 100 * time.Millisecond
-	DefaultClockDrift     = 0.01
-	DefaultRedRetryDelay  = 200 * time.Millisecond
+	defaultNodeTimeout    = 100 * time.Millisecond
+	defaultClockDrift     = 0.01
+	defaultRedRetryDelay  = 200 * time.Millisecond
 	redDriftFloor         = 2 * time.Millisecond
 	redOwnerSuffix        = ":red"
 	redLockRegistryPrefix = "redlock\x00"
@@ -134,7 +134,7 @@ func WithRetryDelay(d time.Duration) RedLockOption {
 // option do not panic: every method of the returned RedLock then fails with
 // ErrInvalidArgument.
 func NewRedLock(name string, clients []*Client, opts ...RedLockOption) *RedLock {
-	r := &RedLock{cfg: redConfig{nodeTimeout: DefaultNodeTimeout, drift: DefaultClockDrift, retryDelay: DefaultRedRetryDelay}}
+	r := &RedLock{cfg: redConfig{nodeTimeout: defaultNodeTimeout, drift: defaultClockDrift, retryDelay: defaultRedRetryDelay}}
 	r.err = r.init(name, clients, opts)
 	return r
 }

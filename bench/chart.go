@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 
@@ -52,43 +53,14 @@ func (r *Report) WriteChart(w io.Writer, format string) error {
 	barWidth := vg.Points(18)
 	ymax := 1.0
 	for i, l := range libs {
-		vals := make(plotter.Values, len(hs))
-		labels := plotter.XYLabels{XYs: make(plotter.XYs, len(hs)), Labels: make([]string, len(hs))}
-		for j, h := range hs {
-			lr, fr := r.Result(h.scenario, l.Name), r.Result(h.scenario, FloorName)
-			v := math.NaN()
-			if lr != nil && fr != nil {
-				v = h.speed(lr, fr)
-			}
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				vals[j], labels.Labels[j] = 0, "n/a"
-			} else {
-				vals[j], labels.Labels[j] = v, ratioString(v)
-				ymax = max(ymax, v)
-			}
-			labels.XYs[j] = plotter.XY{X: float64(j), Y: vals[j]}
-		}
-		bars, err := plotter.NewBarChart(vals, barWidth)
-		if err != nil {
-			return err
+		vals, labels := r.speeds(hs, l.Name)
+		for _, v := range vals {
+			ymax = max(ymax, v)
 		}
 		offset := barWidth * vg.Length(float64(i)-float64(len(libs)-1)/2)
-		bars.Offset = offset
-		bars.Color = plotutil.Color(i)
-		bars.LineStyle.Width = 0
-		p.Add(bars)
-		p.Legend.Add(l.Name, bars)
-
-		lab, err := plotter.NewLabels(labels)
-		if err != nil {
+		if err := addBars(p, l.Name, plotutil.Color(i), vals, labels, barWidth, offset); err != nil {
 			return err
 		}
-		for k := range lab.TextStyle {
-			lab.TextStyle[k].Font.Size = vg.Points(7)
-			lab.TextStyle[k].XAlign = draw.XCenter
-		}
-		lab.Offset = vg.Point{X: offset, Y: vg.Points(2)}
-		p.Add(lab)
 	}
 	one := plotter.NewFunction(func(float64) float64 { return 1 })
 	one.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
@@ -107,4 +79,51 @@ func (r *Report) WriteChart(w io.Writer, format string) error {
 	}
 	_, err = wt.WriteTo(w)
 	return err
+}
+
+// speeds are lib's speeds in the headlines, and their labels above the
+// bars; a speed that cannot be computed is a bar of 0 labelled "n/a".
+func (r *Report) speeds(hs []headline, lib string) (plotter.Values, plotter.XYLabels) {
+	vals := make(plotter.Values, len(hs))
+	labels := plotter.XYLabels{XYs: make(plotter.XYs, len(hs)), Labels: make([]string, len(hs))}
+	for j, h := range hs {
+		lr, fr := r.Result(h.scenario, lib), r.Result(h.scenario, FloorName)
+		v := math.NaN()
+		if lr != nil && fr != nil {
+			v = h.speed(lr, fr)
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			vals[j], labels.Labels[j] = 0, "n/a"
+		} else {
+			vals[j], labels.Labels[j] = v, ratioString(v)
+		}
+		labels.XYs[j] = plotter.XY{X: float64(j), Y: vals[j]}
+	}
+	return vals, labels
+}
+
+// addBars adds one library's bars, shifted by offset within each group, and
+// their labels to p.
+func addBars(p *plot.Plot, name string, c color.Color, vals plotter.Values, labels plotter.XYLabels, width, offset vg.Length) error {
+	bars, err := plotter.NewBarChart(vals, width)
+	if err != nil {
+		return err
+	}
+	bars.Offset = offset
+	bars.Color = c
+	bars.LineStyle.Width = 0
+	p.Add(bars)
+	p.Legend.Add(name, bars)
+
+	lab, err := plotter.NewLabels(labels)
+	if err != nil {
+		return err
+	}
+	for k := range lab.TextStyle {
+		lab.TextStyle[k].Font.Size = vg.Points(7)
+		lab.TextStyle[k].XAlign = draw.XCenter
+	}
+	lab.Offset = vg.Point{X: offset, Y: vg.Points(2)}
+	p.Add(lab)
+	return nil
 }

@@ -54,22 +54,32 @@ func fmtFairness(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
+// The values rows are made of.
+var (
+	latencyOf = func(r *Result) []time.Duration { return r.Latency }
+	waitOf    = func(r *Result) []time.Duration { return r.Wait }
+	handoffOf = func(r *Result) []time.Duration { return r.Handoff }
+	rateOf    = func(r *Result, _ Scenario) float64 { return r.Rate() }
+	sentOf    = func(r *Result, _ Scenario) float64 { return r.SentPerOp() }
+	serverOf  = func(r *Result, _ Scenario) float64 { return r.ServerPerOp() }
+)
+
+// pct is the p-th percentile of the durations f picks.
+func pct(p float64, f func(*Result) []time.Duration) func(*Result, Scenario) float64 {
+	return durationOf(func(r *Result) time.Duration { return Percentile(f(r), p) })
+}
+
+// rowsOf makes the rows of one scenario.
+type rowsOf string
+
+func (id rowsOf) m(label string, value func(*Result, Scenario) float64, format func(float64) string) metric {
+	return metric{scenario: string(id), label: label, value: value, format: format}
+}
+
 // metricsFor returns the rows of scenario sc, clients being the Config's
 // number of shared Clients.
 func metricsFor(sc Scenario, clients int) []metric {
-	pct := func(p float64, f func(*Result) []time.Duration) func(*Result, Scenario) float64 {
-		return durationOf(func(r *Result) time.Duration { return Percentile(f(r), p) })
-	}
-	latency := func(r *Result) []time.Duration { return r.Latency }
-	wait := func(r *Result) []time.Duration { return r.Wait }
-	handoff := func(r *Result) []time.Duration { return r.Handoff }
-	rate := func(r *Result, _ Scenario) float64 { return r.Rate() }
-	sent := func(r *Result, _ Scenario) float64 { return r.SentPerOp() }
-	server := func(r *Result, _ Scenario) float64 { return r.ServerPerOp() }
-	viol := func(r *Result, _ Scenario) float64 { return float64(r.Violations) }
-	m := func(label string, value func(*Result, Scenario) float64, format func(float64) string) metric {
-		return metric{scenario: sc.ID, label: label, value: value, format: format}
-	}
+	m := rowsOf(sc.ID).m
 	switch {
 	case sc.Workers == 1:
 		cycle := "Lock+Unlock"
@@ -77,34 +87,40 @@ func metricsFor(sc Scenario, clients int) []metric {
 			cycle = fmt.Sprintf("%d×Lock + %d×Unlock", sc.Depth, sc.Depth)
 		}
 		return []metric{
-			m(cycle+" p50", pct(50, latency), fmtDuration),
-			m(cycle+" p99", pct(99, latency), fmtDuration),
-			m("cycles/s", rate, fmtRate),
-			m("commands sent / cycle", sent, fmtCount),
-			m("commands run by Redis / cycle", server, fmtCount),
+			m(cycle+" p50", pct(50, latencyOf), fmtDuration),
+			m(cycle+" p99", pct(99, latencyOf), fmtDuration),
+			m("cycles/s", rateOf, fmtRate),
+			m("commands sent / cycle", sentOf, fmtCount),
+			m("commands run by Redis / cycle", serverOf, fmtCount),
 		}
 	case sc.OwnKeys:
 		return []metric{
-			m("cycles/s", rate, fmtRate),
-			m("Lock p99", pct(99, wait), fmtDuration),
-			m("commands sent / cycle", sent, fmtCount),
-			m("commands run by Redis / cycle", server, fmtCount),
+			m("cycles/s", rateOf, fmtRate),
+			m("Lock p99", pct(99, waitOf), fmtDuration),
+			m("commands sent / cycle", sentOf, fmtCount),
+			m("commands run by Redis / cycle", serverOf, fmtCount),
 		}
 	}
+	return contendedMetrics(sc, clients)
+}
+
+// contendedMetrics are the rows of a scenario whose workers share keys.
+func contendedMetrics(sc Scenario, clients int) []metric {
+	m := rowsOf(sc.ID).m
 	per := "goroutine"
 	if sc.perProcess(clients) {
 		per = "process"
 	}
-	out := []metric{m("acquisitions/s", rate, fmtRate)}
+	out := []metric{m("acquisitions/s", rateOf, fmtRate)}
 	if sc.Hold > 0 && !sc.ShortHold { // the rest of each cycle is the lock's
 		out = append(out, m(fmt.Sprintf("share of the %.0f/s ideal", sc.IdealRate()), func(r *Result, sc Scenario) float64 {
 			return r.Rate() / sc.IdealRate()
 		}, fmtPercent))
 	}
 	out = append(out,
-		m("hand-off p50", pct(50, handoff), fmtDuration),
-		m("hand-off p99", pct(99, handoff), fmtDuration),
-		m("Lock p99 (time in Lock)", pct(99, wait), fmtDuration),
+		m("hand-off p50", pct(50, handoffOf), fmtDuration),
+		m("hand-off p99", pct(99, handoffOf), fmtDuration),
+		m("Lock p99 (time in Lock)", pct(99, waitOf), fmtDuration),
 	)
 	share := func(label string, n func(*Result) int64) metric {
 		t := m(label, func(r *Result, _ Scenario) float64 {
@@ -120,12 +136,12 @@ func metricsFor(sc Scenario, clients int) []metric {
 	if !sc.PassOn {
 		out = append(out, share("taken back by the releaser", func(r *Result) int64 { return r.Reacquired }))
 	}
-	v := m("mutual-exclusion violations", viol, fmtInt)
+	v := m("mutual-exclusion violations", func(r *Result, _ Scenario) float64 { return float64(r.Violations) }, fmtInt)
 	v.noRatio = true
 	return append(out,
 		m("max/min acquisitions per "+per, func(r *Result, _ Scenario) float64 { return r.Fairness() }, fmtFairness),
-		m("commands sent / acquisition", sent, fmtCount),
-		m("commands run by Redis / acquisition", server, fmtCount),
+		m("commands sent / acquisition", sentOf, fmtCount),
+		m("commands run by Redis / acquisition", serverOf, fmtCount),
 		v,
 	)
 }

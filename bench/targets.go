@@ -58,10 +58,15 @@ func (r *Report) WriteTargets(w io.Writer) {
 		fmt.Fprintf(w, "- %s: %s — %s\n", what, figures, verdict)
 	}
 	notRun := func(what string) { fmt.Fprintf(w, "- %s: not run\n", what) }
+	r.writeOneKeyTargets(line, notRun)
+	r.writeHoldTargets(line, notRun)
+	r.writeRebasedTargets(line, notRun)
+	r.writeViolations(w)
+}
 
-	rate := func(id, lib string) (float64, bool) { return r.rateRatio(id, lib, FloorName) }
-
-	// 16 and 64 processes on one key.
+// writeOneKeyTargets writes the targets of 16 and 64 processes on one key:
+// rate against the floor, and commands per acquisition.
+func (r *Report) writeOneKeyTargets(line func(what, figures string, ok bool), notRun func(string)) {
 	for _, k := range []struct {
 		lib           string
 		minRate, cmds float64
@@ -72,7 +77,7 @@ func (r *Report) WriteTargets(w io.Writer) {
 	} {
 		for _, id := range []string{Procs16, Procs64} {
 			what := fmt.Sprintf("%s, %s: acquisitions/s at least %.2f× the floor", r.title(id), k.lib, k.minRate)
-			x, ok := rate(id, k.lib)
+			x, ok := r.rateRatio(id, k.lib, FloorName)
 			if !ok {
 				notRun(what)
 				continue
@@ -97,8 +102,10 @@ func (r *Report) WriteTargets(w io.Writer) {
 		}
 		line(what, fmt.Sprintf("%.2f at 16, %.2f at 64 (%.2f×)", ca, cb, growth), ok && !math.IsNaN(growth))
 	}
+}
 
-	// 8 processes, 2 ms hold.
+// writeHoldTargets writes the targets of 8 processes with a 2 ms hold.
+func (r *Report) writeHoldTargets(line func(what, figures string, ok bool), notRun func(string)) {
 	for _, lib := range []string{relockName, fairName} {
 		what := fmt.Sprintf("%s, %s: hand-off p99 at most %s", r.title(Procs8Hold), lib, fmtDuration(float64(targetHoldP99)))
 		if lib == relockName {
@@ -118,9 +125,11 @@ func (r *Report) WriteTargets(w io.Writer) {
 		}
 		line(what, figures, ok)
 	}
+}
 
-	r.writeRebasedTargets(line, notRun)
-
+// writeViolations writes whether any library broke mutual exclusion in any
+// scenario.
+func (r *Report) writeViolations(w io.Writer) {
 	var bad []string
 	for id, byLib := range r.Results {
 		for lib, res := range byLib {

@@ -114,90 +114,37 @@ type cycle struct {
 	called, locked, releasing, unlocked time.Duration
 }
 
+// workRun is one run of a workload: its scenario, its keys' guards and what
+// its workers report.
+type workRun struct {
+	sc      Scenario
+	lockers []Locker
+	guards  []guard
+	res     *Result
+	start   time.Time
+
+	errs     atomic.Int64
+	firstErr atomic.Pointer[string]
+	viol     atomic.Int64
+
+	mu        sync.Mutex
+	abandoned bool // the run was reported stuck: late workers keep out
+	cycles    [][]cycle
+	latency   []time.Duration
+	waits     []time.Duration
+}
+
 // workload runs sc for one library on its lockers until ctx ends.
 func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 	keys := 1
 	if sc.OwnKeys {
 		keys = sc.Workers
 	}
-	guards := make([]guard, keys)
-	res := &Result{Scenario: sc.ID, PerWorker: make([]int64, sc.Workers)}
-	var (
-		mu        sync.Mutex
-		abandoned bool // the run was reported stuck: late workers keep out
-		cycles    [][]cycle
-		latency   []time.Duration
-		waits     []time.Duration
-		errs      atomic.Int64
-		firstErr  atomic.Pointer[string]
-		viol      atomic.Int64
-	)
-	fail := func(what string, err error) {
-		errs.Add(1)
-		s := fmt.Sprintf("%s: %v", what, err)
-		firstErr.CompareAndSwap(nil, &s)
-	}
-	start := time.Now()
+	r := &workRun{sc: sc, lockers: lockers, guards: make([]guard, keys),
+		res: &Result{Scenario: sc.ID, PerWorker: make([]int64, sc.Workers)}, start: time.Now()}
 	var wg sync.WaitGroup
 	for w := range sc.Workers {
-		wg.Go(func() {
-			l := lockers[w%len(lockers)]
-			g := &guards[0]
-			name := "k"
-			if sc.OwnKeys {
-				g = &guards[w]
-				name = "k" + strconv.Itoa(w)
-			}
-			var mine []cycle
-			var lat, wait []time.Duration
-			for ctx.Err() == nil {
-				t0 := time.Since(start)
-				u, err := lock(ctx, l, name, sc.Depth)
-				if err != nil {
-					if ctx.Err() == nil {
-						fail("lock", err)
-						time.Sleep(time.Millisecond) // a failing Redis must not be spun on
-					}
-					continue
-				}
-				locked := time.Since(start)
-				wait = append(wait, locked-t0)
-				if g.holders.Add(1) != 1 {
-					viol.Add(1)
-				}
-				seq := g.seq.Load()
-				runtime.Gosched()
-				g.seq.Store(seq + 1)
-				if sc.PassOn {
-					g.acquired()
-					g.awaitRejoin(ctx, seq)
-				}
-				hold(sc)
-				g.holders.Add(-1)
-				releasing := time.Since(start)
-				if err := unlock(u); err != nil {
-					fail("unlock", err)
-				}
-				unlocked := time.Since(start)
-				mine = append(mine, cycle{w, seq, t0, locked, releasing, unlocked})
-				if sc.Workers == 1 {
-					lat = append(lat, unlocked-t0)
-				}
-				if sc.PassOn {
-					g.awaitOther(ctx, seq)
-					g.rejoin(seq)
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if abandoned {
-				return
-			}
-			cycles = append(cycles, mine)
-			latency = append(latency, lat...)
-			waits = append(waits, wait...)
-			res.PerWorker[w] = int64(len(mine))
-		})
+		wg.Go(func() { r.worker(ctx, w) })
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -205,31 +152,113 @@ func workload(ctx context.Context, sc Scenario, lockers []Locker) *Result {
 	select {
 	case <-done:
 	case <-time.After(stuckGrace):
-		res.Stuck = true
+		r.res.Stuck = true
 	}
-	res.Elapsed = time.Since(start)
+	r.res.Elapsed = time.Since(r.start)
+	return r.finish()
+}
 
-	mu.Lock()
-	defer mu.Unlock()
-	abandoned = true
-	for _, c := range cycles {
+func (r *workRun) fail(what string, err error) {
+	r.errs.Add(1)
+	s := fmt.Sprintf("%s: %v", what, err)
+	r.firstErr.CompareAndSwap(nil, &s)
+}
+
+// worker is worker w: it takes and releases its key until ctx ends, then
+// reports its cycles, unless the run was given up on as stuck.
+func (r *workRun) worker(ctx context.Context, w int) {
+	l := r.lockers[w%len(r.lockers)]
+	g := &r.guards[0]
+	name := "k"
+	if r.sc.OwnKeys {
+		g = &r.guards[w]
+		name = "k" + strconv.Itoa(w)
+	}
+	var mine []cycle
+	var lat, wait []time.Duration
+	for ctx.Err() == nil {
+		c, ok := r.cycle(ctx, w, l, g, name)
+		if !ok {
+			continue
+		}
+		mine = append(mine, c)
+		wait = append(wait, c.locked-c.called)
+		if r.sc.Workers == 1 {
+			lat = append(lat, c.unlocked-c.called)
+		}
+		if r.sc.PassOn {
+			g.awaitOther(ctx, c.seq)
+			g.rejoin(c.seq)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.abandoned {
+		return
+	}
+	r.cycles = append(r.cycles, mine)
+	r.latency = append(r.latency, lat...)
+	r.waits = append(r.waits, wait...)
+	r.res.PerWorker[w] = int64(len(mine))
+}
+
+// cycle is one acquisition of worker w: Lock, the hold (checked against
+// the guard g), Unlock. ok is false when Lock failed.
+func (r *workRun) cycle(ctx context.Context, w int, l Locker, g *guard, name string) (c cycle, ok bool) {
+	t0 := time.Since(r.start)
+	u, err := lock(ctx, l, name, r.sc.Depth)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.fail("lock", err)
+			time.Sleep(time.Millisecond) // a failing Redis must not be spun on
+		}
+		return c, false
+	}
+	locked := time.Since(r.start)
+	if g.holders.Add(1) != 1 {
+		r.viol.Add(1)
+	}
+	seq := g.seq.Load()
+	runtime.Gosched()
+	g.seq.Store(seq + 1)
+	if r.sc.PassOn {
+		g.acquired()
+		g.awaitRejoin(ctx, seq)
+	}
+	hold(r.sc)
+	g.holders.Add(-1)
+	releasing := time.Since(r.start)
+	if err := unlock(u); err != nil {
+		r.fail("unlock", err)
+	}
+	return cycle{w, seq, t0, locked, releasing, time.Since(r.start)}, true
+}
+
+// finish turns what the workers reported into the run's Result; a worker
+// that reports later is left out.
+func (r *workRun) finish() *Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.abandoned = true
+	res := r.res
+	for _, c := range r.cycles {
 		res.Ops += int64(len(c))
 	}
 	res.Rates = []float64{res.totalRate()}
 	var counted int64
-	for i := range guards {
-		counted += guards[i].seq.Load()
+	for i := range r.guards {
+		counted += r.guards[i].seq.Load()
 	}
 	// Lost updates beyond those already seen as overlaps.
-	res.Violations = max(viol.Load(), res.Ops-counted)
-	res.Errors = errs.Load()
-	if s := firstErr.Load(); s != nil {
+	res.Violations = max(r.viol.Load(), res.Ops-counted)
+	res.Errors = r.errs.Load()
+	if s := r.firstErr.Load(); s != nil {
 		res.FirstError = *s
 	}
-	res.Latency = latency
-	res.Wait = waits
-	if !sc.OwnKeys && sc.Workers > 1 && res.Violations == 0 {
-		res.Handoff, res.Reacquired, res.ToWaiter = handoffs(cycles)
+	res.Latency = r.latency
+	res.Wait = r.waits
+	if !r.sc.OwnKeys && r.sc.Workers > 1 && res.Violations == 0 {
+		res.Handoff, res.Reacquired, res.ToWaiter = handoffs(r.cycles)
 	}
 	return res
 }

@@ -76,34 +76,46 @@ func run() error {
 		return runOvershoot(ctx, bench.OvershootConfig{Trials: *trials, Parallel: *parallel, Deadline: *deadline,
 			Delay: time.Second, Libs: bench.OvershootLibraries(), Progress: progress(*quiet)})
 	}
-	if *addr == "" {
+	cfg := bench.Config{Addr: *addr, Duration: *duration, Rounds: *rounds, Clients: *clients, Progress: os.Stderr}
+	if *quiet {
+		cfg.Progress = nil
+	}
+	return runComparison(ctx, cfg, *scenarios, *libs, *svg)
+}
+
+// runComparison runs the scenarios and libraries named (all when empty) on
+// cfg.Addr, or on a redis-server of its own when it is empty, and writes the
+// report to stdout and its chart to svg (none when empty).
+func runComparison(ctx context.Context, cfg bench.Config, scenarios, libs, svg string) error {
+	if cfg.Addr == "" {
 		srv, err := bench.StartServer(ctx)
 		if err != nil {
 			return err
 		}
 		defer srv.Stop()
-		*addr = srv.Addr
+		cfg.Addr = srv.Addr
 	}
-	cfg := bench.Config{Addr: *addr, Duration: *duration, Rounds: *rounds, Clients: *clients, Progress: os.Stderr}
 	var err error
-	if cfg.Scenarios, err = pick(bench.Scenarios(), *scenarios, func(s bench.Scenario) string { return s.ID }); err != nil {
+	if cfg.Scenarios, err = pick(bench.Scenarios(), scenarios, func(s bench.Scenario) string { return s.ID }); err != nil {
 		return err
 	}
-	if cfg.Libraries, err = pick(bench.Libraries(), *libs, func(l bench.Library) string { return l.Name }); err != nil {
+	if cfg.Libraries, err = pick(bench.Libraries(), libs, func(l bench.Library) string { return l.Name }); err != nil {
 		return err
 	}
 	if cfg.Libraries[0].Name != bench.FloorName {
 		// Every ratio is against the floor.
 		cfg.Libraries = append([]bench.Library{bench.Libraries()[0]}, cfg.Libraries...)
 	}
-	if *quiet {
-		cfg.Progress = nil
-	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	return writeReport(rep, svg)
+}
 
+// writeReport writes rep as markdown to stdout, and its chart to svg (none
+// when empty; the extension picks the format).
+func writeReport(rep *bench.Report, svg string) error {
 	var out bytes.Buffer
 	out.WriteString("### Setup\n\n")
 	rep.WriteSetup(&out)
@@ -114,20 +126,21 @@ func run() error {
 	if _, err := os.Stdout.Write(out.Bytes()); err != nil {
 		return err
 	}
-	if *svg != "" {
-		var b bytes.Buffer
-		format := strings.TrimPrefix(filepath.Ext(*svg), ".")
-		if format == "" {
-			format = "svg"
-		}
-		if err := rep.WriteChart(&b, format); err != nil {
-			return err
-		}
-		if err := os.WriteFile(*svg, b.Bytes(), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "chart written to %s\n", *svg)
+	if svg == "" {
+		return nil
 	}
+	var b bytes.Buffer
+	format := strings.TrimPrefix(filepath.Ext(svg), ".")
+	if format == "" {
+		format = "svg"
+	}
+	if err := rep.WriteChart(&b, format); err != nil {
+		return err
+	}
+	if err := os.WriteFile(svg, b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "chart written to %s\n", svg)
 	return nil
 }
 

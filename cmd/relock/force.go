@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/inspect"
 )
 
 // jsonReleased is one hold force-unlock removed.
@@ -24,9 +24,9 @@ type jsonForce struct {
 
 // release is one kind of hold force-unlock may remove.
 type release struct {
-	kind    relock.Kind
+	kind    inspect.Kind
 	mode    string
-	holders []relock.Holder
+	holders []inspect.Holder
 	waiters int
 	do      func(context.Context) (bool, error)
 }
@@ -39,7 +39,7 @@ func (r release) what() string {
 	return s
 }
 
-func holdersText(hs []relock.Holder) string {
+func holdersText(hs []inspect.Holder) string {
 	parts := make([]string, len(hs))
 	for i, h := range hs {
 		n := strconv.Itoa(h.Count) + " holds"
@@ -97,20 +97,20 @@ func (cl *cli) forceUnlock(ctx context.Context, name string) int {
 
 // releasesOf lists the force releases that free every hold st shows on the
 // lock called name, one per kind (and RWLock mode) that is held.
-func (cl *cli) releasesOf(name string, st *relock.LockState) []release {
+func (cl *cli) releasesOf(name string, st *inspect.State) []release {
 	var todo []release
 	if l := st.Lock; l != nil && len(l.Holders) > 0 {
-		todo = append(todo, release{kind: relock.KindLock, holders: l.Holders, waiters: len(l.Queued), do: cl.c.Lock(name).ForceUnlock})
+		todo = append(todo, release{kind: inspect.KindLock, holders: l.Holders, waiters: len(l.Queued), do: cl.c.Lock(name).ForceUnlock})
 	}
 	if f := st.FairLock; f != nil && len(f.Holders) > 0 {
-		todo = append(todo, release{kind: relock.KindFairLock, holders: f.Holders, waiters: len(f.Waiters), do: cl.c.FairLock(name).ForceUnlock})
+		todo = append(todo, release{kind: inspect.KindFairLock, holders: f.Holders, waiters: len(f.Waiters), do: cl.c.FairLock(name).ForceUnlock})
 	}
 	if rw := st.RWLock; rw != nil {
 		if rw.Writer != nil {
-			todo = append(todo, release{kind: relock.KindRWLock, mode: "write", holders: []relock.Holder{*rw.Writer}, do: cl.c.RWLock(name).WriteLock().ForceUnlock})
+			todo = append(todo, release{kind: inspect.KindRWLock, mode: "write", holders: []inspect.Holder{*rw.Writer}, do: cl.c.RWLock(name).WriteLock().ForceUnlock})
 		}
 		if len(rw.Readers) > 0 {
-			todo = append(todo, release{kind: relock.KindRWLock, mode: "read", holders: rw.Readers, do: cl.c.RWLock(name).ReadLock().ForceUnlock})
+			todo = append(todo, release{kind: inspect.KindRWLock, mode: "read", holders: rw.Readers, do: cl.c.RWLock(name).ReadLock().ForceUnlock})
 		}
 	}
 	return todo

@@ -35,6 +35,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/inspect"
 )
 
 const (
@@ -92,83 +93,15 @@ type cli struct {
 // and returns the exit status. main only wires it to the process.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cl := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
-	fs := flag.NewFlagSet("relock", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	redisURL := fs.String("redis", os.Getenv("REDIS_URL"), "Redis to use (default $REDIS_URL)")
-	prefix := fs.String("prefix", relock.DefaultKeyPrefix, "key prefix of the locks (relock.WithKeyPrefix)")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for Redis to answer the first time")
-	fs.BoolVar(&cl.json, "json", false, "print JSON instead of a table (inspect, list, watch: one object per line; force-unlock)")
-	fs.BoolVar(&cl.yes, "yes", false, "force-unlock without asking")
-	fs.DurationVar(&cl.forDur, "for", 0, "watch: stop after this long (default: until interrupted)")
-	fs.DurationVar(&cl.refresh, "refresh", 5*time.Second, "watch: re-read the lock this often too (lease expiry publishes nothing)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
+	conn, cmd, cargs, code := cl.parseArgs(args)
+	if code >= 0 {
+		return code
 	}
-	pos, err := parseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+	if code := cl.connect(ctx, conn); code != exitOK {
+		return code
 	}
-	if err != nil {
-		return exitUsage // the flag package printed why
-	}
-	if len(pos) == 0 {
-		fs.Usage()
-		return exitUsage
-	}
-	cmd, cargs := pos[0], pos[1:]
-	var nargs [2]int // min, max
-	switch cmd {
-	case "inspect", "watch", "force-unlock":
-		nargs = [2]int{1, 1}
-	case "list":
-		nargs = [2]int{0, 1}
-	case "help":
-		fs.SetOutput(stdout)
-		fmt.Fprint(stdout, usage)
-		fs.PrintDefaults()
-		return exitOK
-	default:
-		fmt.Fprintf(stderr, "relock: unknown command %q (inspect, list, watch, force-unlock)\n", cmd)
-		return exitUsage
-	}
-	if len(cargs) < nargs[0] || len(cargs) > nargs[1] {
-		if nargs[0] == 1 {
-			fmt.Fprintf(stderr, "relock: usage: relock %s NAME\n", cmd)
-		} else {
-			fmt.Fprintf(stderr, "relock: usage: relock %s [PATTERN]\n", cmd)
-		}
-		return exitUsage
-	}
-	if cmd != "list" && cargs[0] == "" {
-		fmt.Fprintln(stderr, "relock: empty lock name")
-		return exitUsage
-	}
-	if cl.refresh <= 0 || cl.forDur < 0 {
-		fmt.Fprintln(stderr, "relock: --refresh must be positive and --for not negative")
-		return exitUsage
-	}
-
-	if cl.target, err = parseTarget(*redisURL); err != nil {
-		fmt.Fprintf(stderr, "relock: bad Redis URL: %v\n", err)
-		return exitUsage
-	}
-	cl.rdb = cl.target.client()
 	defer cl.rdb.Close()
-	pctx, cancel := context.WithTimeout(ctx, *timeout)
-	err = ping(pctx, cl.rdb)
-	cancel()
-	if err != nil {
-		fmt.Fprintf(stderr, "relock: cannot reach Redis at %s: %v\n", cl.target.display, err)
-		return exitUsage
-	}
-	cl.c = relock.New(cl.rdb, relock.WithKeyPrefix(*prefix))
 	defer cl.c.Close()
-	if err := cl.c.Err(); err != nil {
-		fmt.Fprintf(stderr, "relock: %v\n", err)
-		return exitUsage
-	}
-
 	switch cmd {
 	case "inspect":
 		return cl.inspect(ctx, cargs[0])
@@ -183,6 +116,112 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		return cl.forceUnlock(ctx, cargs[0])
 	}
+}
+
+// connSettings are the flags that say where and how to connect.
+type connSettings struct {
+	redisURL, prefix string
+	timeout          time.Duration
+}
+
+// parseArgs reads the flags into cl and conn and checks the command and its
+// arguments. code is the exit status when the invocation ends here (help, a
+// usage error), -1 when the command is to run.
+func (cl *cli) parseArgs(args []string) (conn connSettings, cmd string, cargs []string, code int) {
+	fs := flag.NewFlagSet("relock", flag.ContinueOnError)
+	fs.SetOutput(cl.stderr)
+	fs.StringVar(&conn.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis to use (default $REDIS_URL)")
+	// "relock" is the library's own default prefix (see relock.WithKeyPrefix).
+	fs.StringVar(&conn.prefix, "prefix", "relock", "key prefix of the locks (relock.WithKeyPrefix)")
+	fs.DurationVar(&conn.timeout, "timeout", 5*time.Second, "how long to wait for Redis to answer the first time")
+	fs.BoolVar(&cl.json, "json", false, "print JSON instead of a table (inspect, list, watch: one object per line; force-unlock)")
+	fs.BoolVar(&cl.yes, "yes", false, "force-unlock without asking")
+	fs.DurationVar(&cl.forDur, "for", 0, "watch: stop after this long (default: until interrupted)")
+	fs.DurationVar(&cl.refresh, "refresh", 5*time.Second, "watch: re-read the lock this often too (lease expiry publishes nothing)")
+	fs.Usage = func() {
+		fmt.Fprint(cl.stderr, usage)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return conn, "", nil, exitOK
+	}
+	if err != nil {
+		return conn, "", nil, exitUsage // the flag package printed why
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return conn, "", nil, exitUsage
+	}
+	cmd, cargs = pos[0], pos[1:]
+	if cmd == "help" {
+		fs.SetOutput(cl.stdout)
+		fmt.Fprint(cl.stdout, usage)
+		fs.PrintDefaults()
+		return conn, cmd, cargs, exitOK
+	}
+	return conn, cmd, cargs, cl.checkCommand(cmd, cargs)
+}
+
+// checkCommand checks a command's name, its arguments and the flags that
+// must agree with each other; it returns -1 when they are fine, else
+// exitUsage after saying why.
+func (cl *cli) checkCommand(cmd string, cargs []string) int {
+	var nargs [2]int // min, max
+	switch cmd {
+	case "inspect", "watch", "force-unlock":
+		nargs = [2]int{1, 1}
+	case "list":
+		nargs = [2]int{0, 1}
+	default:
+		fmt.Fprintf(cl.stderr, "relock: unknown command %q (inspect, list, watch, force-unlock)\n", cmd)
+		return exitUsage
+	}
+	if len(cargs) < nargs[0] || len(cargs) > nargs[1] {
+		if nargs[0] == 1 {
+			fmt.Fprintf(cl.stderr, "relock: usage: relock %s NAME\n", cmd)
+		} else {
+			fmt.Fprintf(cl.stderr, "relock: usage: relock %s [PATTERN]\n", cmd)
+		}
+		return exitUsage
+	}
+	if cmd != "list" && cargs[0] == "" {
+		fmt.Fprintln(cl.stderr, "relock: empty lock name")
+		return exitUsage
+	}
+	if cl.refresh <= 0 || cl.forDur < 0 {
+		fmt.Fprintln(cl.stderr, "relock: --refresh must be positive and --for not negative")
+		return exitUsage
+	}
+	return -1
+}
+
+// connect makes cl's Redis client and relock Client and checks that Redis
+// answers; on success the caller closes both, on failure nothing is left
+// open.
+func (cl *cli) connect(ctx context.Context, conn connSettings) int {
+	var err error
+	if cl.target, err = parseTarget(conn.redisURL); err != nil {
+		fmt.Fprintf(cl.stderr, "relock: bad Redis URL: %v\n", err)
+		return exitUsage
+	}
+	cl.rdb = cl.target.client()
+	pctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	err = ping(pctx, cl.rdb)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(cl.stderr, "relock: cannot reach Redis at %s: %v\n", cl.target.display, err)
+		cl.rdb.Close()
+		return exitUsage
+	}
+	cl.c = relock.New(cl.rdb, relock.WithKeyPrefix(conn.prefix))
+	if err := cl.c.Err(); err != nil {
+		fmt.Fprintf(cl.stderr, "relock: %v\n", err)
+		cl.c.Close()
+		cl.rdb.Close()
+		return exitUsage
+	}
+	return exitOK
 }
 
 // ping checks that Redis answers before ctx ends: go-redis does not stop a
@@ -235,15 +274,15 @@ func (cl *cli) fail(what string, err error) int {
 }
 
 // kindName is how the human output names a kind.
-func kindName(k relock.Kind) string {
+func kindName(k inspect.Kind) string {
 	switch k {
-	case relock.KindLock:
+	case inspect.KindLock:
 		return "Lock"
-	case relock.KindFairLock:
+	case inspect.KindFairLock:
 		return "FairLock"
-	case relock.KindRWLock:
+	case inspect.KindRWLock:
 		return "RWLock"
-	case relock.KindCountDownLatch:
+	case inspect.KindCountDownLatch:
 		return "CountDownLatch"
 	}
 	return strings.ToUpper(string(k[:1])) + string(k[1:])

@@ -154,7 +154,7 @@ func testInspectLock(t *testing.T, d deployment) {
 	assert.Equal(t, own, js.Lock.Holders[0].Owner)
 	assert.Equal(t, 2, js.Lock.Holders[0].Count)
 	assert.Greater(t, js.Lock.Holders[0].LeaseMs, int64(0))
-	assert.LessOrEqual(t, js.Lock.LeaseMs, relock.DefaultWatchdogLease.Milliseconds())
+	assert.LessOrEqual(t, js.Lock.LeaseMs, (30 * time.Second).Milliseconds(), "the default watchdog lease")
 	assert.Equal(t, tok, js.Lock.Token)
 	assert.Nil(t, js.FairLock)
 	assert.Nil(t, js.RWLock)

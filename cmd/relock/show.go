@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/inspect"
 )
 
 // The JSON the command prints. Durations are milliseconds, times RFC 3339
@@ -87,7 +87,7 @@ type jsonSummary struct {
 	Count   int    `json:"count,omitempty"` // a CountDownLatch's count left
 }
 
-func holders(hs []relock.Holder) []jsonHolder {
+func holders(hs []inspect.Holder) []jsonHolder {
 	out := make([]jsonHolder, 0, len(hs))
 	for _, h := range hs {
 		out = append(out, jsonHolder{Owner: h.Owner, Count: h.Count, LeaseMs: h.Lease.Milliseconds()})
@@ -95,7 +95,7 @@ func holders(hs []relock.Holder) []jsonHolder {
 	return out
 }
 
-func waiters(ws []relock.Waiter) []jsonWaiter {
+func waiters(ws []inspect.Waiter) []jsonWaiter {
 	out := make([]jsonWaiter, 0, len(ws))
 	for _, w := range ws {
 		jw := jsonWaiter{Owner: w.Owner, RemainingMs: w.Remaining.Milliseconds()}
@@ -108,12 +108,12 @@ func waiters(ws []relock.Waiter) []jsonWaiter {
 	return out
 }
 
-func excl(e relock.ExclusiveState) jsonExcl {
+func excl(e inspect.Exclusive) jsonExcl {
 	return jsonExcl{Key: e.Key, Holders: holders(e.Holders), LeaseMs: e.Lease.Milliseconds(), Token: e.Token, Queued: waiters(e.Queued)}
 }
 
 // toJSON converts a state to the command's JSON shape.
-func toJSON(st *relock.LockState) *jsonState {
+func toJSON(st *inspect.State) *jsonState {
 	js := &jsonState{Name: st.Name, Exists: st.Exists(), ServerTime: st.ServerTime.UTC(), Kinds: []string{}}
 	for _, k := range st.Kinds() {
 		js.Kinds = append(js.Kinds, string(k))
@@ -123,12 +123,12 @@ func toJSON(st *relock.LockState) *jsonState {
 		js.Lock = &e
 	}
 	if f := st.FairLock; f != nil {
-		js.FairLock = &jsonFair{jsonExcl: excl(f.ExclusiveState), QueueKey: f.QueueKey, Waiters: waiters(f.Waiters)}
+		js.FairLock = &jsonFair{jsonExcl: excl(f.Exclusive), QueueKey: f.QueueKey, Waiters: waiters(f.Waiters)}
 	}
 	if rw := st.RWLock; rw != nil {
 		j := &jsonRW{Key: rw.Key, Readers: holders(rw.Readers), Token: rw.Token, WritersWaiting: waiters(rw.WritersWaiting)}
 		if rw.Writer != nil {
-			w := holders([]relock.Holder{*rw.Writer})[0]
+			w := holders([]inspect.Holder{*rw.Writer})[0]
 			j.Writer = &w
 		}
 		js.RWLock = j
@@ -172,56 +172,56 @@ func token(t int64) string {
 }
 
 // printState prints the table of a state: one row per holder and waiter.
-func printState(w io.Writer, st *relock.LockState) {
+func printState(w io.Writer, st *inspect.State) {
 	if !st.Exists() {
 		fmt.Fprintf(w, "no lock %s\n", st.Name)
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tROLE\tOWNER\tHOLDS\tEXPIRES IN\tTOKEN")
-	row := func(kind relock.Kind, role, owner, holds, expires, tok string) {
+	row := func(kind inspect.Kind, role, owner, holds, expires, tok string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", kindName(kind), role, owner, holds, expires, tok)
 	}
-	exclRows := func(kind relock.Kind, e relock.ExclusiveState) {
+	exclRows := func(kind inspect.Kind, e inspect.Exclusive) {
 		for _, h := range e.Holders {
 			row(kind, "holder", h.Owner, strconv.Itoa(h.Count), dur(h.Lease), token(e.Token))
 		}
 	}
 	if l := st.Lock; l != nil {
-		exclRows(relock.KindLock, *l)
+		exclRows(inspect.KindLock, *l)
 		for i, wt := range l.Queued {
-			row(relock.KindLock, "queued #"+strconv.Itoa(i+1), wt.Owner, "-", "-", "-")
+			row(inspect.KindLock, "queued #"+strconv.Itoa(i+1), wt.Owner, "-", "-", "-")
 		}
 	}
 	if f := st.FairLock; f != nil {
-		exclRows(relock.KindFairLock, f.ExclusiveState)
+		exclRows(inspect.KindFairLock, f.Exclusive)
 		for i, wt := range f.Waiters {
-			row(relock.KindFairLock, "queued #"+strconv.Itoa(i+1), wt.Owner, "-", dur(wt.Remaining), "-")
+			row(inspect.KindFairLock, "queued #"+strconv.Itoa(i+1), wt.Owner, "-", dur(wt.Remaining), "-")
 		}
 	}
 	if rw := st.RWLock; rw != nil {
 		if h := rw.Writer; h != nil {
-			row(relock.KindRWLock, "writer", h.Owner, strconv.Itoa(h.Count), dur(h.Lease), token(rw.Token))
+			row(inspect.KindRWLock, "writer", h.Owner, strconv.Itoa(h.Count), dur(h.Lease), token(rw.Token))
 		}
 		for _, h := range rw.Readers {
-			row(relock.KindRWLock, "reader", h.Owner, strconv.Itoa(h.Count), dur(h.Lease), "-")
+			row(inspect.KindRWLock, "reader", h.Owner, strconv.Itoa(h.Count), dur(h.Lease), "-")
 		}
 		for _, wt := range rw.WritersWaiting {
-			row(relock.KindRWLock, "writer waiting", wt.Owner, "-", dur(wt.Remaining), "-")
+			row(inspect.KindRWLock, "writer waiting", wt.Owner, "-", dur(wt.Remaining), "-")
 		}
 	}
 	if sm := st.Semaphore; sm != nil {
 		// HOLDS is a hold's permits (of sm.Permits).
 		for _, h := range sm.Holders {
-			row(relock.KindSemaphore, "holder", h.Owner, fmt.Sprintf("%d/%d", h.Count, sm.Permits), dur(h.Lease), "-")
+			row(inspect.KindSemaphore, "holder", h.Owner, fmt.Sprintf("%d/%d", h.Count, sm.Permits), dur(h.Lease), "-")
 		}
 		for i, wt := range sm.Waiters {
-			row(relock.KindSemaphore, "queued #"+strconv.Itoa(i+1), wt.Owner, fmt.Sprintf("%d/%d", sm.WaiterPermits[i], sm.Permits), dur(wt.Remaining), "-")
+			row(inspect.KindSemaphore, "queued #"+strconv.Itoa(i+1), wt.Owner, fmt.Sprintf("%d/%d", sm.WaiterPermits[i], sm.Permits), dur(wt.Remaining), "-")
 		}
 	}
 	if l := st.CountDownLatch; l != nil {
 		// HOLDS is the count left; a latch has no owner and no lease.
-		row(relock.KindCountDownLatch, "closed", "-", strconv.Itoa(l.Count), "-", "-")
+		row(inspect.KindCountDownLatch, "closed", "-", strconv.Itoa(l.Count), "-", "-")
 	}
 	_ = tw.Flush()
 }

@@ -52,14 +52,7 @@ func parseTarget(raw string) (*target, error) {
 	}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		hosts, err := hostList(raw)
-		if err != nil {
-			return nil, err
-		}
-		if len(hosts) == 1 {
-			return &target{single: &redis.Options{Addr: hosts[0]}, display: hosts[0]}, nil
-		}
-		return &target{cluster: &redis.ClusterOptions{Addrs: hosts}, display: "cluster " + raw}, nil
+		return hostsTarget(raw)
 	}
 	switch scheme {
 	case "redis", "rediss", "unix":
@@ -69,61 +62,87 @@ func parseTarget(raw string) (*target, error) {
 		}
 		return &target{single: o, display: redact(raw)}, nil
 	case "redis+cluster", "rediss+cluster":
-		u, hosts, err := multiHost(strings.TrimSuffix(scheme, "+cluster"), rest)
-		if err != nil {
-			return nil, err
-		}
-		if u.Path != "" && u.Path != "/" {
-			return nil, fmt.Errorf("a Cluster URL has no path (a Cluster has only db 0), got %q", u.Path)
-		}
-		u.Path = ""
-		q := u.Query()
-		for _, h := range hosts[1:] {
-			q.Add("addr", h)
-		}
-		u.RawQuery = q.Encode()
-		o, err := redis.ParseClusterURL(u.String())
-		if err != nil {
-			return nil, err
-		}
-		return &target{cluster: o, display: "cluster " + redact(raw)}, nil
+		return clusterTarget(raw, strings.TrimSuffix(scheme, "+cluster"), rest)
 	case "redis+sentinel", "rediss+sentinel":
-		u, hosts, err := multiHost(strings.TrimSuffix(scheme, "+sentinel"), rest)
-		if err != nil {
-			return nil, err
-		}
-		parts := strings.FieldsFunc(u.Path, func(r rune) bool { return r == '/' })
-		if len(parts) == 0 || len(parts) > 2 {
-			return nil, errors.New("a Sentinel URL needs the primary's name as its path: redis+sentinel://host:port,host:port/mastername[/db]")
-		}
-		q := u.Query()
-		sentinelUser, sentinelPass := q.Get("sentinel_username"), q.Get("sentinel_password")
-		q.Del("sentinel_username")
-		q.Del("sentinel_password")
-		q.Set("master_name", parts[0])
-		if len(parts) == 2 {
-			q.Set("db", parts[1])
-		}
-		if u.User != nil {
-			q.Set("username", u.User.Username())
-			if p, ok := u.User.Password(); ok {
-				q.Set("password", p)
-			}
-			u.User = nil
-		}
-		for _, h := range hosts[1:] {
-			q.Add("addr", h)
-		}
-		u.Path = ""
-		u.RawQuery = q.Encode()
-		o, err := redis.ParseFailoverURL(u.String())
-		if err != nil {
-			return nil, err
-		}
-		o.SentinelUsername, o.SentinelPassword = sentinelUser, sentinelPass
-		return &target{failover: o, display: "sentinel " + redact(raw)}, nil
+		return sentinelTarget(raw, strings.TrimSuffix(scheme, "+sentinel"), rest)
 	}
 	return nil, fmt.Errorf("unknown scheme %q: want redis, rediss, unix, redis+cluster or redis+sentinel", scheme)
+}
+
+// hostsTarget reads a URL without a scheme: one host:port is one server,
+// several are a Cluster's seed nodes.
+func hostsTarget(raw string) (*target, error) {
+	hosts, err := hostList(raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(hosts) == 1 {
+		return &target{single: &redis.Options{Addr: hosts[0]}, display: hosts[0]}, nil
+	}
+	return &target{cluster: &redis.ClusterOptions{Addrs: hosts}, display: "cluster " + raw}, nil
+}
+
+// clusterTarget reads a redis+cluster URL: the hosts after the first go to
+// go-redis as addr parameters.
+func clusterTarget(raw, scheme, rest string) (*target, error) {
+	u, hosts, err := multiHost(scheme, rest)
+	if err != nil {
+		return nil, err
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, fmt.Errorf("a Cluster URL has no path (a Cluster has only db 0), got %q", u.Path)
+	}
+	u.Path = ""
+	q := u.Query()
+	for _, h := range hosts[1:] {
+		q.Add("addr", h)
+	}
+	u.RawQuery = q.Encode()
+	o, err := redis.ParseClusterURL(u.String())
+	if err != nil {
+		return nil, err
+	}
+	return &target{cluster: o, display: "cluster " + redact(raw)}, nil
+}
+
+// sentinelTarget reads a redis+sentinel URL: its path names the primary (and
+// its db), its userinfo is the primary's credentials, and the Sentinels'
+// own come from the query.
+func sentinelTarget(raw, scheme, rest string) (*target, error) {
+	u, hosts, err := multiHost(scheme, rest)
+	if err != nil {
+		return nil, err
+	}
+	parts := strings.FieldsFunc(u.Path, func(r rune) bool { return r == '/' })
+	if len(parts) == 0 || len(parts) > 2 {
+		return nil, errors.New("a Sentinel URL needs the primary's name as its path: redis+sentinel://host:port,host:port/mastername[/db]")
+	}
+	q := u.Query()
+	sentinelUser, sentinelPass := q.Get("sentinel_username"), q.Get("sentinel_password")
+	q.Del("sentinel_username")
+	q.Del("sentinel_password")
+	q.Set("master_name", parts[0])
+	if len(parts) == 2 {
+		q.Set("db", parts[1])
+	}
+	if u.User != nil {
+		q.Set("username", u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			q.Set("password", p)
+		}
+		u.User = nil
+	}
+	for _, h := range hosts[1:] {
+		q.Add("addr", h)
+	}
+	u.Path = ""
+	u.RawQuery = q.Encode()
+	o, err := redis.ParseFailoverURL(u.String())
+	if err != nil {
+		return nil, err
+	}
+	o.SentinelUsername, o.SentinelPassword = sentinelUser, sentinelPass
+	return &target{failover: o, display: "sentinel " + redact(raw)}, nil
 }
 
 // multiHost parses "[userinfo@]h1,h2[/path][?query]" into a URL of scheme on

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/inspect"
 )
 
 // settle is how long after a message watch looks again: a release is often
@@ -30,7 +30,7 @@ type jsonEvent struct {
 type watcher struct {
 	cl      *cli
 	name    string
-	chans   relock.LockChannels
+	chans   inspect.Channels
 	classic *redis.PubSub // SUBSCRIBE: PUBLISH (one server, or a Cluster without sharded pub/sub)
 	sharded *redis.PubSub // SSUBSCRIBE on a Cluster: SPUBLISH, relock's default there
 	msgs    chan *redis.Message
@@ -197,7 +197,7 @@ end`)
 // hand-over, which they would not do when nobody waits or listens. A hold
 // taken later is marked at the next look (a refresh, or settle after a
 // message).
-func (w *watcher) listen(ctx context.Context, st *relock.LockState) {
+func (w *watcher) listen(ctx context.Context, st *inspect.State) {
 	var keys []string
 	var fields []any
 	if st.Lock != nil {
@@ -218,14 +218,14 @@ func stamp(t time.Time) string { return t.Format("15:04:05.000") }
 
 // fingerprint identifies a state without its leases and deadlines, which
 // change all the time.
-func fingerprint(st *relock.LockState) string {
+func fingerprint(st *inspect.State) string {
 	var b strings.Builder
-	hs := func(tag string, hs []relock.Holder) {
+	hs := func(tag string, hs []inspect.Holder) {
 		for _, h := range hs {
 			b.WriteString(tag + h.Owner + "=" + strconv.Itoa(h.Count) + ";")
 		}
 	}
-	ws := func(tag string, ws []relock.Waiter) {
+	ws := func(tag string, ws []inspect.Waiter) {
 		for _, w := range ws {
 			b.WriteString(tag + w.Owner + ";")
 		}
@@ -242,7 +242,7 @@ func fingerprint(st *relock.LockState) string {
 	if rw := st.RWLock; rw != nil {
 		hs("R", rw.Readers)
 		if rw.Writer != nil {
-			hs("W", []relock.Holder{*rw.Writer})
+			hs("W", []inspect.Holder{*rw.Writer})
 		}
 		ws("V", rw.WritersWaiting)
 		b.WriteString("t" + strconv.FormatInt(rw.Token, 10) + ";")

@@ -94,77 +94,108 @@ func Analyze(events []Event, faults []Fault, procs []string) *Verdict {
 			v.Start = f.Start
 		}
 	}
+	v.buildIntervals(events)
+	for _, p := range procs {
+		if v.PerProc[p] == 0 {
+			v.problem(RuleProgress, "%s made no progress: it never entered the critical section", p)
+		}
+	}
+	v.checkOverlaps()
+	v.checkTokenOrder()
+	v.measureHandoffs(faults)
+	return v
+}
 
-	// Build the intervals, per process in the order it reported (a process
-	// is sequential: enter, then exit or lost, then maybe unlock-err).
-	open := make(map[string]int) // proc -> index in v.Intervals of its open hold
-	last := make(map[string]int) // proc -> index of its last hold
-	lastAt := make(map[string]time.Time)
+// intervalBuilder turns the events into holds, per process in the order it
+// reported (a process is sequential: enter, then exit or lost, then maybe
+// unlock-err).
+type intervalBuilder struct {
+	v      *Verdict
+	open   map[string]int // proc -> index in v.Intervals of its open hold
+	last   map[string]int // proc -> index of its last hold
+	lastAt map[string]time.Time
+}
+
+// buildIntervals fills v.Intervals, sorted by entry, and the counts of
+// ends, errors and voids.
+func (v *Verdict) buildIntervals(events []Event) {
+	b := &intervalBuilder{v: v, open: map[string]int{}, last: map[string]int{}, lastAt: map[string]time.Time{}}
 	for _, e := range events { // arrival order per process is report order
-		lastAt[e.Proc] = e.At
+		b.lastAt[e.Proc] = e.At
 		switch e.Kind {
 		case KindEnter:
-			if i, ok := open[e.Proc]; ok {
-				v.problem(RuleRun, "%s entered (token %d) while its hold with token %d was still open", e.Proc, e.Token, v.Intervals[i].Token)
-			}
-			v.Intervals = append(v.Intervals, Interval{Proc: e.Proc, Token: e.Token, Enter: e.At, Ended: "open"})
-			open[e.Proc] = len(v.Intervals) - 1
-			last[e.Proc] = len(v.Intervals) - 1
-			v.Acquisitions++
-			v.PerProc[e.Proc]++
+			b.enter(e)
 		case KindExit, KindLost:
-			i, ok := open[e.Proc]
-			if !ok {
-				v.problem(RuleRun, "%s reported %s (token %d) without an open hold", e.Proc, e.Kind, e.Token)
-				continue
-			}
-			delete(open, e.Proc)
-			iv := &v.Intervals[i]
-			iv.End, iv.Ended, iv.Cause = e.At, e.Kind, e.Detail
-			if e.Kind == KindLost {
-				if iv.Signalled() {
-					v.Signalled++
-				} else {
-					v.OtherEnds++
-				}
-			}
+			b.end(e)
 		case KindUnlockErr:
-			if e.Token == 0 {
-				v.UnlockErrs++ // of a void grant
-				continue
-			}
-			i, ok := last[e.Proc]
-			if !ok {
-				continue
-			}
-			v.Intervals[i].UnlockErr = e.Detail
-			if v.Intervals[i].Ended == KindExit && strings.Contains(e.Detail, lockLost) {
-				v.LostAtUnlock++
-			} else if !strings.Contains(e.Detail, lockLost) {
-				v.UnlockErrs++
-			}
+			b.unlockErr(e)
 		case KindVoid:
 			v.Voids++
 		case KindLockErr:
 			v.LockErrs++
 		}
 	}
-	for p, i := range open {
+	for p, i := range b.open {
 		iv := &v.Intervals[i]
-		iv.End = lastAt[p]
+		iv.End = b.lastAt[p]
 		v.problem(RuleRun, "%s never ended its hold with token %d (entered at %s)", p, iv.Token, v.rel(iv.Enter))
 	}
 	slices.SortStableFunc(v.Intervals, func(a, b Interval) int { return a.Enter.Compare(b.Enter) })
+}
 
-	for _, p := range procs {
-		if v.PerProc[p] == 0 {
-			v.problem(RuleProgress, "%s made no progress: it never entered the critical section", p)
+func (b *intervalBuilder) enter(e Event) {
+	v := b.v
+	if i, ok := b.open[e.Proc]; ok {
+		v.problem(RuleRun, "%s entered (token %d) while its hold with token %d was still open", e.Proc, e.Token, v.Intervals[i].Token)
+	}
+	v.Intervals = append(v.Intervals, Interval{Proc: e.Proc, Token: e.Token, Enter: e.At, Ended: "open"})
+	b.open[e.Proc] = len(v.Intervals) - 1
+	b.last[e.Proc] = len(v.Intervals) - 1
+	v.Acquisitions++
+	v.PerProc[e.Proc]++
+}
+
+func (b *intervalBuilder) end(e Event) {
+	v := b.v
+	i, ok := b.open[e.Proc]
+	if !ok {
+		v.problem(RuleRun, "%s reported %s (token %d) without an open hold", e.Proc, e.Kind, e.Token)
+		return
+	}
+	delete(b.open, e.Proc)
+	iv := &v.Intervals[i]
+	iv.End, iv.Ended, iv.Cause = e.At, e.Kind, e.Detail
+	if e.Kind == KindLost {
+		if iv.Signalled() {
+			v.Signalled++
+		} else {
+			v.OtherEnds++
 		}
 	}
+}
 
-	// Overlaps: Later entered before Earlier ended. One problem per earlier
-	// hold (a holder stopped for seconds overlaps every hold taken
-	// meanwhile), showing its first overlap that breaks the rule.
+func (b *intervalBuilder) unlockErr(e Event) {
+	v := b.v
+	if e.Token == 0 {
+		v.UnlockErrs++ // of a void grant
+		return
+	}
+	i, ok := b.last[e.Proc]
+	if !ok {
+		return
+	}
+	v.Intervals[i].UnlockErr = e.Detail
+	if v.Intervals[i].Ended == KindExit && strings.Contains(e.Detail, lockLost) {
+		v.LostAtUnlock++
+	} else if !strings.Contains(e.Detail, lockLost) {
+		v.UnlockErrs++
+	}
+}
+
+// checkOverlaps finds the holds a later hold entered before they ended. One
+// problem per earlier hold (a holder stopped for seconds overlaps every hold
+// taken meanwhile), showing its first overlap that breaks the rule.
+func (v *Verdict) checkOverlaps() {
 	for i, a := range v.Intervals {
 		var bad []Overlap
 		for _, b := range v.Intervals[i+1:] {
@@ -176,48 +207,55 @@ func Analyze(events []Event, faults []Fault, procs []string) *Verdict {
 			}
 			o := Overlap{Earlier: a, Later: b, Ordered: b.Token > a.Token, Told: a.Signalled(),
 				Duration: minTime(a.End, b.End).Sub(b.Enter)}
-			v.Overlaps = append(v.Overlaps, o)
-			v.MaxOverlap = max(v.MaxOverlap, o.Duration)
-			if o.Ordered {
-				v.Ordered++
-			} else {
-				v.Unordered++
-			}
-			if !o.Told {
-				v.Untold++
-			}
+			v.countOverlap(o)
 			if !o.Allowed() {
 				bad = append(bad, o)
 			}
 		}
-		if len(bad) == 0 {
-			continue
+		if len(bad) > 0 {
+			v.reportOverlap(bad)
 		}
-		o, b := bad[0], bad[0].Later
-		var why []string
-		if !o.Ordered {
-			why = append(why, fmt.Sprintf("tokens do not order them (%d then %d)", a.Token, b.Token))
-		}
-		if !o.Told {
-			why = append(why, fmt.Sprintf("%s was not told (it ended with %s%s)", a.Proc, a.Ended, suffix(a.Cause, a.UnlockErr)))
-		}
-		more := ""
-		if len(bad) > 1 {
-			more = fmt.Sprintf(" (and %d more holds entered before %s ended)", len(bad)-1, a.Proc)
-		}
-		var rules []string
-		if !o.Ordered {
-			rules = append(rules, RuleUnordered)
-		}
-		if !o.Told {
-			rules = append(rules, RuleUntold)
-		}
-		v.problem(strings.Join(rules, "+"), "overlap of %v: %s (token %d, %s..%s) and %s (token %d, entered %s): %s%s\n%s",
-			o.Duration.Round(time.Microsecond), a.Proc, a.Token, v.rel(a.Enter), v.rel(a.End), b.Proc, b.Token, v.rel(b.Enter),
-			strings.Join(why, "; "), more, v.context(a.Enter, maxTime(a.End, b.Enter)))
 	}
+}
 
-	// Tokens strictly increase in enter order, overlapping or not.
+func (v *Verdict) countOverlap(o Overlap) {
+	v.Overlaps = append(v.Overlaps, o)
+	v.MaxOverlap = max(v.MaxOverlap, o.Duration)
+	if o.Ordered {
+		v.Ordered++
+	} else {
+		v.Unordered++
+	}
+	if !o.Told {
+		v.Untold++
+	}
+}
+
+// reportOverlap states the problem of one earlier hold's overlaps that
+// break the rule, bad[0] in full.
+func (v *Verdict) reportOverlap(bad []Overlap) {
+	o, a, b := bad[0], bad[0].Earlier, bad[0].Later
+	var why, rules []string
+	if !o.Ordered {
+		why = append(why, fmt.Sprintf("tokens do not order them (%d then %d)", a.Token, b.Token))
+		rules = append(rules, RuleUnordered)
+	}
+	if !o.Told {
+		why = append(why, fmt.Sprintf("%s was not told (it ended with %s%s)", a.Proc, a.Ended, suffix(a.Cause, a.UnlockErr)))
+		rules = append(rules, RuleUntold)
+	}
+	more := ""
+	if len(bad) > 1 {
+		more = fmt.Sprintf(" (and %d more holds entered before %s ended)", len(bad)-1, a.Proc)
+	}
+	v.problem(strings.Join(rules, "+"), "overlap of %v: %s (token %d, %s..%s) and %s (token %d, entered %s): %s%s\n%s",
+		o.Duration.Round(time.Microsecond), a.Proc, a.Token, v.rel(a.Enter), v.rel(a.End), b.Proc, b.Token, v.rel(b.Enter),
+		strings.Join(why, "; "), more, v.context(a.Enter, maxTime(a.End, b.Enter)))
+}
+
+// checkTokenOrder: tokens strictly increase in enter order, overlapping or
+// not.
+func (v *Verdict) checkTokenOrder() {
 	for i := 1; i < len(v.Intervals); i++ {
 		a, b := v.Intervals[i-1], v.Intervals[i]
 		if b.Token <= a.Token {
@@ -226,11 +264,13 @@ func Analyze(events []Event, faults []Fault, procs []string) *Verdict {
 				a.Token, a.Proc, v.rel(a.Enter), b.Token, b.Proc, v.rel(b.Enter), v.context(a.Enter, b.Enter))
 		}
 	}
+}
 
-	// Hand-off: from each fault to the first hold entered after it.
+// measureHandoffs measures, from each fault, the time to the first hold
+// entered after it.
+func (v *Verdict) measureHandoffs(faults []Fault) {
 	for _, f := range faults {
-		i, found := slices.BinarySearchFunc(v.Intervals, f.Start, func(iv Interval, t time.Time) int { return iv.Enter.Compare(t) })
-		_ = found
+		i, _ := slices.BinarySearchFunc(v.Intervals, f.Start, func(iv Interval, t time.Time) int { return iv.Enter.Compare(t) })
 		if i == len(v.Intervals) {
 			v.problem(RuleProgress, "no hold was entered after the %s fault injected at %s", f.Kind, v.rel(f.Start))
 			continue
@@ -239,7 +279,6 @@ func Analyze(events []Event, faults []Fault, procs []string) *Verdict {
 		v.Handoffs = append(v.Handoffs, d)
 		v.MaxHandoff = max(v.MaxHandoff, d)
 	}
-	return v
 }
 
 // AddLeftover records keys found in Redis after the run without a TTL.

@@ -3,7 +3,7 @@
 //
 // In github.com/relock-go/relock the context returned by Lock/TryLock is the
 // hold: Unlock must be given that context (or one derived from it). The
-// analyzer reports four mistakes:
+// analyzer reports six mistakes:
 //
 //  1. a discarded hold context: `_, err := l.Lock(ctx)`, or a Lock/TryLock
 //     call whose results are all ignored. Nothing can Unlock that hold; the
@@ -25,6 +25,20 @@
 //     that goroutine, or a context derived from it without
 //     relock.NewOwner. The owner travels in the context, so the
 //     goroutines are one owner and the lock excludes nothing among them.
+//  5. b.Unlock(actx): an Unlock of lock b given a hold of another lock a
+//     taken in the function (or a context derived from it), when the
+//     function also takes b and actx does not derive from b's hold. It
+//     does not release b's hold.
+//  6. a hold that some path never releases: the function takes a hold into
+//     a variable the acquisition declares, and a path from there reaches a
+//     return with no Unlock of it (a deferred one counts) and without
+//     handing it on (returned, stored, sent, or passed to a function that
+//     is not of relock or context, which may release it). The path where
+//     the acquisition's error is not nil (if err != nil, errors.Is(err,
+//     ...)) holds nothing; a path through any other condition on err, and a
+//     hold used in a function literal other than a deferred one, are not
+//     followed. Not reported in _test.go files unless -testfiles is set:
+//     tests often keep a hold on purpose.
 //
 // The checks are local to one function (a function declaration together with
 // the function literals inside it) and stay quiet when they cannot be sure.
@@ -39,5 +53,7 @@ is the hold; Unlock must be given that context (or one derived from it).
 holdctx reports a discarded hold context (_, err := l.Lock(ctx)), an Unlock
 given another context while the hold the function took on that lock is never
 released, ctx, err = l.Lock(ctx) inside a loop (silent re-entry on every
-iteration), and a hold context shared into goroutines (go statements,
-errgroup's Go) that lock with it instead of relock.NewOwner(hctx).`
+iteration), a hold context shared into goroutines (go statements,
+errgroup's Go) that lock with it instead of relock.NewOwner(hctx), an Unlock
+given the hold of another lock (b.Unlock(actx)), and a hold that some path
+returns without releasing.`

@@ -48,7 +48,7 @@ func unlockOtherHold(ctx context.Context, a, b *relock.Lock) {
 	actx, _ := a.Lock(ctx)
 	bctx, _ := b.Lock(ctx)
 	b.Unlock(bctx)
-	a.Unlock(bctx) // want `a.Unlock is given bctx, not the hold context actx that a.Lock/TryLock`
+	a.Unlock(bctx) // want `a.Unlock is given bctx, a hold context of b \(from b.Lock\), not of a: it does not release a's hold; pass a's own hold context \(actx\) to a.Unlock`
 	_ = actx
 }
 
