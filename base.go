@@ -44,7 +44,7 @@ func (l *base) tryLock(ctx context.Context, s scheme, wait, lease time.Duration)
 	if l.err != nil {
 		return ctx, l.err
 	}
-	return lockWith(ctx, s, wait, lease)
+	return lockWith(ctx, sole{s}, wait, lease)
 }
 
 // unlock is Unlock for the scheme s of this lock.
@@ -52,7 +52,7 @@ func (l *base) unlock(ctx context.Context, s scheme) error {
 	if l.err != nil {
 		return l.err
 	}
-	return unlockWith(ctx, s)
+	return unlockWith(ctx, sole{s})
 }
 
 // token is Token for the scheme s of this lock.

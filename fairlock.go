@@ -164,14 +164,15 @@ func (s fairScheme) renewal(_, gen string, lease time.Duration) renewal {
 	return renewal{call: lockRenewCall(s.l.keys.hash, gen, lease)}
 }
 
-// abandon takes a waiter that gave up out of the queue (see
-// Client.leaveQueue).
-func (s fairScheme) abandon(ctx context.Context, owner, waiter string) {
-	if waiter != "" { // else it never queued
-		s.l.c.leaveQueue(ctx, fairAbandonCall(s.l.c, s.l.keys, owner, waiter))
-	}
-}
+// traits: FairLock's waiters queue in Redis and are handed the lock; the
+// scheme is its own waitQueue.
+func (s fairScheme) traits() traits { return traits{queue: s} }
 
-// waitChannel makes FairLock a handingScheme: its waiters queue in Redis and
-// are handed the lock on this channel.
-func (s fairScheme) waitChannel() string { return s.l.keys.waitChannel }
+// channel is where this Client's waiters are handed the lock.
+func (s fairScheme) channel() string { return s.l.keys.waitChannel }
+
+// leave takes a waiter that gave up out of the queue (see
+// Client.leaveQueue).
+func (s fairScheme) leave(ctx context.Context, owner, waiter string) {
+	s.l.c.leaveQueue(ctx, fairAbandonCall(s.l.c, s.l.keys, owner, waiter))
+}

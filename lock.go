@@ -184,17 +184,18 @@ func (s lockScheme) renewal(_, gen string, lease time.Duration) renewal {
 	return renewal{call: lockRenewCall(s.l.keys.hash, gen, lease)}
 }
 
-// abandon takes a waiter that gave up out of the lock's queue (see
-// Client.leaveQueue).
-func (s lockScheme) abandon(ctx context.Context, owner, waiter string) {
-	if waiter != "" { // else it never queued
-		s.l.c.leaveQueue(ctx, lockAbandonCall(s.l.c, s.l.keys, owner, waiter))
-	}
-}
+// traits: Lock's waiters queue in Redis and are handed the lock; the
+// scheme is its own waitQueue.
+func (s lockScheme) traits() traits { return traits{queue: s} }
 
-// waitChannel makes Lock a handingScheme: its waiters queue in Redis and
-// are handed the lock on this channel.
-func (s lockScheme) waitChannel() string { return s.l.keys.waitChannel }
+// channel is where this Client's waiters are handed the lock.
+func (s lockScheme) channel() string { return s.l.keys.waitChannel }
+
+// leave takes a waiter that gave up out of the lock's queue (see
+// Client.leaveQueue).
+func (s lockScheme) leave(ctx context.Context, owner, waiter string) {
+	s.l.c.leaveQueue(ctx, lockAbandonCall(s.l.c, s.l.keys, owner, waiter))
+}
 
 func boolArg(b bool) string {
 	if b {

@@ -262,16 +262,24 @@ func (a semaScheme) renewal(_, gen string, lease time.Duration) renewal {
 	return renewal{call: semaRenewCall(a.s.hash, gen, lease)}
 }
 
-// abandon takes a waiter that gave up out of the queue (see
+// traits: a Semaphore's waiters queue in Redis and are handed permits.
+func (a semaScheme) traits() traits { return traits{queue: semaQueue{a.s}} }
+
+// semaQueue is a Semaphore's waitQueue.
+type semaQueue struct{ s *Semaphore }
+
+func (q semaQueue) channel() string { return q.s.waitChannel }
+
+// leave takes a waiter that gave up out of the queue (see
 // Client.leaveQueue). owner "" is the release of a stray grant (see
 // Client.strayRelease), which checks the hold records of one acquisition
 // only: a duplicate grant of a hold that another acquisition of this
 // semaphore claimed is kept here.
-func (a semaScheme) abandon(ctx context.Context, owner, waiter string) {
-	if waiter == "" || (owner == "" && a.s.holdsGeneration(waiter)) {
+func (q semaQueue) leave(ctx context.Context, owner, waiter string) {
+	if owner == "" && q.s.holdsGeneration(waiter) {
 		return
 	}
-	a.s.c.leaveQueue(ctx, semaAbandonCall(a.s.c, a.s.hash, waiter))
+	q.s.c.leaveQueue(ctx, semaAbandonCall(q.s.c, q.s.hash, waiter))
 }
 
 // holdsGeneration reports whether an acquisition of this semaphore in this
@@ -287,9 +295,6 @@ func (s *Semaphore) holdsGeneration(gen string) bool {
 	}
 	return false
 }
-
-// waitChannel makes a Semaphore a handingScheme.
-func (a semaScheme) waitChannel() string { return a.s.waitChannel }
 
 // The Semaphore's scripts (see scripts.go for the conventions).
 var (
