@@ -17,7 +17,6 @@ package relock
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -114,7 +113,8 @@ type target interface {
 	// releaseParts ends one entry of each live part: it sets each one's
 	// op and outcome (or error).
 	releaseParts(ctx context.Context, parts []unlockPart)
-	// unlockError is the error Unlock returns for the parts' failures.
+	// unlockError is the error Unlock returns for the parts' failures
+	// (at least one).
 	unlockError(parts []unlockPart, fails []partFailure) error
 }
 
@@ -153,26 +153,13 @@ func (t sole) releaseParts(ctx context.Context, parts []unlockPart) {
 	p.out, p.err = t.release(ctx, p.req)
 }
 
-// unlockError is the one part's error.
-func (t sole) unlockError(_ []unlockPart, fails []partFailure) error {
-	if len(fails) == 1 {
-		return fails[0].err
-	}
-	return errors.Join(partErrs(fails)...)
-}
+// unlockError is the one part's error: one part fails at most once.
+func (sole) unlockError(_ []unlockPart, fails []partFailure) error { return fails[0].err }
 
 // partFailure is why part (an index into the call's parts) failed.
 type partFailure struct {
 	part int
 	err  error
-}
-
-func partErrs(fails []partFailure) []error {
-	errs := make([]error, len(fails))
-	for i, f := range fails {
-		errs[i] = f.err
-	}
-	return errs
 }
 
 // A lockPart is one hold record a Lock call works on — the lock's own, or
