@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -248,9 +247,10 @@ func unavailableOr(err error) error {
 func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[struct{}], late []unlockPart) {
 	dctx := context.WithoutCancel(ctx)
 	until := time.Now().Add(k.c.opts.unlockTimeout)
-	parts := slices.Clone(k.parts)
+	parts := append(k.parts[len(k.parts):], k.parts...) // in the room unlockWith left
+	t := k.t // not k: the call in flight must not keep the unlockCall on the heap
 	_, _, ch := awaitBounded(context.Background(), until, func() (struct{}, error) {
-		k.t.releaseParts(dctx, parts)
+		t.releaseParts(dctx, parts)
 		return struct{}{}, nil
 	})
 	if ch == nil {

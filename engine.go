@@ -100,9 +100,9 @@ func checkLockArgs(ctx context.Context, wait, lease time.Duration) error {
 // (never nil), so that the common `ctx, err = l.Lock(ctx)` keeps a usable
 // context.
 func lockWith(ctx context.Context, t target, wait, lease time.Duration) (context.Context, error) {
-	recs := t.records()
-	for _, r := range recs {
-		if err := r.client().usable(); err != nil {
+	n := t.partCount()
+	for i := range n {
+		if err := t.record(i).client().usable(); err != nil {
 			return ctx, err
 		}
 	}
@@ -110,8 +110,9 @@ func lockWith(ctx context.Context, t target, wait, lease time.Duration) (context
 		return ctx, err
 	}
 	parent, o := withNewOwner(ctx, t.client())
-	k := &lockCall{t: t, c: t.client(), queue: t.traits().queue, parent: parent, lease: lease, parts: make([]lockPart, len(recs)), until: waitEnd(wait)}
-	for i, r := range recs {
+	k := &lockCall{t: t, c: t.client(), queue: t.traits().queue, parent: parent, lease: lease, parts: make([]lockPart, n), until: waitEnd(wait)}
+	for i := range n {
+		r := t.record(i)
 		k.parts[i].h = r.client().holds.enter(r, o.field(r.client()))
 	}
 	var err error

@@ -98,7 +98,7 @@ func (l *FairLock) Lock(ctx context.Context) (context.Context, error) {
 // wraps ErrNotObtained. Negative or absurd durations return
 // ErrInvalidArgument and send nothing.
 func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	return l.tryLock(ctx, fairScheme{l}, wait, lease)
+	return l.tryLock(ctx, soleOf(fairScheme{l}), wait, lease)
 }
 
 // Unlock releases one hold of ctx's owner; the final one hands the lock over
@@ -107,7 +107,7 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (cont
 // cancellation are as for Lock.Unlock: it works with a cancelled ctx, returns
 // ErrNotHeld (changing nothing) when ctx's owner holds nothing and
 // ErrLockLost when the hold was lost.
-func (l *FairLock) Unlock(ctx context.Context) error { return l.unlock(ctx, fairScheme{l}) }
+func (l *FairLock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(fairScheme{l})) }
 
 // ForceUnlock frees the lock whoever holds it, handing it over to the next
 // waiter that listens; the queue keeps its order. It reports whether the lock was held. The hold

@@ -75,7 +75,7 @@ func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
 // When wait ends first, the error wraps ErrNotObtained. Negative or absurd
 // durations return ErrInvalidArgument and send nothing.
 func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	return l.tryLock(ctx, lockScheme{l}, wait, lease)
+	return l.tryLock(ctx, soleOf(lockScheme{l}), wait, lease)
 }
 
 // Unlock releases one hold of ctx's owner; the lock is free once every hold
@@ -86,7 +86,7 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.
 // ctx never locked, or one Unlock more than Locks — and ErrLockLost when the
 // hold was lost before Unlock. The released hold's context is cancelled with
 // cause ErrUnlocked.
-func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, lockScheme{l}) }
+func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(lockScheme{l})) }
 
 // ForceUnlock frees the lock whoever holds it and wakes its waiters. It
 // reports whether the lock was held. The hold it removed, if this Client

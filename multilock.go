@@ -197,13 +197,8 @@ func (t multiTarget) info() LockInfo {
 // part could hand it the others), and its parts are plain Locks.
 func (multiTarget) traits() traits { return traits{} }
 
-func (t multiTarget) records() []scheme {
-	out := make([]scheme, len(t.m.parts))
-	for i, p := range t.m.parts {
-		out[i] = lockScheme{p}
-	}
-	return out
-}
+func (t multiTarget) partCount() int      { return len(t.m.parts) }
+func (t multiTarget) record(i int) scheme { return lockScheme{t.m.parts[i]} }
 
 // takeBack rolls back every group of a grant nobody will use; its
 // failures go to the background.

@@ -206,7 +206,7 @@ func (r *RedLock) TryLock(ctx context.Context, wait, lease time.Duration) (conte
 	if r.err != nil {
 		return ctx, r.err
 	}
-	return lockWith(ctx, sole{redScheme{r}}, wait, lease)
+	return lockWith(ctx, soleOf(redScheme{r}), wait, lease)
 }
 
 // Unlock releases one hold of ctx's owner on every master in parallel; the
@@ -220,7 +220,7 @@ func (r *RedLock) Unlock(ctx context.Context) error {
 	if r.err != nil {
 		return r.err
 	}
-	return unlockWith(ctx, sole{redScheme{r}})
+	return unlockWith(ctx, soleOf(redScheme{r}))
 }
 
 // Token returns the fencing token of ctx's hold (see RedLock): strictly

@@ -202,14 +202,14 @@ type rwMode struct {
 }
 
 func (m rwMode) tryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	return m.l.tryLock(ctx, m, wait, lease)
+	return m.l.tryLock(ctx, soleOf(m), wait, lease)
 }
 
 func (m rwMode) lock(ctx context.Context) (context.Context, error) {
 	return m.tryLock(ctx, WaitForever, 0)
 }
 
-func (m rwMode) unlock(ctx context.Context) error { return m.l.unlock(ctx, m) }
+func (m rwMode) unlock(ctx context.Context) error { return m.l.unlock(ctx, soleOf(m)) }
 
 func (m rwMode) forceUnlock(ctx context.Context) (bool, error) {
 	return m.l.forceUnlock(ctx, m.holdID(), rwForceReleaseCall(m.l.c, m.l.keys, m.kind))

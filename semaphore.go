@@ -119,8 +119,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int, wait, lease time.Dura
 	if max := s.Permits(); n < 1 || n > max {
 		return ctx, fmt.Errorf("%w: asked for %d permits of a semaphore of %d", ErrInvalidArgument, n, max)
 	}
-	acq := semaScheme{s: s, id: s.c.newOp(), n: n}
-	hctx, err := s.tryLock(ctx, acq, wait, lease)
+	acq := &semaScheme{s: s, id: s.c.newOp(), n: n} // a pointer: one allocation, however often it is passed as a scheme
+	hctx, err := s.tryLock(ctx, soleOf(acq), wait, lease)
 	if err != nil {
 		return ctx, err
 	}
@@ -147,11 +147,11 @@ func (s *Semaphore) Release(hctx context.Context) error {
 	if hctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	acq, ok := hctx.Value(semaKey{s.c, s.hash}).(semaScheme)
+	acq, ok := hctx.Value(semaKey{s.c, s.hash}).(*semaScheme)
 	if !ok {
 		return fmt.Errorf("%w: the context is not a hold context of this semaphore; pass the context Acquire returned", ErrNotHeld)
 	}
-	return s.unlock(hctx, acq)
+	return s.unlock(hctx, soleOf(acq))
 }
 
 // Do runs fn under n permits, always given back, even when fn panics. fn's

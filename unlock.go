@@ -12,9 +12,9 @@ import (
 // unlockWith is Unlock for every lock type: it ends exactly the entry of the
 // hold context it is given — one per part of the target.
 func unlockWith(ctx context.Context, t target) error {
-	recs := t.records()
-	for _, r := range recs {
-		if c := r.client(); c == nil {
+	n := t.partCount()
+	for i := range n {
+		if c := t.record(i).client(); c == nil {
 			return errNilClient
 		} else if c.err != nil {
 			return c.err
@@ -27,8 +27,11 @@ func unlockWith(ctx context.Context, t target) error {
 	if o == nil {
 		return fmt.Errorf("%w: the context carries no owner; pass the context Lock returned", ErrNotHeld)
 	}
-	k := unlockCall{t: t, c: t.client(), parts: make([]unlockPart, len(recs))}
-	for i, r := range recs {
+	// Twice the room: releaseBounded's copy of the parts lives in the
+	// second half, with no allocation of its own.
+	k := unlockCall{t: t, c: t.client(), parts: make([]unlockPart, n, 2*n)}
+	for i := range n {
+		r := t.record(i)
 		e := entryFrom(ctx, r.client(), r.holdID())
 		if e == nil || e.h.key.owner != o.field(r.client()) {
 			return fmt.Errorf("%w: the context is not a hold context of this lock; pass the context Lock returned", ErrNotHeld)
