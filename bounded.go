@@ -248,7 +248,7 @@ func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[stru
 	dctx := context.WithoutCancel(ctx)
 	until := time.Now().Add(k.c.opts.unlockTimeout)
 	parts := append(k.parts[len(k.parts):], k.parts...) // in the room unlockWith left
-	t := k.t // not k: the call in flight must not keep the unlockCall on the heap
+	t := k.t                                            // not k: the call in flight must not keep the unlockCall on the heap
 	_, _, ch := awaitBounded(context.Background(), until, func() (struct{}, error) {
 		t.releaseParts(dctx, parts)
 		return struct{}{}, nil
