@@ -247,8 +247,10 @@ func unavailableOr(err error) error {
 func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[struct{}], late []unlockPart) {
 	dctx := context.WithoutCancel(ctx)
 	until := time.Now().Add(k.c.opts.unlockTimeout)
-	parts := append(k.parts[len(k.parts):], k.parts...) // in the room unlockWith left
-	t := k.t                                            // not k: the call in flight must not keep the unlockCall on the heap
+	// The copy goes in the room unlockWith left; the call in flight
+	// captures t, not k, which would keep the unlockCall on the heap.
+	parts := append(k.parts[len(k.parts):], k.parts...)
+	t := k.t
 	_, _, ch := awaitBounded(context.Background(), until, func() (struct{}, error) {
 		t.releaseParts(dctx, parts)
 		return struct{}{}, nil
