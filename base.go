@@ -39,20 +39,20 @@ func (l *base) init(c *Client, name string) bool {
 // Name returns the name the lock was created with.
 func (l *base) Name() string { return l.ks.name }
 
-// tryLock is TryLock for the scheme s of this lock.
-func (l *base) tryLock(ctx context.Context, s scheme, wait, lease time.Duration) (context.Context, error) {
+// tryLock is TryLock for t, a scheme of this lock (see soleOf).
+func (l *base) tryLock(ctx context.Context, t target, wait, lease time.Duration) (context.Context, error) {
 	if l.err != nil {
 		return ctx, l.err
 	}
-	return lockWith(ctx, s, wait, lease)
+	return lockWith(ctx, t, wait, lease)
 }
 
-// unlock is Unlock for the scheme s of this lock.
-func (l *base) unlock(ctx context.Context, s scheme) error {
+// unlock is Unlock for t, a scheme of this lock (see soleOf).
+func (l *base) unlock(ctx context.Context, t target) error {
 	if l.err != nil {
 		return l.err
 	}
-	return unlockWith(ctx, s)
+	return unlockWith(ctx, t)
 }
 
 // token is Token for the scheme s of this lock.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -83,12 +82,6 @@ func overrun(ctx context.Context) error {
 	return fmt.Errorf("%w: the wait ended: %w: %s", ErrNotObtained, ErrUnavailable, tail)
 }
 
-// A selfBounded scheme's attempts end by themselves within attemptBound
-// (RedLock's node timeouts); TryLock's wait lets its last attempt finish.
-type selfBounded interface {
-	attemptBound() time.Duration
-}
-
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
@@ -108,10 +101,11 @@ func waitEnd(wait time.Duration) time.Time {
 
 // serialiseBy takes the parts' semaphores as serialise does, giving up when
 // ctx ends or until passes (zero: never). The caller calls leave either way.
-func serialiseBy(ctx context.Context, parts []part, until time.Time) (int, error) {
+func serialiseBy[P part](ctx context.Context, parts []P, until time.Time) (int, error) {
 	for i, p := range parts {
+		sem := p.record().sem
 		select {
-		case p.h.sem <- struct{}{}: // the common case: free, no timer
+		case sem <- struct{}{}: // the common case: free, no timer
 			continue
 		default:
 		}
@@ -123,7 +117,7 @@ func serialiseBy(ctx context.Context, parts []part, until time.Time) (int, error
 		}
 		t := time.NewTimer(time.Until(until))
 		select {
-		case p.h.sem <- struct{}{}:
+		case sem <- struct{}{}:
 			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
@@ -140,19 +134,17 @@ func serialiseBy(ctx context.Context, parts []part, until time.Time) (int, error
 // overrun's error.
 func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (attempt, error) {
 	if ctx.Done() == nil && k.until.IsZero() {
-		return k.s.acquire(dctx, req) // nothing can cut it short: no closure to allocate
+		return k.t.acquireParts(dctx, req, k.parts) // nothing can cut it short: no closure to allocate
 	}
 	until := k.until
 	if !until.IsZero() {
 		// The wait loop makes its last attempt when the wait ends: any
-		// attempt has cleanupGrace to be answered.
-		grace := cleanupGrace
-		if b, ok := k.s.(selfBounded); ok {
-			grace = max(grace, b.attemptBound())
-		}
+		// attempt has cleanupGrace to be answered (more when attempts end
+		// by themselves later: traits.attemptBound).
+		grace := max(cleanupGrace, k.t.traits().attemptBound)
 		until = later(until, time.Now().Add(grace))
 	}
-	a, err, late := awaitBounded(ctx, until, func() (attempt, error) { return k.s.acquire(dctx, req) })
+	a, err, late := awaitBounded(ctx, until, func() (attempt, error) { return k.t.acquireParts(dctx, req, k.parts) })
 	if late != nil {
 		k.late, k.lateOp = late, req.op
 		return attempt{}, overrun(ctx)
@@ -178,25 +170,17 @@ func (k *lockCall) detach(finish func(reply[attempt])) {
 // an attempt in flight: once that attempt returns, a grant it obtained (or
 // may have: no reply) is released, and the waiter leaves the queue.
 // unknown is the op of an earlier attempt of unknown outcome, which a
-// definite reply settles. A partedScheme's attempt releases what it took
-// itself on failure; a grant of all its parts is rolled back here.
+// definite reply settles (see target.leftover).
 func (k *lockCall) settleLate(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
 	op := k.lateOp
 	k.detach(func(r reply[attempt]) {
 		switch {
-		case k.parted:
-			if r.err == nil && r.v.outcome == acquired {
-				if p, ok := k.s.(partedScheme); ok {
-					_ = p.takeBack(dctx, req.parts, k.lease) // its failures go to the background
-				}
-			}
-			return
 		case r.err == nil && r.v.outcome == acquired:
-			unknown = op
+			unknown = k.t.leftover(dctx, req, k.parts, op, r.v, nil)
 		case r.err == nil:
 			unknown = ""
 		case outcomeUnknown(r.err):
-			unknown = op
+			unknown = k.t.leftover(dctx, req, k.parts, op, r.v, r.err)
 		}
 		k.giveUp(dctx, req, waitAs, unknown, started)
 	})
@@ -260,27 +244,15 @@ func unavailableOr(err error) error {
 // returned channel (else nil) gets a reply when the release in flight has
 // returned; late then holds its outcome per part, to finish with in the
 // background.
-func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[struct{}], late []part) {
+func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[struct{}], late []unlockPart) {
 	dctx := context.WithoutCancel(ctx)
 	until := time.Now().Add(k.c.opts.unlockTimeout)
-	if !k.parted {
-		p := &k.parts[0]
-		p.req.op = k.c.newOp()
-		req := p.req
-		out, err, ch := awaitBounded(context.Background(), until, func() (releaseOutcome, error) { return k.s.release(dctx, req) })
-		if ch == nil {
-			p.out, p.err = out, err
-			return nil, nil
-		}
-		p.err = errUnlockTimeout
-		lateParts := slices.Clone(k.parts)
-		done := make(chan reply[struct{}], 1)
-		go func() { r := <-ch; lateParts[0].err = r.err; done <- reply[struct{}]{} }()
-		return done, lateParts
-	}
-	parts := slices.Clone(k.parts)
+	// The copy goes in the room unlockWith left; the call in flight
+	// captures t, not k, which would keep the unlockCall on the heap.
+	parts := append(k.parts[len(k.parts):], k.parts...)
+	t := k.t
 	_, _, ch := awaitBounded(context.Background(), until, func() (struct{}, error) {
-		_, _ = k.s.release(dctx, releaseReq{parts: parts})
+		t.releaseParts(dctx, parts)
 		return struct{}{}, nil
 	})
 	if ch == nil {
@@ -303,13 +275,14 @@ var errUnlockTimeout = errors.New("relock: no reply within the unlock timeout")
 // unlock timeout has returned: a final release that failed is retried until
 // its lease ends (unlockFailed did not start that, so that no retry races
 // the release in flight). Then the call leaves its records.
-func (k *unlockCall) finishLate(done <-chan reply[struct{}], late []part, taken int) {
+func (k *unlockCall) finishLate(done <-chan reply[struct{}], late []unlockPart, taken int) {
 	parts := k.parts
 	k.c.goSettle(func() {
 		<-done
 		for i, p := range late {
 			if parts[i].live && p.err != nil && p.req.final {
-				p.h.client().releaseInBackground(p.h.scheme, p.req, parts[i].until)
+				h := p.e.h
+				h.client().releaseInBackground(h.scheme, p.req, parts[i].until)
 			}
 		}
 		leave(parts, taken)

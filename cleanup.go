@@ -12,28 +12,15 @@ import (
 // giveUp cleans up after a wait that ended without the lock: the waiter
 // (waitAs, "" when it never queued) leaves the lock's queue, and a grant
 // that may exist in Redis with nobody to use it (unknown: the op of an
-// attempt whose outcome is unknown, sent at started) is freed in the
-// background instead of blocking others for a lease.
+// attempt whose outcome is unknown, sent at started; see target.leftover)
+// is freed in the background instead of blocking others for a lease.
 func (k *lockCall) giveUp(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
-	k.s.abandon(dctx, req.owner, waitAs)
+	if waitAs != "" {
+		k.queue.leave(dctx, req.owner, waitAs)
+	}
 	if unknown != "" {
-		k.c.releaseInBackground(k.s, releaseReq{owner: req.owner, op: k.c.newOp(), gen: unknown, final: true}, started.Add(req.lease))
-	}
-}
-
-// takeBack releases a grant (generation gen) that nobody will use: one
-// WithReplicas could not confirm, or one that came back after the Client
-// closed. It releases it at once; if that fails, the background clean-up
-// retries it until its lease has run out. A partedScheme takes back every
-// part of the grant.
-func (k *lockCall) takeBack(dctx context.Context, req acquireReq, gen string) {
-	if p, ok := k.s.(partedScheme); ok {
-		_ = p.takeBack(dctx, k.parts, k.lease) // its failures go to the background
-		return
-	}
-	rel := releaseReq{owner: req.owner, op: k.c.newOp(), gen: gen, final: true}
-	if _, err := k.s.release(dctx, rel); err != nil {
-		k.c.releaseInBackground(k.s, rel, time.Now().Add(req.lease))
+		s := k.parts[0].h.scheme // only a scheme's own record leaves an op to free
+		k.c.releaseInBackground(s, releaseReq{owner: req.owner, op: k.c.newOp(), gen: unknown, final: true}, started.Add(k.c.leaseFor(req.lease)))
 	}
 }
 
@@ -67,7 +54,7 @@ func (c *Client) releaseInBackground(s scheme, req releaseReq, until time.Time) 
 	}, until)
 }
 
-// leaveQueue runs call, a handing scheme's abandon script for a waiter that
+// leaveQueue runs call, a waitQueue's abandon script for a waiter that
 // gave up: it leaves the queue and releases a grant that crossed its leaving.
 // A failure is retried in the background: a grant nobody uses would block
 // the lock for a lease (and an RWLock writer's claim hold readers up for the

@@ -99,19 +99,20 @@ func checkLockArgs(ctx context.Context, wait, lease time.Duration) error {
 // re-entry, waiting and the hold's context. On failure it returns ctx itself
 // (never nil), so that the common `ctx, err = l.Lock(ctx)` keeps a usable
 // context.
-func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context.Context, error) {
-	recs := records(s)
-	for _, r := range recs {
-		if err := r.client().usable(); err != nil {
+func lockWith(ctx context.Context, t target, wait, lease time.Duration) (context.Context, error) {
+	n := t.partCount()
+	for i := range n {
+		if err := t.record(i).client().usable(); err != nil {
 			return ctx, err
 		}
 	}
 	if err := checkLockArgs(ctx, wait, lease); err != nil {
 		return ctx, err
 	}
-	parent, o := withNewOwner(ctx, s.client())
-	k := &lockCall{s: s, c: s.client(), parted: isParted(s), parent: parent, lease: lease, parts: make([]part, len(recs)), until: waitEnd(wait)}
-	for i, r := range recs {
+	parent, o := withNewOwner(ctx, t.client())
+	k := &lockCall{t: t, c: t.client(), queue: t.traits().queue, parent: parent, lease: lease, parts: make([]lockPart, n), until: waitEnd(wait)}
+	for i := range n {
+		r := t.record(i)
 		k.parts[i].h = r.client().holds.enter(r, o.field(r.client()))
 	}
 	var err error
@@ -138,13 +139,13 @@ func lockWith(ctx context.Context, s scheme, wait, lease time.Duration) (context
 
 // A lockCall is one Lock or TryLock in the engine.
 type lockCall struct {
-	s      scheme
-	c      *Client         // s.client(): where the call waits and is reported
-	parted bool            // s is a partedScheme
+	t      target
+	c      *Client         // t.client(): where the call waits and is reported
+	queue  waitQueue       // t.traits().queue: nil when waiters do not queue
 	parent context.Context // ctx with its owner: the parent of the hold context
 	source context.Context // a re-entry's: the caller's ctx, whose end parent follows (reentry.go)
 	lease  time.Duration   // as asked: 0 for the watchdog's
-	parts  []part
+	parts  []lockPart
 	taken  int       // how many of the parts' semaphores the call took
 	until  time.Time // the end of TryLock's wait (zero: none), which bounds the call as ctx does
 
@@ -155,18 +156,17 @@ type lockCall struct {
 	detached bool
 }
 
-// request is the acquire request of the call, but for its op.
+// request is the acquire request of the call, but for its op: the first
+// part's owner and generation (a target of several parts reads each part's
+// from the parts), and the lease as asked.
 func (k *lockCall) request() acquireReq {
-	if k.parted {
-		return acquireReq{lease: k.lease, parts: k.parts}
-	}
 	p := k.parts[0]
-	return acquireReq{owner: p.h.key.owner, gen: p.held, lease: k.c.leaseFor(k.lease)}
+	return acquireReq{owner: p.h.key.owner, gen: p.held, lease: k.lease}
 }
 
 // acquireNew takes a lock the owner does not hold, waiting up to wait.
 func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.Context, error) {
-	s, c := k.s, k.c
+	c := k.c
 	// Scripts run detached from ctx: a script cancelled in flight may still
 	// have run, and a hold nobody knows of would be leaked until its lease.
 	dctx := context.WithoutCancel(ctx)
@@ -177,7 +177,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	attempts := 0
 	waitAs, stray := k.queueAs(&req, wait)
 	if waitAs != "" {
-		defer c.subs.settle(s.(handingScheme).waitChannel(), waitAs) // after grant or giveUp
+		defer c.subs.settle(k.queue.channel(), waitAs) // after grant or giveUp
 	}
 	try := func() (attempt, error) {
 		if k.late != nil { // the bound came: never a second attempt in flight
@@ -186,7 +186,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		if waitAs == "" {
 			req.op = c.newOp()
 		} else {
-			req.waiter = c.subs.listening(s.(handingScheme).waitChannel())
+			req.waiter = c.subs.listening(k.queue.channel())
 		}
 		started = time.Now()
 		attempts++
@@ -194,10 +194,10 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		if k.late != nil {
 			return a, err // settled by settleLate
 		}
-		a, unknown = k.settleAttempt(dctx, a, err, req.op, unknown, started)
+		a, unknown = k.settleAttempt(dctx, req, a, err, unknown, started)
 		return a, err
 	}
-	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: req.lease, obs: s, stray: stray}, try)
+	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: c.leaseFor(k.lease), obs: k.t, stray: stray}, try)
 	err = waitResultErr(a, err)
 	if err == nil && a.gen == "" {
 		a.gen = req.op // handed over: the hold is named after the waiter
@@ -207,7 +207,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		hctx, err = k.record(dctx, req, a, started)
 	}
 	if slept > 0 {
-		c.emitWait(ctx, s, start, attempts, err)
+		c.emitWait(ctx, k.t, start, attempts, err)
 	}
 	switch {
 	case k.late != nil && err != nil:
@@ -226,19 +226,20 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	return hctx, nil
 }
 
-// queueAs makes an acquisition that may wait on a handing scheme a queued
+// queueAs makes an acquisition that may wait on a scheme with a queue a queued
 // waiter under one op id for all its attempts (req.op, which a hand-over
 // names), registered with the subscriber before its first attempt so that
 // a grant that beats the attempt's reply is kept for it. It returns that id
 // ("" when the acquisition does not queue) and the release of a grant that
 // reaches it once it no longer waits (a stray). The caller settles the id.
+// (A target with a queue is a scheme's own record: one part.)
 func (k *lockCall) queueAs(req *acquireReq, wait time.Duration) (waitAs string, stray func(string)) {
-	if !handsOver(k.s) || wait == 0 {
+	if k.queue == nil || wait == 0 {
 		return "", nil
 	}
 	req.op, req.waiter = k.c.newOp(), true
 	k.c.subs.expect(req.op)
-	return req.op, k.c.strayRelease(k.s)
+	return req.op, k.c.strayRelease(k.parts[0].h.scheme, k.queue)
 }
 
 // waitResultErr is the error a finished wait ends acquireNew with: err, an
@@ -254,23 +255,22 @@ func waitResultErr(a attempt, err error) error {
 	return err
 }
 
-// settleAttempt takes in the result of one attempt of acquireNew (op, sent
-// at started): it returns the attempt as the wait loop is to see it and the
-// op, if any, whose grant may be left in Redis with nobody to use it (which
-// giveUp frees), given unknown, the one before.
-func (k *lockCall) settleAttempt(dctx context.Context, a attempt, err error, op, unknown string, started time.Time) (attempt, string) {
+// settleAttempt takes in the result of one attempt of acquireNew (req,
+// sent at started): it returns the attempt as the wait loop is to see it
+// and the op, if any, whose grant may be left in Redis with nobody to use it
+// (which giveUp frees), given unknown, the one before.
+func (k *lockCall) settleAttempt(dctx context.Context, req acquireReq, a attempt, err error, unknown string, started time.Time) (attempt, string) {
 	switch {
 	case err == nil && a.outcome == acquired && k.expiredOnArrival(started):
-		a = k.refuseExpired(dctx, a)
-		if !k.parted { // a partedScheme took its parts back
-			unknown = op // it took over any earlier grant, and may still hold
-		}
+		// The grant took over any earlier one, and may still hold.
+		unknown = k.t.leftover(dctx, req, k.parts, req.op, a, nil)
+		a = k.refuseExpired()
 	case err == nil:
 		// A definite answer settles earlier unknown attempts too: a
 		// grant of theirs would have been taken over by this one.
-		unknown, a.gen = "", op
-	case outcomeUnknown(err) && !k.parted: // a partedScheme frees its parts itself
-		unknown = op
+		unknown, a.gen = "", req.op
+	case outcomeUnknown(err):
+		unknown = k.t.leftover(dctx, req, k.parts, req.op, a, err)
 	}
 	return a, unknown
 }
@@ -282,29 +282,21 @@ func (k *lockCall) settleAttempt(dctx context.Context, a attempt, err error, op,
 // larger token, so the grant must not become a hold.
 func (k *lockCall) expiredOnArrival(started time.Time) bool {
 	lease := k.c.leaseFor(k.lease)
-	life := safeLease(lease)
-	if d, ok := k.s.(driftingScheme); ok {
-		life -= d.drift(lease)
-	}
+	life := safeLease(lease) - k.t.traits().drift(lease)
 	return !time.Now().Before(started.Add(life))
 }
 
-// refuseExpired turns a grant that came back after its lease into a busy
-// attempt to be retried at once: a waiter's retry replays its op id, which
-// claims the hold with a lease from then if Redis still has it, and any
-// other's retry takes over the owner's own leftover field as a new hold. A
-// partedScheme takes its parts back first (their own clean-up retries a
-// failed release in the background).
-func (k *lockCall) refuseExpired(dctx context.Context, a attempt) attempt {
-	k.c.log.Debug("relock: a grant came back after its lease ran out; trying again", "lock", k.s.info().Name)
-	busyNow := attempt{outcome: busy, retryIn: 0}
-	busyNow.cause = errExpiredOnArrival
-	if p, ok := k.s.(partedScheme); ok {
-		_ = p.takeBack(dctx, k.parts, k.lease)
-		return busyNow
-	}
-	if hs, ok := k.s.(handingScheme); ok {
-		busyNow.channel = hs.waitChannel() // the waiter stays subscribed
+// refuseExpired is the busy attempt, to be retried at once, that a grant
+// which came back after its lease turns into (see settleAttempt, whose
+// leftover took it back or left it to the retry): a waiter's retry replays
+// its op id, which claims the hold with a lease from then if Redis still
+// has it, and any other's retry takes over the owner's own leftover field
+// as a new hold.
+func (k *lockCall) refuseExpired() attempt {
+	k.c.log.Debug("relock: a grant came back after its lease ran out; trying again", "lock", k.t.info().Name)
+	busyNow := attempt{outcome: busy, retryIn: 0, cause: errExpiredOnArrival}
+	if k.queue != nil {
+		busyNow.channel = k.queue.channel() // the waiter stays subscribed
 	}
 	return busyNow
 }
@@ -318,12 +310,12 @@ var errExpiredOnArrival = errors.New("relock: the grant's reply came after its l
 // the Client closed before it came back.
 func (k *lockCall) record(dctx context.Context, req acquireReq, a attempt, started time.Time) (context.Context, error) {
 	if a.replication != nil {
-		k.takeBack(dctx, req, a.gen) // as documented for WithReplicas
+		k.t.takeBack(dctx, req, k.parts, a) // as documented for WithReplicas
 		return nil, a.replication
 	}
 	hctx := k.grant(a, started)
 	if hctx == nil {
-		k.takeBack(dctx, req, a.gen)
+		k.t.takeBack(dctx, req, k.parts, a)
 		return nil, fmt.Errorf("%w: it closed while the lock was being acquired; the grant was released", ErrClientClosed)
 	}
 	return hctx, nil
@@ -386,19 +378,14 @@ func (k *lockCall) grant(a attempt, started time.Time) context.Context {
 		source = k.source
 	}
 	for i, p := range k.parts {
-		if !k.parted {
-			p.gen, p.token = a.gen, a.token
-		}
+		gen, token := a.grantOf(i)
 		c := p.h.client()
-		next := c.grant(p.h, hctx, p.gen, p.token, k.lease, started)
+		next := c.grant(p.h, hctx, source, gen, token, k.lease, started)
 		if next == nil {
 			k.unrecord(hctx, i)
 			return nil
 		}
 		hctx = next
-		if k.parted || k.source != nil { // else grant set it: the same context
-			entryFrom(hctx, c, p.h.key.id).parent = source
-		}
 		c.keepPresence()
 	}
 	return hctx
@@ -422,13 +409,9 @@ func (k *lockCall) unrecord(hctx context.Context, n int) {
 }
 
 // reportAcquired tells the Observer of a grant: per part, on each part's
-// Client, for a partedScheme, so that every Lost or Released of a part has
-// its Acquired.
+// Client, so that every Lost or Released of a part of a MultiLock has its
+// Acquired.
 func (k *lockCall) reportAcquired(ctx context.Context, start time.Time, attempts int, contended, reentry bool) {
-	if !k.parted {
-		k.c.emitAcquired(ctx, k.s, start, attempts, contended, reentry, k.parts[0].h.token)
-		return
-	}
 	for _, p := range k.parts {
 		p.h.client().emitAcquired(ctx, p.h.scheme, start, attempts, contended, reentry, p.h.token)
 	}

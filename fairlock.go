@@ -98,7 +98,7 @@ func (l *FairLock) Lock(ctx context.Context) (context.Context, error) {
 // wraps ErrNotObtained. Negative or absurd durations return
 // ErrInvalidArgument and send nothing.
 func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	return l.tryLock(ctx, fairScheme{l}, wait, lease)
+	return l.tryLock(ctx, soleOf(fairScheme{l}), wait, lease)
 }
 
 // Unlock releases one hold of ctx's owner; the final one hands the lock over
@@ -107,7 +107,7 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (cont
 // cancellation are as for Lock.Unlock: it works with a cancelled ctx, returns
 // ErrNotHeld (changing nothing) when ctx's owner holds nothing and
 // ErrLockLost when the hold was lost.
-func (l *FairLock) Unlock(ctx context.Context) error { return l.unlock(ctx, fairScheme{l}) }
+func (l *FairLock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(fairScheme{l})) }
 
 // ForceUnlock frees the lock whoever holds it, handing it over to the next
 // waiter that listens; the queue keeps its order. It reports whether the lock was held. The hold
@@ -164,14 +164,15 @@ func (s fairScheme) renewal(_, gen string, lease time.Duration) renewal {
 	return renewal{call: lockRenewCall(s.l.keys.hash, gen, lease)}
 }
 
-// abandon takes a waiter that gave up out of the queue (see
-// Client.leaveQueue).
-func (s fairScheme) abandon(ctx context.Context, owner, waiter string) {
-	if waiter != "" { // else it never queued
-		s.l.c.leaveQueue(ctx, fairAbandonCall(s.l.c, s.l.keys, owner, waiter))
-	}
-}
+// traits: FairLock's waiters queue in Redis and are handed the lock; the
+// scheme is its own waitQueue.
+func (s fairScheme) traits() traits { return traits{queue: s} }
 
-// waitChannel makes FairLock a handingScheme: its waiters queue in Redis and
-// are handed the lock on this channel.
-func (s fairScheme) waitChannel() string { return s.l.keys.waitChannel }
+// channel is where this Client's waiters are handed the lock.
+func (s fairScheme) channel() string { return s.l.keys.waitChannel }
+
+// leave takes a waiter that gave up out of the queue (see
+// Client.leaveQueue).
+func (s fairScheme) leave(ctx context.Context, owner, waiter string) {
+	s.l.c.leaveQueue(ctx, fairAbandonCall(s.l.c, s.l.keys, owner, waiter))
+}

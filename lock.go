@@ -75,7 +75,7 @@ func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
 // When wait ends first, the error wraps ErrNotObtained. Negative or absurd
 // durations return ErrInvalidArgument and send nothing.
 func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	return l.tryLock(ctx, lockScheme{l}, wait, lease)
+	return l.tryLock(ctx, soleOf(lockScheme{l}), wait, lease)
 }
 
 // Unlock releases one hold of ctx's owner; the lock is free once every hold
@@ -86,7 +86,7 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.
 // ctx never locked, or one Unlock more than Locks — and ErrLockLost when the
 // hold was lost before Unlock. The released hold's context is cancelled with
 // cause ErrUnlocked.
-func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, lockScheme{l}) }
+func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(lockScheme{l})) }
 
 // ForceUnlock frees the lock whoever holds it and wakes its waiters. It
 // reports whether the lock was held. The hold it removed, if this Client
@@ -184,17 +184,18 @@ func (s lockScheme) renewal(_, gen string, lease time.Duration) renewal {
 	return renewal{call: lockRenewCall(s.l.keys.hash, gen, lease)}
 }
 
-// abandon takes a waiter that gave up out of the lock's queue (see
-// Client.leaveQueue).
-func (s lockScheme) abandon(ctx context.Context, owner, waiter string) {
-	if waiter != "" { // else it never queued
-		s.l.c.leaveQueue(ctx, lockAbandonCall(s.l.c, s.l.keys, owner, waiter))
-	}
-}
+// traits: Lock's waiters queue in Redis and are handed the lock; the
+// scheme is its own waitQueue.
+func (s lockScheme) traits() traits { return traits{queue: s} }
 
-// waitChannel makes Lock a handingScheme: its waiters queue in Redis and
-// are handed the lock on this channel.
-func (s lockScheme) waitChannel() string { return s.l.keys.waitChannel }
+// channel is where this Client's waiters are handed the lock.
+func (s lockScheme) channel() string { return s.l.keys.waitChannel }
+
+// leave takes a waiter that gave up out of the lock's queue (see
+// Client.leaveQueue).
+func (s lockScheme) leave(ctx context.Context, owner, waiter string) {
+	s.l.c.leaveQueue(ctx, lockAbandonCall(s.l.c, s.l.keys, owner, waiter))
+}
 
 func boolArg(b bool) string {
 	if b {

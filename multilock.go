@@ -153,7 +153,7 @@ func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 	if m.err != nil {
 		return ctx, m.err
 	}
-	return lockWith(ctx, multiScheme{m}, wait, lease)
+	return lockWith(ctx, multiTarget{m}, wait, lease)
 }
 
 // Unlock ends the hold of ctx — the context a MultiLock.Lock returned — on
@@ -173,118 +173,115 @@ func (m *MultiLock) Unlock(ctx context.Context) error {
 	if m.err != nil {
 		return m.err
 	}
-	return unlockWith(ctx, multiScheme{m})
+	return unlockWith(ctx, multiTarget{m})
 }
 
-// multiScheme runs a MultiLock's scripts, group by group. It is a
-// partedScheme: each part is an ordinary hold of its Lock, which the engine
-// keeps in the Lock's Client; the request's parts are the MultiLock's, in
-// its order.
-type multiScheme struct{ m *MultiLock }
+// multiTarget runs a MultiLock's scripts, group by group. It is a target,
+// not a scheme: each part is an ordinary hold of its Lock, which the engine
+// keeps in the Lock's Client (renewed, reported and ended as any Lock
+// hold); the call's parts are the MultiLock's, in its order.
+type multiTarget struct{ m *MultiLock }
 
 // client is where a MultiLock waits: its first group's Client.
-func (s multiScheme) client() *Client { return s.m.groups[0].c }
+func (t multiTarget) client() *Client { return t.m.groups[0].c }
 
-// holdID is empty: the holds are the parts' (see parts).
-func (s multiScheme) holdID() string { return "" }
-
-func (s multiScheme) info() LockInfo {
-	names := make([]string, len(s.m.parts))
-	for i, p := range s.m.parts {
+func (t multiTarget) info() LockInfo {
+	names := make([]string, len(t.m.parts))
+	for i, p := range t.m.parts {
 		names[i] = p.Name()
 	}
 	return LockInfo{Name: strings.Join(names, ","), Kind: KindMultiLock}
 }
 
-func (s multiScheme) parts() []scheme {
-	out := make([]scheme, len(s.m.parts))
-	for i, p := range s.m.parts {
-		out[i] = lockScheme{p}
+// traits are the common case's: a MultiLock's waiters do not queue (no
+// part could hand it the others), and its parts are plain Locks.
+func (multiTarget) traits() traits { return traits{} }
+
+func (t multiTarget) partCount() int      { return len(t.m.parts) }
+func (t multiTarget) record(i int) scheme { return lockScheme{t.m.parts[i]} }
+
+// takeBack rolls back every group of a grant nobody will use; its
+// failures go to the background.
+func (t multiTarget) takeBack(ctx context.Context, req acquireReq, parts []lockPart, a attempt) {
+	_ = t.rollback(ctx, parts, a.grants, len(t.m.groups), req.lease, nil)
+}
+
+// leftover takes a grant back at once: a retry takes every group under a
+// new op. An attempt of unknown outcome left nothing: it freed its parts
+// itself (cleanUp, rollback).
+func (t multiTarget) leftover(ctx context.Context, req acquireReq, parts []lockPart, _ string, a attempt, err error) string {
+	if err == nil && a.outcome == acquired {
+		t.takeBack(ctx, req, parts, a)
 	}
-	return out
+	return ""
 }
 
-// renewal is never asked for: the watchdog renews the parts' holds.
-func (s multiScheme) renewal(string, string, time.Duration) renewal {
-	return renewal{run: func(context.Context) (int64, error) {
-		return 0, errors.New("relock: a MultiLock's hold is renewed part by part")
-	}}
-}
-
-func (multiScheme) abandon(context.Context, string, string) {}
-
-// takeBack rolls back every group of a grant nobody will use.
-func (s multiScheme) takeBack(ctx context.Context, parts []part, lease time.Duration) error {
-	return s.rollback(ctx, parts, len(s.m.groups), lease, nil)
-}
-
-// acquire is one attempt: every group in order, each in one script call. On
-// anything but success it releases the groups it took and says why; on
-// success each part of r has its generation and token.
-func (s multiScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
-	m := s.m
+// acquireParts is one attempt: every group in order, each in one script
+// call. On anything but success it releases the groups it took and says
+// why; on success the attempt has each part's generation and token.
+func (t multiTarget) acquireParts(ctx context.Context, r acquireReq, parts []lockPart) (attempt, error) {
+	m := t.m
+	grants := make([]partGrant, len(parts))
 	for gi, g := range m.groups {
 		if err := g.c.usable(); err != nil {
-			return attempt{}, s.rollback(ctx, r.parts, gi, r.lease, err)
+			return attempt{}, t.rollback(ctx, parts, grants, gi, r.lease, err)
 		}
 		op, lease := g.c.newOp(), g.c.leaseFor(r.lease)
-		res, err := s.acquireGroup(ctx, g, r.parts, op, lease)
+		res, err := t.acquireGroup(ctx, g, parts, op, lease)
 		if err != nil {
 			if outcomeUnknown(err) {
-				s.cleanUp(g, r.parts, op, lease)
+				t.cleanUp(g, parts, op, lease)
 			}
-			return attempt{}, s.rollback(ctx, r.parts, gi, r.lease, err)
+			return attempt{}, t.rollback(ctx, parts, grants, gi, r.lease, err)
 		}
 		if res[0] == 1 {
 			for j, i := range g.parts {
-				p := &r.parts[i]
-				p.gen, p.token = cmp.Or(p.held, op), res[1+j]
+				grants[i] = partGrant{gen: cmp.Or(parts[i].held, op), token: res[1+j]}
 			}
 			continue
 		}
 		i := g.parts[res[1]-1]
-		l, p := m.parts[i], &r.parts[i]
+		l, p := m.parts[i], parts[i]
 		if res[0] == 0 {
-			a := attempt{outcome: busy, retryIn: leaseLeft(res[2]), channel: l.keys.channel}
-			a.subs = l.c.subs
-			return a, s.rollback(ctx, r.parts, gi, r.lease, nil)
+			a := attempt{outcome: busy, retryIn: leaseLeft(res[2]), channel: l.keys.channel, subs: l.c.subs}
+			return a, t.rollback(ctx, parts, grants, gi, r.lease, nil)
 		}
 		err = fmt.Errorf("%w: multilock part %q: the hold was gone when the owner re-entered", ErrLockLost, l.Name())
 		l.c.end(p.h, p.held, err)
-		return attempt{}, s.rollback(ctx, r.parts, gi, r.lease, err)
+		return attempt{}, t.rollback(ctx, parts, grants, gi, r.lease, err)
 	}
-	return attempt{outcome: acquired}, nil
+	return attempt{outcome: acquired, grants: grants}, nil
 }
 
 // cleanUp frees, in the background, the new parts of a group call whose
 // outcome is unknown: they may be held with nobody to use them.
-func (s multiScheme) cleanUp(g multiGroup, parts []part, op string, lease time.Duration) {
+func (t multiTarget) cleanUp(g multiGroup, parts []lockPart, op string, lease time.Duration) {
 	for _, i := range g.parts {
 		if p := parts[i]; p.held == "" {
 			req := releaseReq{owner: p.h.key.owner, op: g.c.newOp(), gen: op, final: true}
-			g.c.releaseInBackground(lockScheme{s.m.parts[i]}, req, time.Now().Add(lease))
+			g.c.releaseInBackground(lockScheme{t.m.parts[i]}, req, time.Now().Add(lease))
 		}
 	}
 }
 
 // freeInBackground frees, in the background, the new parts of group g that
-// this attempt took (their generation is set) and could not release: a
+// this attempt took (grants says their generation) and could not release: a
 // release by generation, which nothing later can match.
-func (s multiScheme) freeInBackground(g multiGroup, parts []part, lease time.Duration) {
+func (t multiTarget) freeInBackground(g multiGroup, parts []lockPart, grants []partGrant, lease time.Duration) {
 	until := time.Now().Add(g.c.leaseFor(lease))
 	for _, i := range g.parts {
-		if p := parts[i]; p.held == "" && p.gen != "" {
-			req := releaseReq{owner: p.h.key.owner, op: g.c.newOp(), gen: p.gen, final: true}
-			g.c.releaseInBackground(lockScheme{s.m.parts[i]}, req, until)
+		if p := parts[i]; p.held == "" && grants[i].gen != "" {
+			req := releaseReq{owner: p.h.key.owner, op: g.c.newOp(), gen: grants[i].gen, final: true}
+			g.c.releaseInBackground(lockScheme{t.m.parts[i]}, req, until)
 		}
 	}
 }
 
-func (s multiScheme) acquireGroup(ctx context.Context, g multiGroup, parts []part, op string, lease time.Duration) ([]int64, error) {
+func (t multiTarget) acquireGroup(ctx context.Context, g multiGroup, parts []lockPart, op string, lease time.Duration) ([]int64, error) {
 	ks := make([]lockKeys, len(g.parts))
 	held := make([]string, len(g.parts))
 	for j, i := range g.parts {
-		ks[j], held[j] = s.m.parts[i].keys, parts[i].held
+		ks[j], held[j] = t.m.parts[i].keys, parts[i].held
 	}
 	owner := parts[g.parts[0]].h.key.owner
 	res, err := g.c.script(ctx, multiAcquireCall(g.c, ks, held, owner, op, lease)).Int64Slice()
@@ -298,46 +295,47 @@ func (s multiScheme) acquireGroup(ctx context.Context, g multiGroup, parts []par
 	return res, nil
 }
 
-// rollback releases what this attempt took on groups before upto — a new
-// part is freed, a re-entered one loses the hold just added — and returns
-// cause joined with any failure to do so. A group whose release fails has
-// its new parts freed in the background (see Client.releaseInBackground)
-// until their lease (as asked: 0 for the watchdog's) would have ended: a
-// part nobody uses must not block the lock for a lease. A re-entered part
-// keeps the hold just added, which only raises its count: the owner's last
-// Unlock frees it whatever the count says.
-func (s multiScheme) rollback(ctx context.Context, parts []part, upto int, lease time.Duration, cause error) error {
+// rollback releases what this attempt took (grants) on groups before upto
+// — a new part is freed, a re-entered one loses the hold just added — and
+// returns cause joined with any failure to do so. A group whose release
+// fails has its new parts freed in the background (see
+// Client.releaseInBackground) until their lease (as asked: 0 for the
+// watchdog's) would have ended: a part nobody uses must not block the lock
+// for a lease. A re-entered part keeps the hold just added, which only
+// raises its count: the owner's last Unlock frees it whatever the count
+// says.
+func (t multiTarget) rollback(ctx context.Context, parts []lockPart, grants []partGrant, upto int, lease time.Duration, cause error) error {
 	errs := []error{cause}
-	for _, g := range s.m.groups[:upto] {
+	for _, g := range t.m.groups[:upto] {
 		gens := make([]string, len(g.parts))
 		final := make([]bool, len(g.parts))
 		for j, i := range g.parts {
-			gens[j], final[j] = parts[i].gen, parts[i].held == ""
+			gens[j], final[j] = grants[i].gen, parts[i].held == ""
 		}
-		out, err := s.releaseGroup(ctx, g, parts[g.parts[0]].h.key.owner, g.c.newOp(), g.parts, gens, final)
+		out, err := t.releaseGroup(ctx, g, parts[g.parts[0]].h.key.owner, g.c.newOp(), g.parts, gens, final)
 		if err != nil {
-			s.freeInBackground(g, parts, lease)
+			t.freeInBackground(g, parts, grants, lease)
 			errs = append(errs, fmt.Errorf("relock: multilock: releasing the parts taken before (retried in the background): %w", err))
 			continue
 		}
 		for j, r := range out {
 			if r == notHeld {
-				errs = append(errs, fmt.Errorf("%w: multilock part %q vanished while the others were taken", ErrLockLost, s.m.parts[g.parts[j]].Name()))
+				errs = append(errs, fmt.Errorf("%w: multilock part %q vanished while the others were taken", ErrLockLost, t.m.parts[g.parts[j]].Name()))
 			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// release ends, group by group, one entry of each live part of r: it sets
-// each one's op and outcome (or error). Its own result means nothing.
-func (s multiScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
-	for _, g := range s.m.groups {
+// releaseParts ends, group by group, one entry of each live part: it sets
+// each one's op and outcome (or error).
+func (t multiTarget) releaseParts(ctx context.Context, parts []unlockPart) {
+	for _, g := range t.m.groups {
 		var idx []int
 		var gens []string
 		var final []bool
 		for _, i := range g.parts {
-			if p := r.parts[i]; p.live {
+			if p := parts[i]; p.live {
 				idx, gens, final = append(idx, i), append(gens, p.req.gen), append(final, p.req.final)
 			}
 		}
@@ -345,24 +343,32 @@ func (s multiScheme) release(ctx context.Context, r releaseReq) (releaseOutcome,
 			continue
 		}
 		op := g.c.newOp()
-		out, err := s.releaseGroup(ctx, g, r.parts[idx[0]].req.owner, op, idx, gens, final)
+		out, err := t.releaseGroup(ctx, g, parts[idx[0]].req.owner, op, idx, gens, final)
 		for j, i := range idx {
-			p := &r.parts[i]
+			p := &parts[i]
 			p.req.op, p.err = op, err
 			if err == nil {
 				p.out = out[j]
 			}
 		}
 	}
-	return 0, nil
+}
+
+// unlockError joins the failures (errors.Join), each naming its part.
+func (t multiTarget) unlockError(parts []unlockPart, fails []partFailure) error {
+	errs := make([]error, len(fails))
+	for i, f := range fails {
+		errs[i] = fmt.Errorf("%s part %q: %w", KindMultiLock, parts[f.part].e.h.scheme.info().Name, f.err)
+	}
+	return errors.Join(errs...)
 }
 
 // releaseGroup releases one hold of owner on the parts idx of group g, of
 // generations gens, the last one when final, in one script call.
-func (s multiScheme) releaseGroup(ctx context.Context, g multiGroup, owner, op string, idx []int, gens []string, final []bool) ([]releaseOutcome, error) {
+func (t multiTarget) releaseGroup(ctx context.Context, g multiGroup, owner, op string, idx []int, gens []string, final []bool) ([]releaseOutcome, error) {
 	ks := make([]lockKeys, len(idx))
 	for j, i := range idx {
-		ks[j] = s.m.parts[i].keys
+		ks[j] = t.m.parts[i].keys
 	}
 	res, err := g.c.script(ctx, multiReleaseCall(g.c, ks, gens, final, owner, op)).Int64Slice()
 	if err != nil {

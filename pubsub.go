@@ -92,7 +92,7 @@ type chanState struct {
 	keep        bool // the presence channel: subscribed until Close
 
 	// A hand-over channel (one Client's channel for one lock, see
-	// handingScheme) carries grants addressed to one waiter by its id.
+	// waitQueue) carries grants addressed to one waiter by its id.
 	handing bool
 	byID    map[string]*waiter // its joined waiters
 	// grants that came before their waiter joined: id -> token. Only ids

@@ -1,7 +1,7 @@
 package relock
 
 // Hand-over grants: a release that hands a lock over addresses the grant to
-// one waiter's id on its Client's hand-over channel (see handingScheme). This
+// one waiter's id on its Client's hand-over channel (see waitQueue). This
 // file keeps the ids of this Client's waits that may still be handed a lock,
 // the grants that came before their waiter, and releases strays.
 

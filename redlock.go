@@ -206,7 +206,7 @@ func (r *RedLock) TryLock(ctx context.Context, wait, lease time.Duration) (conte
 	if r.err != nil {
 		return ctx, r.err
 	}
-	return lockWith(ctx, redScheme{r}, wait, lease)
+	return lockWith(ctx, soleOf(redScheme{r}), wait, lease)
 }
 
 // Unlock releases one hold of ctx's owner on every master in parallel; the
@@ -220,7 +220,7 @@ func (r *RedLock) Unlock(ctx context.Context) error {
 	if r.err != nil {
 		return r.err
 	}
-	return unlockWith(ctx, redScheme{r})
+	return unlockWith(ctx, soleOf(redScheme{r}))
 }
 
 // Token returns the fencing token of ctx's hold (see RedLock): strictly
@@ -290,7 +290,7 @@ func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 }
 
 func (r *RedLock) driftFor(lease time.Duration) time.Duration {
-	return time.Duration(float64(lease)*r.cfg.drift) + redDriftFloor
+	return redScheme{r}.traits().drift(lease)
 }
 
 func (r *RedLock) jitter() time.Duration {
@@ -583,13 +583,11 @@ func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 	}}
 }
 
-func (redScheme) abandon(context.Context, string, string) {}
-
-// attemptBound is how long one round may take at most: the acquire and the
-// undo or token phase, each bounded by the node timeout. The engine lets a
-// round run that long rather than cut it at the end of TryLock's wait.
-func (s redScheme) attemptBound() time.Duration { return 3 * s.r.cfg.nodeTimeout }
-
-// drift makes a RedLock hold count as gone drift(lease) before its lease ends
-// (see driftingScheme).
-func (s redScheme) drift(lease time.Duration) time.Duration { return s.r.driftFor(lease) }
+// traits: no master can hand a RedLock over, so its waiters do not queue
+// (they retry after a jittered delay); a hold counts as gone driftFor(lease)
+// before its lease ends; and one round may take at most the acquire and the
+// undo or token phase, each bounded by the node timeout, which the engine
+// lets it take rather than cut it at the end of TryLock's wait.
+func (s redScheme) traits() traits {
+	return traits{driftRate: s.r.cfg.drift, driftFloor: redDriftFloor, attemptBound: 3 * s.r.cfg.nodeTimeout}
+}

@@ -34,7 +34,7 @@ type hold struct {
 	// renewal or re-entry moved it.
 	expiresAt time.Time
 	expiry    *time.Timer
-	drift     time.Duration // how much sooner than its lease the hold counts as gone (driftingScheme)
+	drift     time.Duration // how much sooner than its lease the hold counts as gone (traits.drift)
 
 	// told: the end of the generation was reported (a Lost, or a final
 	// Released when an Observer is set), so that no second end is. Reset
@@ -52,10 +52,9 @@ type entry struct {
 	cancel context.CancelCauseFunc
 	ended  error // why the entry ended (nil while live); guarded by registry.mu
 	// parent is the context the entry's context was derived from, other
-	// entries of a partedScheme's call aside, and for a re-entry the
-	// caller's context: what a re-entry made with this entry's context
-	// follows once this entry is unlocked (reentry.go). Set before the
-	// context is returned.
+	// entries of a MultiLock's call aside, and for a re-entry the caller's
+	// context: what a re-entry made with this entry's context follows once
+	// this entry is unlocked (reentry.go).
 	parent context.Context
 }
 
@@ -156,22 +155,17 @@ func (r *registry) tracked(id, owner string) bool {
 	return r.m[holdKey{id, owner}] != nil
 }
 
-// A driftingScheme's holds count as gone sooner than their lease, by
-// drift(lease): the allowance for the clock drift between the servers that
-// granted them (RedLock).
-type driftingScheme interface {
-	drift(lease time.Duration) time.Duration
-}
-
 // grant records a granted generation gen (token its fencing token) as a new
-// entry of h and returns its context. started is when the acquire script was
-// sent: the lease runs from no earlier than that.
+// entry of h and returns its context, derived from from. parent is what a
+// re-entry made with the entry's context follows once the entry is unlocked
+// (entry.parent). started is when the acquire script was sent: the lease
+// runs from no earlier than that.
 //
 // Once the Client is closed it records nothing and returns nil: nothing
 // would renew the hold. The check is made under the registry lock, which
 // Close's cancelAll takes after marking the Client closed, so a grant is
 // either recorded before cancelAll (which cancels it) or refused.
-func (c *Client) grant(h *hold, parent context.Context, gen string, token int64, lease time.Duration, started time.Time) context.Context {
+func (c *Client) grant(h *hold, from, parent context.Context, gen string, token int64, lease time.Duration, started time.Time) context.Context {
 	r := &c.holds
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -181,11 +175,9 @@ func (c *Client) grant(h *hold, parent context.Context, gen string, token int64,
 	if h.gen == "" {
 		h.gen, h.token, h.drift, h.since = gen, token, 0, started
 		h.told.Store(false)
-		if d, ok := h.scheme.(driftingScheme); ok {
-			h.drift = d.drift(c.leaseFor(lease))
-		}
+		h.drift = h.scheme.traits().drift(c.leaseFor(lease))
 	}
-	ctx, cancel := context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(from)
 	e := &entry{h: h, gen: h.gen, lease: lease, cancel: cancel, parent: parent}
 	h.entries = append(h.entries, e)
 	if lease == 0 && !h.watched {

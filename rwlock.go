@@ -97,7 +97,7 @@ func (l *RWLock) Key() string { return l.keys.hash }
 func (l *RWLock) ReadLock() *ReadLock { return &ReadLock{rwMode{l: l, kind: "r"}} }
 
 // WriteLock returns the exclusive side of the lock.
-func (l *RWLock) WriteLock() *WriteLock { return &WriteLock{rwWriter{rwMode{l: l, kind: "w"}}} }
+func (l *RWLock) WriteLock() *WriteLock { return &WriteLock{rwMode{l: l, kind: "w"}} }
 
 // ReadLock is the shared side of an RWLock. Its methods work as Lock's; the
 // differences are stated on each.
@@ -105,7 +105,7 @@ type ReadLock struct{ m rwMode }
 
 // WriteLock is the exclusive side of an RWLock. Its methods work as Lock's;
 // the differences are stated on each.
-type WriteLock struct{ m rwWriter }
+type WriteLock struct{ m rwMode }
 
 // Lock blocks until a read hold is granted — no writer holds the lock and
 // none waits, or ctx's owner already reads or writes — or ctx ends, and
@@ -192,21 +192,24 @@ func (w *WriteLock) Token(ctx context.Context) (int64, error) {
 }
 
 // rwMode is one side of an RWLock ("r" or "w"): the scheme of its holds and
-// the body of its methods.
+// the body of its methods. The sides differ in their traits: writers queue
+// in the lock's hash and are handed the write hold by the release that frees
+// the lock (see rw_common.lua); readers are all woken at once on the
+// readers' channel.
 type rwMode struct {
 	l    *RWLock
 	kind string
 }
 
 func (m rwMode) tryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	return m.l.tryLock(ctx, m, wait, lease)
+	return m.l.tryLock(ctx, soleOf(m), wait, lease)
 }
 
 func (m rwMode) lock(ctx context.Context) (context.Context, error) {
 	return m.tryLock(ctx, WaitForever, 0)
 }
 
-func (m rwMode) unlock(ctx context.Context) error { return m.l.unlock(ctx, m) }
+func (m rwMode) unlock(ctx context.Context) error { return m.l.unlock(ctx, soleOf(m)) }
 
 func (m rwMode) forceUnlock(ctx context.Context) (bool, error) {
 	return m.l.forceUnlock(ctx, m.holdID(), rwForceReleaseCall(m.l.c, m.l.keys, m.kind))
@@ -328,34 +331,24 @@ func (m rwMode) renewal(owner, gen string, lease time.Duration) renewal {
 	return renewal{call: rwRenewCall(m.l.keys.hash, m.kind, owner, gen, lease)}
 }
 
-// abandon: a waiting reader leaves nothing in Redis but a mark that some
-// reader waits (~r), which costs at most one needless wake-up.
-func (rwMode) abandon(context.Context, string, string) {}
-
-// rwWriter is the write side's scheme: a handingScheme, whose waiters queue
-// in the lock's hash and are handed the write hold by the release that frees
-// the lock (see rw_common.lua). The read side is a plain rwMode: its waiters
-// are all woken at once on the readers' channel.
-type rwWriter struct{ rwMode }
-
-func (w rwWriter) tryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	return w.l.tryLock(ctx, w, wait, lease)
-}
-
-func (w rwWriter) lock(ctx context.Context) (context.Context, error) {
-	return w.tryLock(ctx, WaitForever, 0)
-}
-
-func (w rwWriter) unlock(ctx context.Context) error { return w.l.unlock(ctx, w) }
-
-// abandon takes a writer that gave up out of the queue (see
-// Client.leaveQueue).
-func (w rwWriter) abandon(ctx context.Context, owner, waiter string) {
-	if waiter != "" { // else it never queued
-		w.l.c.leaveQueue(ctx, rwAbandonCall(w.l.c, w.l.keys, owner, waiter))
+// traits: the writers' queue for the write side. A waiting reader leaves
+// nothing in Redis but a mark that some reader waits (~r), which costs at
+// most one needless wake-up: the read side has no queue to leave.
+func (m rwMode) traits() traits {
+	if m.kind == "w" {
+		return traits{queue: rwWriters{m.l}}
 	}
+	return traits{}
 }
 
-// waitChannel makes the write side a handingScheme: its waiting writers
-// queue in Redis and are handed the write hold on this channel.
-func (w rwWriter) waitChannel() string { return w.l.keys.waitChannel }
+// rwWriters is the queue of an RWLock's waiting writers.
+type rwWriters struct{ l *RWLock }
+
+// channel is where this Client's waiting writers are handed the write hold.
+func (q rwWriters) channel() string { return q.l.keys.waitChannel }
+
+// leave takes a writer that gave up out of the queue (see
+// Client.leaveQueue).
+func (q rwWriters) leave(ctx context.Context, owner, waiter string) {
+	q.l.c.leaveQueue(ctx, rwAbandonCall(q.l.c, q.l.keys, owner, waiter))
+}

@@ -1,18 +1,30 @@
 package relock
 
-// The engine's seam: what each lock type implements (scheme, and for
-// MultiLock partedScheme), and the requests and outcomes that cross it. The
-// engine that drives it is in engine.go, unlock.go and cleanup.go.
+// The engine's seam: what each lock type implements, and the requests and
+// outcomes that cross it. The engine that drives it is in engine.go,
+// unlock.go and cleanup.go.
+//
+// Two levels. A scheme is one lock type's scripts for one hold record:
+// Lock, FairLock, each side of an RWLock, a Semaphore acquisition, RedLock.
+// A target is what one Lock or Unlock call works on: a list of hold records
+// (its parts) and how one attempt reaches them all. Every scheme is a
+// target of one part (sole); a MultiLock is a target of several parts, each
+// an ordinary Lock record, reached a group per script call. The engine
+// always works on the list of parts, so a MultiLock needs no record of its
+// own, no renewal and no queue: it is not a scheme. What a scheme does
+// differently beyond its scripts is in plain values (traits), not in
+// optional interfaces.
 
 import (
 	"context"
 	"time"
 )
 
-// A scheme is what one lock type contributes to the shared engine: its
-// scripts, run for one owner. Everything else — owners, hold contexts,
-// waiting, the watchdog, replays, clean-up after faults — is common to every
-// lock type and lives in the engine (engine.go, unlock.go, cleanup.go).
+// A scheme is what one lock type contributes to the shared engine for one
+// hold record: its scripts, run for one owner, and its traits. Everything
+// else — owners, hold contexts, waiting, the watchdog, replays, clean-up
+// after faults — is common to every lock type and lives in the engine
+// (engine.go, unlock.go, cleanup.go).
 type scheme interface {
 	client() *Client
 	// holdID names the lock (and mode) in the Client's registry of holds.
@@ -25,55 +37,155 @@ type scheme interface {
 	// renewal is the watchdog's work item for one generation of owner's
 	// hold: renew it to lease, or only check it (lease 0).
 	renewal(owner, gen string, lease time.Duration) renewal
-	// abandon is called when a wait for the lock ends without it, so that
-	// types that register waiters in Redis (FairLock) can take them out.
-	// waiter is the waiter's id in a handingScheme's queue ("" when it
-	// did not queue).
-	abandon(ctx context.Context, owner, waiter string)
+	// traits are the scheme's fixed facts the engine adjusts to.
+	traits() traits
 }
 
-// A partedScheme keeps its hold in the records of other schemes, its parts
-// (MultiLock: one Lock per part, each in its own Client's registry), instead
-// of a record of its own. The engine enters, serialises, grants and ends
-// every part's record as it does the one record of another scheme; the
-// partedScheme's acquire and release run all the parts at once. They find
-// the parts in the request (acquireReq.parts, releaseReq.parts) and leave
-// each part's result there.
-type partedScheme interface {
-	scheme
-	parts() []scheme
-	// takeBack releases every part of a grant that nobody will use (see
-	// lockCall.takeBack), handing what it cannot release to the background
-	// clean-up; lease is as asked.
-	takeBack(ctx context.Context, parts []part, lease time.Duration) error
+// traits are what a scheme does differently from the common case, as plain
+// values; the zero value is the common case (waiters woken by a broadcast,
+// no clock drift, attempts bounded by the caller alone).
+type traits struct {
+	// queue, when set, queues the scheme's waiters in Redis and has its
+	// releases hand the lock over to the first of them (see waitQueue).
+	queue waitQueue
+	// A hold counts as gone sooner than its lease, by driftRate × lease +
+	// driftFloor: the allowance for the clock drift between the servers
+	// that granted it (RedLock).
+	driftRate  float64
+	driftFloor time.Duration
+	// attemptBound, when set, is how long an attempt may take at most (it
+	// ends by itself: RedLock's node timeouts); TryLock's wait lets its last
+	// attempt finish.
+	attemptBound time.Duration
 }
 
-func isParted(s scheme) bool {
-	_, ok := s.(partedScheme)
-	return ok
-}
-
-// records returns the schemes whose hold records a call on s works on, in
-// the order their semaphores are taken: s itself, or a partedScheme's parts.
-func records(s scheme) []scheme {
-	if p, ok := s.(partedScheme); ok {
-		return p.parts()
+// drift is how much sooner than lease a hold of the scheme counts as gone.
+func (t traits) drift(lease time.Duration) time.Duration {
+	if t.driftRate == 0 && t.driftFloor == 0 {
+		return 0
 	}
-	return []scheme{s}
+	return time.Duration(float64(lease)*t.driftRate) + t.driftFloor
 }
 
-// A part is one hold record a Lock or Unlock call works on — the lock's own,
-// or one part's of a partedScheme — and its share of the call.
-type part struct {
-	h *hold
-	// Lock: the generation held when the call began ("" for none), then
-	// the generation and token of the grant (set by a partedScheme's acquire
-	// when it grants).
-	held, gen string
-	token     int64
-	// Unlock: the entry it ends; live when that has not ended yet, and then
-	// its request (whose op a partedScheme's release sets), lease end, start
-	// and the release's outcome or error.
+// A waitQueue is the queue of a scheme whose waiters queue in Redis and are
+// handed the lock by the release that frees it (see queue_common.lua): a
+// waiter sends the same op id at every attempt, which is its id in the queue
+// and the generation of the hold a hand-over grants it, and the grant
+// reaches it on its Client's channel for the lock (channel, which its busy
+// attempts name). A waiter queues only while its Client listens there: a
+// release skips a waiter whose Client does not (see hand_over), so one
+// queued before its subscription is confirmed could lose its place to a
+// later one. The first wait on a lock therefore queues at the attempt that
+// follows the subscription's confirmation; later ones, on a lingering
+// subscription, at their first.
+type waitQueue interface {
+	channel() string
+	// leave takes waiter, which gave up, out of the queue, and releases a
+	// grant that crossed its leaving (see Client.leaveQueue). owner "" is
+	// the release of a stray grant (see Client.strayRelease).
+	leave(ctx context.Context, owner, waiter string)
+}
+
+// A target is what one Lock or Unlock call works on: its hold records, one
+// per part, and how one attempt reaches them all. The engine enters,
+// serialises, grants and ends every part's record the same way, one part or
+// many.
+type target interface {
+	client() *Client // where the call waits and is reported
+	info() LockInfo  // what the wait's events name
+	traits() traits
+	// partCount is how many parts the call works on; record(i) is part
+	// i's scheme, in the order their semaphores are taken.
+	partCount() int
+	record(i int) scheme
+	// acquireParts is one attempt on every part. req is as for a scheme
+	// (owner and gen are per part, in parts); lease is as asked (0: each
+	// part's watchdog lease). A grant says each part's generation and
+	// token (attempt.grantOf).
+	acquireParts(ctx context.Context, req acquireReq, parts []lockPart) (attempt, error)
+	// leftover settles an attempt sent as op that may have left a grant
+	// nobody will use: a grant a that came too late, or err, of unknown
+	// outcome. It takes back at once what the next attempt would not take
+	// over and returns the generation, if any, that giveUp must free.
+	leftover(ctx context.Context, req acquireReq, parts []lockPart, op string, a attempt, err error) string
+	// takeBack releases at once a grant a that nobody will use, handing
+	// what it cannot release to the background clean-up.
+	takeBack(ctx context.Context, req acquireReq, parts []lockPart, a attempt)
+	// releaseParts ends one entry of each live part: it sets each one's
+	// op and outcome (or error).
+	releaseParts(ctx context.Context, parts []unlockPart)
+	// unlockError is the error Unlock returns for the parts' failures
+	// (at least one).
+	unlockError(parts []unlockPart, fails []partFailure) error
+}
+
+// sole is the target of one scheme's own record. It is generic in the
+// scheme's type so that a sole of a one-pointer scheme (Lock's, FairLock's,
+// RedLock's) is one pointer too, and passing it as a target allocates
+// nothing.
+type sole[S scheme] struct{ s S }
+
+// soleOf is the target of s's own record.
+func soleOf[S scheme](s S) sole[S] { return sole[S]{s} }
+
+func (t sole[S]) client() *Client   { return t.s.client() }
+func (t sole[S]) info() LockInfo    { return t.s.info() }
+func (t sole[S]) traits() traits    { return t.s.traits() }
+func (t sole[S]) partCount() int    { return 1 }
+func (t sole[S]) record(int) scheme { return t.s }
+
+func (t sole[S]) acquireParts(ctx context.Context, req acquireReq, parts []lockPart) (attempt, error) {
+	req.owner, req.gen, req.lease = parts[0].h.key.owner, parts[0].held, t.client().leaseFor(req.lease)
+	return t.s.acquire(ctx, req)
+}
+
+// leftover is op: a grant of op that is not used may stay in Redis, where
+// the owner's next attempt takes it over (a waiter's replays its op id; any
+// other's takes over the owner's own field), so it is freed only when the
+// wait gives up.
+func (sole[S]) leftover(_ context.Context, _ acquireReq, _ []lockPart, op string, _ attempt, _ error) string {
+	return op
+}
+
+// takeBack releases the grant at once; if that fails, the background
+// clean-up retries it until its lease has run out.
+func (t sole[S]) takeBack(ctx context.Context, req acquireReq, parts []lockPart, a attempt) {
+	c := t.client()
+	lease := c.leaseFor(req.lease)
+	rel := releaseReq{owner: parts[0].h.key.owner, op: c.newOp(), gen: a.gen, final: true}
+	if _, err := t.s.release(ctx, rel); err != nil {
+		c.releaseInBackground(t.s, rel, time.Now().Add(lease))
+	}
+}
+
+func (t sole[S]) releaseParts(ctx context.Context, parts []unlockPart) {
+	p := &parts[0]
+	p.req.op = t.client().newOp()
+	p.out, p.err = t.s.release(ctx, p.req)
+}
+
+// unlockError is the one part's error: one part fails at most once.
+func (sole[S]) unlockError(_ []unlockPart, fails []partFailure) error { return fails[0].err }
+
+// partFailure is why part (an index into the call's parts) failed.
+type partFailure struct {
+	part int
+	err  error
+}
+
+// A lockPart is one hold record a Lock call works on — the lock's own, or
+// one part's of a MultiLock — and the generation held when the call began
+// ("" for none).
+type lockPart struct {
+	h    *hold
+	held string
+}
+
+// An unlockPart is one hold record an Unlock call works on: the entry it
+// ends; live when that has not ended yet, and then its request (whose op the
+// target's releaseParts sets), lease end, start and the release's outcome or
+// error.
+type unlockPart struct {
 	e            *entry
 	live         bool
 	req          releaseReq
@@ -82,14 +194,23 @@ type part struct {
 	err          error
 }
 
+func (p lockPart) record() *hold   { return p.h }
+func (p unlockPart) record() *hold { return p.e.h }
+
+// part is a lockPart or an unlockPart: what serialise and leave work on.
+type part interface {
+	lockPart | unlockPart
+	record() *hold
+}
+
 // serialise takes the semaphores of the parts' records in order, so that
 // two calls of one owner over overlapping parts cannot deadlock, and
 // returns how many it took. It gives up when ctx ends. Either way the caller
 // calls leave.
-func serialise(ctx context.Context, parts []part) (int, error) {
+func serialise[P part](ctx context.Context, parts []P) (int, error) {
 	for i, p := range parts {
 		select {
-		case p.h.sem <- struct{}{}:
+		case p.record().sem <- struct{}{}:
 		case <-ctx.Done():
 			return i, notObtained(ctx)
 		}
@@ -99,61 +220,36 @@ func serialise(ctx context.Context, parts []part) (int, error) {
 
 // leave gives back the first taken semaphores and ends the call's use of
 // every part's record.
-func leave(parts []part, taken int) {
+func leave[P part](parts []P, taken int) {
 	for i := taken - 1; i >= 0; i-- {
-		<-parts[i].h.sem
+		<-parts[i].record().sem
 	}
 	for _, p := range parts {
-		p.h.client().holds.exit(p.h)
+		h := p.record()
+		h.client().holds.exit(h)
 	}
 }
 
 // acquireReq is one run of an acquire script. op names this very request
 // (a replay of it is recognised by it); gen is the generation the owner
 // holds, "" for a new acquisition, whose generation will be op.
-//
-// For a partedScheme, owner and gen are per part, in parts, and lease is as
-// asked (0: each part's watchdog lease).
 type acquireReq struct {
 	owner, op, gen string
 	lease          time.Duration
-	parts          []part
-	// waiter: op is the id of a waiter (a handingScheme's acquisition that
-	// may wait), so a busy attempt queues it. A TryLock that does not wait
-	// never queues, and so leaves nothing to take back.
+	// waiter: op is the id of a waiter (a queued acquisition that may
+	// wait, see waitQueue), so a busy attempt queues it. A TryLock that
+	// does not wait never queues, and so leaves nothing to take back.
 	waiter bool
 }
 
 // releaseReq is one run of a release script; final says the Client has no
 // other entry of this hold, so the lock is freed whatever the count says.
-// For a partedScheme, the requests are per part, in parts.
 type releaseReq struct {
 	owner, op, gen string
 	final          bool
-	parts          []part
 	// until is when the hold's lease ends at the latest (zero: unknown): a
 	// scheme that retries part of a release in the background stops then.
 	until time.Time
-}
-
-// A handingScheme queues its waiters in Redis and has its releases hand
-// the lock over to the first of them (see queue_common.lua): a waiter sends
-// the same op id at every attempt, which is its id in the queue and the
-// generation of the hold a hand-over grants it, and the grant reaches it on
-// its Client's channel for the lock (waitChannel, which its busy attempts
-// name). A waiter queues only while its Client listens there: a release
-// skips a waiter whose Client does not (see hand_over), so one queued before
-// its subscription is confirmed could lose its place to a later one. The
-// first wait on a lock therefore queues at the attempt that follows the
-// subscription's confirmation; later ones, on a lingering subscription, at
-// their first.
-type handingScheme interface {
-	waitChannel() string
-}
-
-func handsOver(s scheme) bool {
-	_, ok := s.(handingScheme)
-	return ok
 }
 
 type outcome int
@@ -173,22 +269,31 @@ type attempt struct {
 	retryIn time.Duration // busy: the remaining lease of the holder (< 0: unknown)
 	channel string        // busy: where the holder's release is announced ("" to poll at retryIn)
 	place   queuePlace    // busy: where the attempt left the waiter in the lock's queue (see wait.go)
-	attemptExtras
+	// busy: which Client's subscriber carries channel (nil: the waiting
+	// Client's) — a part of a MultiLock may belong to another Client.
+	subs *subscriber
+	// busy: why, when it is not simply another holder (joined to
+	// ErrNotObtained): a RedLock round that failed, a grant refused.
+	cause error
+	// acquired with WithReplicas: why the grant did not reach the replicas
+	// (nil: it did). The engine then undoes the grant.
+	replication error
+	// acquired, for a target of several parts: each part's generation and
+	// token, in order (else gen and token are the one part's).
+	grants []partGrant
 }
 
-// attemptExtras are the results of one feature each, which only some
-// schemes return. They stay on the attempt because the shared loop reads
-// them: subs by subscriber.follow (a MultiLock waits on another Client's
-// subscriber), cause by attempt.notObtained (why a RedLock round failed),
-// replication by lockWith (a grant WithReplicas could not confirm is undone).
-// The next step, if they grow: cause as the error of a busy attempt,
-// replication kept by the scheme, subs named by the channel.
-type attemptExtras struct {
-	subs  *subscriber // busy: which Client carries channel (nil: the scheme's) — MultiLock
-	cause error       // busy: why, when it is not simply another holder (joined to ErrNotObtained) — RedLock
-	// acquired with WithReplicas: why the grant did not reach the replicas
-	// (nil: it did). lockWith then undoes the grant.
-	replication error
+type partGrant struct {
+	gen   string
+	token int64
+}
+
+// grantOf is what a granted attempt gave part i.
+func (a attempt) grantOf(i int) (gen string, token int64) {
+	if a.grants != nil {
+		return a.grants[i].gen, a.grants[i].token
+	}
+	return a.gen, a.token
 }
 
 type releaseOutcome int

@@ -119,8 +119,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int, wait, lease time.Dura
 	if max := s.Permits(); n < 1 || n > max {
 		return ctx, fmt.Errorf("%w: asked for %d permits of a semaphore of %d", ErrInvalidArgument, n, max)
 	}
-	acq := semaScheme{s: s, id: s.c.newOp(), n: n}
-	hctx, err := s.tryLock(ctx, acq, wait, lease)
+	acq := &semaScheme{s: s, id: s.c.newOp(), n: n} // a pointer: one allocation, however often it is passed as a scheme
+	hctx, err := s.tryLock(ctx, soleOf(acq), wait, lease)
 	if err != nil {
 		return ctx, err
 	}
@@ -147,11 +147,11 @@ func (s *Semaphore) Release(hctx context.Context) error {
 	if hctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	acq, ok := hctx.Value(semaKey{s.c, s.hash}).(semaScheme)
+	acq, ok := hctx.Value(semaKey{s.c, s.hash}).(*semaScheme)
 	if !ok {
 		return fmt.Errorf("%w: the context is not a hold context of this semaphore; pass the context Acquire returned", ErrNotHeld)
 	}
-	return s.unlock(hctx, acq)
+	return s.unlock(hctx, soleOf(acq))
 }
 
 // Do runs fn under n permits, always given back, even when fn panics. fn's
@@ -262,16 +262,24 @@ func (a semaScheme) renewal(_, gen string, lease time.Duration) renewal {
 	return renewal{call: semaRenewCall(a.s.hash, gen, lease)}
 }
 
-// abandon takes a waiter that gave up out of the queue (see
+// traits: a Semaphore's waiters queue in Redis and are handed permits.
+func (a semaScheme) traits() traits { return traits{queue: semaQueue{a.s}} }
+
+// semaQueue is a Semaphore's waitQueue.
+type semaQueue struct{ s *Semaphore }
+
+func (q semaQueue) channel() string { return q.s.waitChannel }
+
+// leave takes a waiter that gave up out of the queue (see
 // Client.leaveQueue). owner "" is the release of a stray grant (see
 // Client.strayRelease), which checks the hold records of one acquisition
 // only: a duplicate grant of a hold that another acquisition of this
 // semaphore claimed is kept here.
-func (a semaScheme) abandon(ctx context.Context, owner, waiter string) {
-	if waiter == "" || (owner == "" && a.s.holdsGeneration(waiter)) {
+func (q semaQueue) leave(ctx context.Context, owner, waiter string) {
+	if owner == "" && q.s.holdsGeneration(waiter) {
 		return
 	}
-	a.s.c.leaveQueue(ctx, semaAbandonCall(a.s.c, a.s.hash, waiter))
+	q.s.c.leaveQueue(ctx, semaAbandonCall(q.s.c, q.s.hash, waiter))
 }
 
 // holdsGeneration reports whether an acquisition of this semaphore in this
@@ -287,9 +295,6 @@ func (s *Semaphore) holdsGeneration(gen string) bool {
 	}
 	return false
 }
-
-// waitChannel makes a Semaphore a handingScheme.
-func (a semaScheme) waitChannel() string { return a.s.waitChannel }
 
 // The Semaphore's scripts (see scripts.go for the conventions).
 var (

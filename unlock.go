@@ -5,17 +5,16 @@ package relock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
 
 // unlockWith is Unlock for every lock type: it ends exactly the entry of the
-// hold context it is given — one per record for a partedScheme.
-func unlockWith(ctx context.Context, s scheme) error {
-	recs := records(s)
-	for _, r := range recs {
-		if c := r.client(); c == nil {
+// hold context it is given — one per part of the target.
+func unlockWith(ctx context.Context, t target) error {
+	n := t.partCount()
+	for i := range n {
+		if c := t.record(i).client(); c == nil {
 			return errNilClient
 		} else if c.err != nil {
 			return c.err
@@ -28,18 +27,21 @@ func unlockWith(ctx context.Context, s scheme) error {
 	if o == nil {
 		return fmt.Errorf("%w: the context carries no owner; pass the context Lock returned", ErrNotHeld)
 	}
-	k := unlockCall{s: s, c: s.client(), parted: isParted(s), parts: make([]part, len(recs))}
-	for i, r := range recs {
+	// Twice the room: releaseBounded's copy of the parts lives in the
+	// second half, with no allocation of its own.
+	k := unlockCall{t: t, c: t.client(), parts: make([]unlockPart, n, 2*n)}
+	for i := range n {
+		r := t.record(i)
 		e := entryFrom(ctx, r.client(), r.holdID())
 		if e == nil || e.h.key.owner != o.field(r.client()) {
 			return fmt.Errorf("%w: the context is not a hold context of this lock; pass the context Lock returned", ErrNotHeld)
 		}
-		k.parts[i].e, k.parts[i].h = e, e.h
+		k.parts[i].e = e
 	}
 	// Counted as a user only once every record is found: an early return
 	// above must leave no record pinned.
 	for _, p := range k.parts {
-		p.h.client().holds.use(p.h)
+		p.e.h.client().holds.use(p.e.h)
 	}
 	// An Unlock must run, so it never gives up; but its caller waits no
 	// longer than the unlock timeout, for the semaphores or the release.
@@ -53,120 +55,108 @@ func unlockWith(ctx context.Context, s scheme) error {
 // finish is the rest of an Unlock once it holds the records' semaphores
 // (taken of them): release, report, settle, leave.
 func (k *unlockCall) finish(ctx context.Context, taken int) error {
-	errs, live := k.prepare()
-	if live == 0 && len(errs) == 0 {
+	fails, live := k.prepare()
+	if live == 0 && len(fails) == 0 {
 		leave(k.parts, taken)
 		return ErrNotHeld
 	}
 	var late <-chan reply[struct{}]
-	var lateParts []part
+	var lateParts []unlockPart
 	if live > 0 {
 		late, lateParts = k.releaseBounded(ctx)
 		k.report(ctx)
-		errs = append(errs, k.settle()...)
+		fails = append(fails, k.settle()...)
 	}
 	if late != nil {
 		k.finishLate(late, lateParts, taken)
 	} else {
 		leave(k.parts, taken)
 	}
-	return k.result(errs)
+	if len(fails) == 0 {
+		return nil
+	}
+	return k.t.unlockError(k.parts, fails)
 }
 
 // An unlockCall is one Unlock in the engine.
 type unlockCall struct {
-	s      scheme
-	c      *Client // s.client(): where the call is reported
-	parted bool    // s is a partedScheme
-	parts  []part
+	t     target
+	c     *Client // t.client(): where the call is reported
+	parts []unlockPart
 }
 
 // prepare marks the parts whose entry is live and sets their requests. An
-// entry that ended already is left alone; it adds an error if it was lost.
-func (k *unlockCall) prepare() (errs []error, live int) {
+// entry that ended already is left alone; it adds a failure if it was lost.
+func (k *unlockCall) prepare() (fails []partFailure, live int) {
 	for i := range k.parts {
 		p := &k.parts[i]
-		r := &p.h.client().holds
+		h := p.e.h
+		r := &h.client().holds
 		r.mu.Lock()
 		if cause := p.e.ended; cause != nil {
 			r.mu.Unlock()
 			if lost(cause) {
-				errs = append(errs, k.partErr(p, cause))
+				fails = append(fails, partFailure{i, cause})
 			}
 			continue
 		}
 		p.live = true
-		p.req = releaseReq{owner: p.h.key.owner, gen: p.e.gen, final: len(p.h.entries) == 1}
-		p.h.releasing = p.req.final
-		p.until, p.since = p.h.expiresAt, p.h.since
+		p.req = releaseReq{owner: h.key.owner, gen: p.e.gen, final: len(h.entries) == 1}
+		h.releasing = p.req.final
+		p.until, p.since = h.expiresAt, h.since
 		p.req.until = p.until
 		r.mu.Unlock()
 		live++
 	}
-	return errs, live
+	return fails, live
 }
 
 // report tells the Observer how the release went: one event per live part
 // (on its own Client), as reportAcquired.
 func (k *unlockCall) report(ctx context.Context) {
 	for _, p := range k.parts {
+		h := p.e.h
 		switch {
 		case !p.live:
 		case p.err != nil:
-			p.h.client().emitReleased(ctx, p.h, p.since, p.req.final, p.err)
+			h.client().emitReleased(ctx, h, p.since, p.req.final, p.err)
 		case p.out != notHeld:
-			p.h.client().emitReleased(ctx, p.h, p.since, p.out == released, nil)
+			h.client().emitReleased(ctx, h, p.since, p.out == released, nil)
 		}
 	}
 }
 
 // settle ends the live parts' entries as their releases tell, and returns
 // the parts' failures.
-func (k *unlockCall) settle() []error {
-	var errs []error
+func (k *unlockCall) settle() []partFailure {
+	var fails []partFailure
 	for i := range k.parts {
 		p := &k.parts[i]
 		if !p.live {
 			continue
 		}
-		c := p.h.client()
+		h := p.e.h
+		c := h.client()
 		switch {
 		case p.err == errUnlockTimeout:
 			// Retried once the release in flight returns (finishLate).
 			c.unlockFailed(p.e, p.req, p.until, false)
-			errs = append(errs, k.partErr(p, c.notConfirmed(nil)))
+			fails = append(fails, partFailure{i, c.notConfirmed(nil)})
 		case p.err != nil:
 			c.noteFault(p.err)
 			c.unlockFailed(p.e, p.req, p.until, true)
-			errs = append(errs, k.partErr(p, c.notConfirmed(p.err)))
+			fails = append(fails, partFailure{i, c.notConfirmed(p.err)})
 		case p.out == released:
-			c.end(p.h, p.req.gen, ErrUnlocked)
+			c.end(h, p.req.gen, ErrUnlocked)
 		case p.out == stillHeld:
 			c.holds.mu.Lock()
 			c.endEntryLocked(p.e, ErrUnlocked)
 			c.holds.mu.Unlock()
 		default:
 			cause := fmt.Errorf("%w: the hold was gone when Unlock ran", ErrLockLost)
-			c.end(p.h, p.req.gen, cause)
-			errs = append(errs, k.partErr(p, cause))
+			c.end(h, p.req.gen, cause)
+			fails = append(fails, partFailure{i, cause})
 		}
 	}
-	return errs
-}
-
-// partErr names the part err is about, for a partedScheme.
-func (k *unlockCall) partErr(p *part, err error) error {
-	if !k.parted {
-		return err
-	}
-	return fmt.Errorf("%s part %q: %w", k.s.info().Kind, p.h.scheme.info().Name, err)
-}
-
-// result is the error Unlock returns for the parts' failures: a
-// partedScheme's joined (errors.Join), another's as it is (it has one part).
-func (k *unlockCall) result(errs []error) error {
-	if k.parted || len(errs) != 1 {
-		return errors.Join(errs...)
-	}
-	return errs[0]
+	return fails
 }

@@ -7,8 +7,8 @@ import (
 )
 
 // waitSpec is what a wait loop needs to know besides its attempt: how long
-// it may wait, and for a handingScheme the waiter's id (see handingScheme)
-// and the lease a hand-over grants it.
+// it may wait, and for a scheme with a queue the waiter's id (see
+// waitQueue) and the lease a hand-over grants it.
 type waitSpec struct {
 	wait  time.Duration
 	id    string // "" : the scheme hands nothing over
@@ -144,16 +144,16 @@ func (c *Client) sleep(ctx context.Context, spec waitSpec, w *waiter, timer *tim
 
 // strayRelease returns what releases a grant of s's lock that reached this
 // Client for a waiter id that no longer waits (see subscriber.granted): the
-// abandon script for that id, which frees a hold of that generation, whoever
-// its owner, and hands the lock on. A hold this Client has recorded under
-// that generation is its own and kept.
-func (c *Client) strayRelease(s scheme) func(id string) {
+// abandon script of q, s's queue, for that id, which frees a hold of that
+// generation, whoever its owner, and hands the lock on. A hold this Client
+// has recorded under that generation is its own and kept.
+func (c *Client) strayRelease(s scheme, q waitQueue) func(id string) {
 	return func(id string) {
 		if c.holds.holdsGeneration(s.holdID(), id) {
 			return
 		}
 		c.log.Debug("relock: releasing a grant to a waiter that no longer waits", "lock", s.info().Name, "waiter", id)
-		s.abandon(context.Background(), "", id)
+		q.leave(context.Background(), "", id)
 	}
 }
 
