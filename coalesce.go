@@ -119,9 +119,3 @@ func send(ctx context.Context, rdb redis.UniversalClient, batch []*queuedCall) {
 		}
 	}
 }
-
-// script runs sc for one of the Client's lock calls, coalesced with the
-// calls its other goroutines issue at the same time.
-func (c *Client) script(ctx context.Context, sc scriptCall) *redis.Cmd {
-	return c.coalesce.run(ctx, c.rdb, sc)
-}

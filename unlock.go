@@ -136,7 +136,6 @@ func (k *unlockCall) settle() []error {
 			c.unlockFailed(p.e, p.req, p.until, false)
 			errs = append(errs, k.partErr(p, c.notConfirmed(nil)))
 		case p.err != nil:
-			c.noteFault(p.err)
 			c.unlockFailed(p.e, p.req, p.until, true)
 			errs = append(errs, k.partErr(p, c.notConfirmed(p.err)))
 		case p.out == released:
