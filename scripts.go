@@ -16,9 +16,12 @@ import (
 // KEYS, ARGV and return values. Under each script's declaration stands its
 // Go wrapper, a func ...Call that takes typed arguments and returns the
 // scriptCall: the one place where the order of KEYS and ARGV is written, to
-// be read beside the header. Call sites never spell KEYS or ARGV; they run
-// the call (run), batch it (the watchdog) or pipeline it (runAcquire,
-// evalPipeline). To add a script: give its file a first line
+// be read beside the header. Call sites never spell KEYS or ARGV, and never
+// run a call themselves: they hand it to the Client's funnel (call.go:
+// eval, evalReplicated, evalPipeline), which runs it, notes its fault and
+// wraps its error; the watchdog batches renewals into one call per
+// script. Only the funnel and the coalescer behind it call run. To add a
+// script: give its file a first line
 // "-- include: <helper> ..." naming the helpers (scripts/*_common.lua) it
 // calls, none if it calls none; declare it with newScript("<name>") and
 // write its ...Call below, as lockForceReleaseCall does. The helpers'
