@@ -106,7 +106,7 @@ func (l *base) forceUnlock(ctx context.Context, id string, call scriptCall) (boo
 	// it removed end once it has run.
 	end := func(gens []string) { l.c.endForced(id, gens, fmt.Errorf("%w: force-unlocked", ErrLockLost)) }
 	gens, err, late := awaitBounded(ctx, time.Time{}, func() ([]string, error) {
-		return call.run(context.WithoutCancel(ctx), l.c.rdb).StringSlice()
+		return l.c.eval(context.WithoutCancel(ctx), "force unlock", call).StringSlice()
 	})
 	if late != nil {
 		l.c.goBackground(func() {
@@ -117,7 +117,7 @@ func (l *base) forceUnlock(ctx context.Context, id string, call scriptCall) (boo
 		return false, fmt.Errorf("relock: force unlock: %w: %w: Redis had not answered (the force-release may still run)", context.Cause(ctx), ErrUnavailable)
 	}
 	if err != nil {
-		return false, wrapRedis("force unlock", err)
+		return false, err
 	}
 	end(gens)
 	return len(gens) > 0, nil
@@ -130,10 +130,10 @@ func (l *base) pttl(ctx context.Context, key string) (time.Duration, error) {
 		return 0, err
 	}
 	d, err := queryBounded(ctx, "ttl", func() (time.Duration, error) {
-		return l.c.rdb.PTTL(context.WithoutCancel(ctx), key).Result()
+		return request(l.c, "ttl", l.c.rdb.PTTL(context.WithoutCancel(ctx), key).Result)
 	})
 	if err != nil {
-		return 0, wrapRedis("ttl", err)
+		return 0, err
 	}
 	if d < 0 {
 		return 0, nil // -2: no key; -1: no expiry, which relock never writes
@@ -159,9 +159,9 @@ func (l *exclusive) IsLocked(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, err := queryBounded(ctx, "is locked", func() (int64, error) {
-		return l.c.rdb.Exists(context.WithoutCancel(ctx), l.hash).Result()
+		return request(l.c, "is locked", l.c.rdb.Exists(context.WithoutCancel(ctx), l.hash).Result)
 	})
-	return n == 1, wrapRedis("is locked", err)
+	return n == 1, err
 }
 
 // HoldCount returns how many holds ctx's owner has on the lock, as Redis
@@ -176,12 +176,12 @@ func (l *exclusive) HoldCount(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	n, err := queryBounded(ctx, "hold count", func() (int, error) {
-		return l.c.rdb.HGet(context.WithoutCancel(ctx), l.hash, o.field(l.c)).Int()
+		return request(l.c, "hold count", l.c.rdb.HGet(context.WithoutCancel(ctx), l.hash, o.field(l.c)).Int)
 	})
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
-	return n, wrapRedis("hold count", err)
+	return n, err
 }
 
 // HeldBy reports whether ctx's owner holds the lock, as Redis sees it.

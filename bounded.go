@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -42,32 +43,83 @@ type reply[T any] struct {
 // which the call's reply arrives when it returns. A call that can never be
 // cut short (no bound) runs on the caller's goroutine, costing nothing.
 func awaitBounded[T any](ctx context.Context, until time.Time, call func() (T, error)) (v T, err error, late <-chan reply[T]) {
+	return awaitWith(nil, ctx, until, call)
+}
+
+// A boundedWait is what a bounded call is waited on with: the channel of
+// its reply and the timer of its bound. The calls made per Lock (with a
+// deadline) and per Unlock take theirs from a pool (acquireWaits,
+// releaseWaits): allocating both was three allocations a call.
+type boundedWait[T any] struct {
+	ch    chan reply[T]
+	timer *time.Timer
+}
+
+var acquireWaits, releaseWaits sync.Pool
+
+// awaitWith is awaitBounded with its boundedWait from pool (nil: a new
+// one). A wait goes back to the pool only once its reply has been
+// received and its timer stopped; a late one is never reused.
+func awaitWith[T any](pool *sync.Pool, ctx context.Context, until time.Time, call func() (T, error)) (v T, err error, late <-chan reply[T]) {
 	if ctx.Done() == nil && until.IsZero() {
 		v, err = call()
 		return v, err, nil
 	}
-	ch := make(chan reply[T], 1)
+	w := newBoundedWait[T](pool)
 	go func() {
 		v, err := call()
-		ch <- reply[T]{v, err}
+		w.ch <- reply[T]{v, err}
 	}()
 	var timeout <-chan time.Time
 	if d, ok := ctx.Deadline(); !until.IsZero() && (!ok || until.Before(d)) {
-		t := time.NewTimer(time.Until(until))
-		defer t.Stop()
-		timeout = t.C
+		timeout = w.arm(time.Until(until))
 	}
 	select {
-	case r := <-ch:
+	case r := <-w.ch:
+		w.done(pool)
 		return r.v, r.err, nil
 	case <-ctx.Done():
 	case <-timeout:
 	}
 	select { // a reply that came with the bound still counts
-	case r := <-ch:
+	case r := <-w.ch:
+		w.done(pool)
 		return r.v, r.err, nil
 	default:
-		return v, nil, ch
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		return v, nil, w.ch
+	}
+}
+
+func newBoundedWait[T any](pool *sync.Pool) *boundedWait[T] {
+	if pool != nil {
+		if w, ok := pool.Get().(*boundedWait[T]); ok {
+			return w
+		}
+	}
+	return &boundedWait[T]{ch: make(chan reply[T], 1)}
+}
+
+// arm starts the wait's timer for d and returns its channel.
+func (w *boundedWait[T]) arm(d time.Duration) <-chan time.Time {
+	if w.timer == nil {
+		w.timer = time.NewTimer(d)
+	} else {
+		w.timer.Reset(d) // stopped by done: no stale tick (Go 1.23 timers)
+	}
+	return w.timer.C
+}
+
+// done stops the wait's timer, its reply received, and gives the wait back
+// to pool.
+func (w *boundedWait[T]) done(pool *sync.Pool) {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if pool != nil {
+		pool.Put(w)
 	}
 }
 
@@ -144,7 +196,7 @@ func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (at
 		grace := max(cleanupGrace, k.t.traits().attemptBound)
 		until = later(until, time.Now().Add(grace))
 	}
-	a, err, late := awaitBounded(ctx, until, func() (attempt, error) { return k.t.acquireParts(dctx, req, k.parts) })
+	a, err, late := awaitWith(&acquireWaits, ctx, until, func() (attempt, error) { return k.t.acquireParts(dctx, req, k.parts) })
 	if late != nil {
 		k.late, k.lateOp = late, req.op
 		return attempt{}, overrun(ctx)
@@ -251,7 +303,7 @@ func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[stru
 	// captures t, not k, which would keep the unlockCall on the heap.
 	parts := append(k.parts[len(k.parts):], k.parts...)
 	t := k.t
-	_, _, ch := awaitBounded(context.Background(), until, func() (struct{}, error) {
+	_, _, ch := awaitWith(&releaseWaits, context.Background(), until, func() (struct{}, error) {
 		t.releaseParts(dctx, parts)
 		return struct{}{}, nil
 	})

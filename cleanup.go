@@ -60,7 +60,7 @@ func (c *Client) releaseInBackground(s scheme, req releaseReq, until time.Time) 
 // the lock for a lease (and an RWLock writer's claim hold readers up for the
 // waiter timeout).
 func (c *Client) leaveQueue(ctx context.Context, call scriptCall) {
-	run := func(ctx context.Context) error { return call.run(ctx, c.rdb).Err() }
+	run := func(ctx context.Context) error { return c.eval(ctx, "leave queue", call).Err() }
 	if err := run(ctx); err != nil && transient(err) {
 		c.retryInBackground(run, time.Now().Add(c.opts.watchdogLease))
 	}
@@ -79,7 +79,6 @@ func (c *Client) retryInBackground(op func(context.Context) error, until time.Ti
 			if err == nil || !transient(err) {
 				return
 			}
-			c.noteFault(err)
 			pause := faultBackoff(n)
 			if time.Until(until) < pause {
 				return
@@ -92,8 +91,6 @@ func (c *Client) retryInBackground(op func(context.Context) error, until time.Ti
 		}
 	})
 	if !started {
-		if err := op(context.Background()); err != nil {
-			c.noteFault(err)
-		}
+		_ = op(context.Background()) // its fault is noted by the funnel (call.go)
 	}
 }

@@ -39,9 +39,10 @@ type Client struct {
 	bgMu      sync.Mutex
 	bgStopped bool
 
-	// args holds the arguments every Lock script call passes, boxed once
-	// (see lockArgs): boxing them per call was an allocation each.
-	args lockArgs
+	// args holds the script arguments that depend only on the options,
+	// boxed once (see scriptArgs): boxing them per call was an allocation
+	// each.
+	args scriptArgs
 
 	reqSeq   atomic.Uint64
 	presence atomic.Bool // the subscriber keeps the Client's own channel (keepPresence)
@@ -85,7 +86,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		c.opts.logger = slog.Default()
 	}
 	c.log = c.opts.logger.With("client", c.id)
-	c.args = c.newLockArgs()
+	c.args = c.newScriptArgs()
 	c.holds.init()
 	c.subs = newSubscriber(c)
 	c.dog = newWatchdog(c)
@@ -204,24 +205,6 @@ func (c *Client) recheckHolds(reason string) {
 	}
 }
 
-func (c *Client) publishCommand() string {
-	if c.sharded {
-		return "spublish"
-	}
-	return "publish"
-}
-
-// blindHandOverArg tells a release script whether PUBLISH's receiver count
-// cannot tell a listening waiter: classic pub/sub on a Cluster counts the
-// receivers of one node only. A hand-over then goes to the first queued
-// waiter, listening or not (a crashed waiter's grant lasts its lease).
-func (c *Client) blindHandOverArg() string {
-	if c.isCluster() && !c.sharded {
-		return "1"
-	}
-	return "0"
-}
-
 // leaseFor is the lease a hold asked with lease is taken with: the watchdog
 // lease for 0.
 func (c *Client) leaseFor(lease time.Duration) time.Duration {
@@ -229,36 +212,6 @@ func (c *Client) leaseFor(lease time.Duration) time.Duration {
 		return c.opts.watchdogLease
 	}
 	return lease
-}
-
-// lockArgs are script arguments that only depend on the Client's options,
-// boxed once: publishCommand, latchArg, blindHandOverArg, fencingArg, and
-// the watchdog lease in ms (the lease of most acquisitions).
-type lockArgs struct {
-	publish, latch, blind, fencing, watchdogLease any
-}
-
-func (c *Client) newLockArgs() lockArgs {
-	return lockArgs{c.publishCommand(), c.latchArg(), c.blindHandOverArg(), c.fencingArg(), c.opts.watchdogLease.Milliseconds()}
-}
-
-// leaseArg is lease in ms as a script argument.
-func (c *Client) leaseArg(lease time.Duration) any {
-	if lease == c.opts.watchdogLease {
-		return c.args.watchdogLease
-	}
-	return lease.Milliseconds()
-}
-
-// latchArg is the unlock latch's lifetime, as the release scripts take it.
-func (c *Client) latchArg() int64 { return c.opts.unlockLatch.Milliseconds() }
-
-// fencingArg tells an acquire script whether to hand out fencing tokens.
-func (c *Client) fencingArg() string {
-	if c.opts.fencing {
-		return "1"
-	}
-	return "0"
 }
 
 // newOp returns an id unique to one request of this Client: it names a

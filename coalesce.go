@@ -49,12 +49,26 @@ const (
 	coalesceMaxBatch = 128
 )
 
-// A queuedCall is a script call waiting for its batch.
+// A queuedCall is a script call waiting for its batch. Queued calls are
+// pooled (queuedCalls), their channel with them: a busy Client queues most
+// of its calls, and two allocations each were a tenth of a cycle's.
 type queuedCall struct {
 	sc    scriptCall
 	cmd   *redis.Cmd
 	batch []*queuedCall // set when this call sends the batch (itself first)
 	ready chan struct{} // receives once: the reply is in cmd, or batch is set
+}
+
+var queuedCalls = sync.Pool{New: func() any { return &queuedCall{ready: make(chan struct{}, 1)} }}
+
+// take returns q's reply and gives q back to the pool. Only q's caller
+// calls it, once q has received on ready: nothing refers to q any more
+// (the batch that held it is done with it).
+func (q *queuedCall) take() *redis.Cmd {
+	cmd := q.cmd
+	*q = queuedCall{ready: q.ready}
+	queuedCalls.Put(q)
+	return cmd
 }
 
 // run runs sc on rdb, alone when a send token is free, else in the next
@@ -68,7 +82,8 @@ func (co *coalescer) run(ctx context.Context, rdb redis.UniversalClient, sc scri
 		co.handOn()
 		return cmd
 	}
-	q := &queuedCall{sc: sc, ready: make(chan struct{}, 1)}
+	q := queuedCalls.Get().(*queuedCall)
+	q.sc = sc
 	co.queue = append(co.queue, q)
 	co.mu.Unlock()
 	<-q.ready
@@ -76,7 +91,7 @@ func (co *coalescer) run(ctx context.Context, rdb redis.UniversalClient, sc scri
 		send(ctx, rdb, q.batch)
 		co.handOn()
 	}
-	return q.cmd
+	return q.take()
 }
 
 // handOn is called when a send returns: its token goes to the calls queued
@@ -118,10 +133,4 @@ func send(ctx context.Context, rdb redis.UniversalClient, batch []*queuedCall) {
 			q.ready <- struct{}{}
 		}
 	}
-}
-
-// script runs sc for one of the Client's lock calls, coalesced with the
-// calls its other goroutines issue at the same time.
-func (c *Client) script(ctx context.Context, sc scriptCall) *redis.Cmd {
-	return c.coalesce.run(ctx, c.rdb, sc)
 }

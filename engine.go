@@ -7,75 +7,7 @@ import (
 	"io"
 	"net"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
-
-// runAcquire runs an acquire script's call and returns its integer reply.
-// With WithReplicas it pipelines a WAIT after the script (see replicas.go);
-// repl is then non-nil when the script's writes did not reach the replicas.
-// A WAIT after an attempt that wrote nothing (the lock was busy) returns at
-// once.
-func (c *Client) runAcquire(ctx context.Context, sc scriptCall) (vals []int64, repl error, err error) {
-	if c.opts.replicas == 0 {
-		vals, err = c.script(ctx, sc).Int64Slice()
-		return vals, nil, err
-	}
-	target, err := c.waitTarget(ctx, sc.keys[0])
-	if err != nil {
-		return nil, nil, err
-	}
-	var wait *redis.IntCmd
-	cmds, _ := evalPipeline(ctx, target, []scriptCall{sc}, func(pipe redis.Pipeliner) { wait = c.queueWait(ctx, pipe) })
-	if vals, err = cmds[0].Int64Slice(); err != nil {
-		return nil, nil, err
-	}
-	return vals, c.replicated(wait), nil
-}
-
-// evalPipeline sends calls in one pipeline on target by EVALSHA, then sends
-// again, by EVAL in a second pipeline, those the server did not know yet
-// (NOSCRIPT): a script's source crosses the network once per server. after,
-// when set, adds commands at the end of each pipeline sent (WithReplicas's
-// WAIT). It returns each call's reply, in order, and how many pipelines it
-// sent.
-func evalPipeline(ctx context.Context, target redis.Cmdable, calls []scriptCall, after func(redis.Pipeliner)) ([]*redis.Cmd, int) {
-	cmds := make([]*redis.Cmd, len(calls))
-	if len(calls) == 0 {
-		return cmds, 0
-	}
-	send := func(eval bool, todo []int) {
-		pipe := target.Pipeline()
-		for _, i := range todo {
-			sc := calls[i]
-			if eval {
-				cmds[i] = sc.script.Eval(ctx, pipe, sc.keys, sc.args...)
-			} else {
-				cmds[i] = sc.script.EvalSha(ctx, pipe, sc.keys, sc.args...)
-			}
-		}
-		if after != nil {
-			after(pipe)
-		}
-		_, _ = pipe.Exec(ctx) // errors are read per command
-	}
-	all := make([]int, len(calls))
-	for i := range all {
-		all[i] = i
-	}
-	send(false, all)
-	var missing []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) == 0 {
-		return cmds, 1
-	}
-	send(true, missing)
-	return cmds, 2
-}
 
 // checkLockArgs validates what every Lock/TryLock receives, before anything
 // is sent, and refuses a context that has already ended.
@@ -336,7 +268,6 @@ func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 		return ctx, err
 	}
 	if err != nil {
-		c.noteFault(err)
 		return ctx, err
 	}
 	switch a.outcome {

@@ -135,7 +135,7 @@ func (s fairScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 	l := s.l
 	res, repl, err := l.c.runAcquire(ctx, fairAcquireCall(l.c, l.keys, r))
 	if err != nil {
-		return attempt{}, wrapRedis("acquire", err)
+		return attempt{}, err
 	}
 	a, err := parseAcquire(res, l.keys.waitChannel)
 	if a.outcome == acquired {
@@ -151,9 +151,9 @@ func (s fairScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 
 func (s fairScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := s.l
-	n, err := l.c.script(ctx, fairReleaseCall(l.c, l.keys, r)).Int64()
+	n, err := l.c.eval(ctx, "release", fairReleaseCall(l.c, l.keys, r)).Int64()
 	if err != nil {
-		return 0, wrapRedis("release", err)
+		return 0, err
 	}
 	return parseRelease(n)
 }

@@ -42,9 +42,9 @@ func (c *Client) Inspect(ctx context.Context, name string) (*inspect.State, erro
 	if err != nil {
 		return nil, err
 	}
-	res, err := queryBounded(ctx, "inspect", func() ([]any, error) { return inspectCall(ks).run(ctx, c.rdb).Slice() })
+	res, err := queryBounded(ctx, "inspect", func() ([]any, error) { return c.eval(ctx, "inspect", inspectCall(ks)).Slice() })
 	if err != nil {
-		return nil, wrapRedis("inspect", err)
+		return nil, err
 	}
 	return parseInspect(ks, res)
 }
@@ -369,8 +369,8 @@ func (c *Client) lockNames(ctx context.Context, pattern string) ([]keyspace, err
 	} else {
 		err = scan(ctx, c.rdb)
 	}
-	if err != nil {
-		return nil, wrapRedis("list locks", err)
+	if err = c.noted("list locks", err); err != nil {
+		return nil, err
 	}
 
 	var kss []keyspace
@@ -392,12 +392,12 @@ func (c *Client) inspectMany(ctx context.Context, kss []keyspace) ([]*inspect.St
 	for i, ks := range kss {
 		calls[i] = inspectCall(ks)
 	}
-	cmds, _ := evalPipeline(ctx, c.rdb, calls, nil)
+	replies, _ := c.evalPipeline(ctx, "inspect", calls)
 	out := make([]*inspect.State, 0, len(kss))
 	for i, ks := range kss {
-		res, err := cmds[i].Slice()
+		res, err := replies[i].Slice()
 		if err != nil {
-			return nil, wrapRedis("inspect", err)
+			return nil, err
 		}
 		st, err := parseInspect(ks, res)
 		if err != nil {

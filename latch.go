@@ -63,9 +63,9 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	if n < 1 || n > maxPermits {
 		return false, fmt.Errorf("%w: a latch's count is 1 to %d, not %d", ErrInvalidArgument, maxPermits, n)
 	}
-	set, err := scriptCall{latchSetScript, []string{l.key}, []any{n}}.run(ctx, l.c.rdb).Int64()
+	set, err := l.c.eval(ctx, "latch set count", scriptCall{latchSetScript, []string{l.key}, []any{n}}).Int64()
 	if err != nil {
-		return false, wrapRedis("latch set count", err)
+		return false, err
 	}
 	return set == 1, nil
 }
@@ -78,8 +78,8 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	call := scriptCall{latchCountDownScript, []string{l.key, l.channel}, []any{l.c.newOp(), l.c.publishCommand()}}
-	return wrapRedis("latch count down", call.run(context.WithoutCancel(ctx), l.c.rdb).Err())
+	call := scriptCall{latchCountDownScript, []string{l.key, l.channel}, []any{l.c.newOp(), l.c.args.publish}}
+	return l.c.eval(context.WithoutCancel(ctx), "latch count down", call).Err()
 }
 
 // Count returns the count left (0: open).
@@ -88,11 +88,11 @@ func (l *CountDownLatch) Count(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := l.c.rdb.HGet(ctx, l.key, "n").Int()
+	n, err := request(l.c, "latch count", l.c.rdb.HGet(ctx, l.key, "n").Int)
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
-	return n, wrapRedis("latch count", err)
+	return n, err
 }
 
 // Delete removes the latch, opening it for nobody: waiters go on waiting
@@ -103,8 +103,8 @@ func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n, err := l.c.rdb.Del(ctx, l.key).Result()
-	return n == 1, wrapRedis("latch delete", err)
+	n, err := request(l.c, "latch delete", l.c.rdb.Del(ctx, l.key).Result)
+	return n == 1, err
 }
 
 // Wait blocks until the latch is open (its count is 0, or it was never

@@ -128,7 +128,7 @@ func (s lockScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 	l := s.l
 	res, repl, err := l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, r.waiter))
 	if err != nil {
-		return attempt{}, wrapRedis("acquire", err)
+		return attempt{}, err
 	}
 	a, err := parseAcquire(res, l.keys.waitChannel)
 	if a.outcome == acquired {
@@ -160,9 +160,9 @@ func parseAcquire(res []int64, channel string) (attempt, error) {
 
 func (s lockScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := s.l
-	n, err := l.c.script(ctx, lockReleaseCall(l.c, l.keys, r.owner, r)).Int64()
+	n, err := l.c.eval(ctx, "release", lockReleaseCall(l.c, l.keys, r.owner, r)).Int64()
 	if err != nil {
-		return 0, wrapRedis("release", err)
+		return 0, err
 	}
 	return parseRelease(n)
 }
@@ -196,20 +196,3 @@ func (s lockScheme) channel() string { return s.l.keys.waitChannel }
 func (s lockScheme) leave(ctx context.Context, owner, waiter string) {
 	s.l.c.leaveQueue(ctx, lockAbandonCall(s.l.c, s.l.keys, owner, waiter))
 }
-
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
-// flagArg is boolArg(b) boxed once, for the hot calls.
-func flagArg(b bool) any {
-	if b {
-		return argTrue
-	}
-	return argFalse
-}
-
-var argTrue, argFalse any = "1", "0"

@@ -284,9 +284,9 @@ func (t multiTarget) acquireGroup(ctx context.Context, g multiGroup, parts []loc
 		ks[j], held[j] = t.m.parts[i].keys, parts[i].held
 	}
 	owner := parts[g.parts[0]].h.key.owner
-	res, err := g.c.script(ctx, multiAcquireCall(g.c, ks, held, owner, op, lease)).Int64Slice()
+	res, err := g.c.eval(ctx, "multilock acquire", multiAcquireCall(g.c, ks, held, owner, op, lease)).Int64Slice()
 	if err != nil {
-		return nil, wrapRedis("multilock acquire", err)
+		return nil, err
 	}
 	if want := 1 + len(g.parts); (res[0] == 1 && len(res) != want) || (res[0] != 1 && len(res) != 3) ||
 		(res[0] != 1 && (res[1] < 1 || int(res[1]) > len(g.parts))) {
@@ -370,9 +370,9 @@ func (t multiTarget) releaseGroup(ctx context.Context, g multiGroup, owner, op s
 	for j, i := range idx {
 		ks[j] = t.m.parts[i].keys
 	}
-	res, err := g.c.script(ctx, multiReleaseCall(g.c, ks, gens, final, owner, op)).Int64Slice()
+	res, err := g.c.eval(ctx, "multilock release", multiReleaseCall(g.c, ks, gens, final, owner, op)).Int64Slice()
 	if err != nil {
-		return nil, wrapRedis("multilock release", err)
+		return nil, err
 	}
 	if len(res) != len(idx) {
 		return nil, fmt.Errorf("relock: multilock release script returned %d values, want %d", len(res), len(idx))

@@ -25,8 +25,8 @@ func (s *subscriber) clusterSharded() (*redis.ClusterClient, bool) {
 func (s *subscriber) shardFor(ctx context.Context, channel string) (*shard, error) {
 	if cc, ok := s.clusterSharded(); ok {
 		node, err := cc.MasterForKey(ctx, channel)
-		if err != nil {
-			return nil, wrapRedis("find node for channel", err)
+		if err = s.c.noted("find node for channel", err); err != nil {
+			return nil, err
 		}
 		return s.shardAt(node.Options().Addr, node), nil
 	}

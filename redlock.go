@@ -270,7 +270,7 @@ func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	res, errs := fanOut(r, context.WithoutCancel(ctx), func(ctx context.Context, l *Lock) ([]string, error) {
-		return lockForceReleaseCall(l.c, l.keys).run(ctx, l.c.rdb).StringSlice()
+		return l.c.eval(ctx, "force unlock", lockForceReleaseCall(l.c, l.keys)).StringSlice()
 	})
 	var gens []string
 	freed, failed := 0, 0
@@ -367,12 +367,12 @@ func (s redScheme) info() LockInfo { return LockInfo{Name: s.r.Name(), Kind: Kin
 func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error) {
 	r := s.r
 	field := req.owner + redOwnerSuffix
-	fencing := r.home.fencingArg()
+	fencing := r.home.opts.fencing
 	start := time.Now()
 	replies, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) ([]int64, error) {
 		// The home Client decides fencing; no master queues a waiter (no
 		// single master can hand a RedLock over).
-		res, err := lockAcquireCall(r.home, l.keys, field, req, false).run(ctx, l.c.rdb).Int64Slice()
+		res, err := l.c.eval(ctx, "acquire", lockAcquireCall(r.home, l.keys, field, req, false)).Int64Slice()
 		if err == nil && len(res) < 2 {
 			err = fmt.Errorf("acquire script returned %d values, want 2 or 3", len(res))
 		}
@@ -383,7 +383,7 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 	drift := r.driftFor(req.lease)
 	if len(v.granted) >= r.quorum {
 		ok := true
-		if req.gen == "" && fencing == "1" {
+		if req.gen == "" && fencing {
 			ok = r.spreadToken(ctx, field, gen, v.granted, replies, v.token, &v.failures)
 		}
 		if ok && req.lease-time.Since(start)-drift > 0 {
@@ -425,7 +425,7 @@ func (s redScheme) releaseEverywhere(ctx context.Context, req releaseReq, until 
 	r := s.r
 	field := req.owner + redOwnerSuffix
 	release := func(ctx context.Context, l *Lock) (int64, error) {
-		return lockReleaseCall(l.c, l.keys, field, req).run(ctx, l.c.rdb).Int64()
+		return l.c.eval(ctx, "release", lockReleaseCall(l.c, l.keys, field, req)).Int64()
 	}
 	res, errs := fanOut(r, ctx, release)
 	for i, err := range errs {
@@ -491,7 +491,7 @@ func (r *RedLock) spreadToken(ctx context.Context, field, gen string, granted []
 		if !lag[l] {
 			return 0, nil
 		}
-		return redFenceCall(l.keys.hash, gen, token).run(ctx, l.c.rdb).Int64()
+		return l.c.eval(ctx, "fence", redFenceCall(l.keys.hash, gen, token)).Int64()
 	})
 	for i, l := range r.nodes {
 		if !lag[l] {
@@ -551,7 +551,7 @@ func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 	return renewal{run: func(ctx context.Context) (int64, error) {
 		start := time.Now()
 		res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
-			v, err := lockRenewCall(l.keys.hash, gen, lease).run(ctx, l.c.rdb).Int64Slice()
+			v, err := l.c.eval(ctx, "renew", lockRenewCall(l.keys.hash, gen, lease)).Int64Slice()
 			if err == nil && len(v) != 1 {
 				err = fmt.Errorf("renewal script returned %d values, want 1", len(v))
 			}

@@ -226,10 +226,10 @@ func (m rwMode) state(ctx context.Context) ([]int64, error) {
 		owner = o.field(m.l.c)
 	}
 	res, err := queryBounded(ctx, "state", func() ([]int64, error) {
-		return rwStateCall(m.l.keys.hash, owner).run(context.WithoutCancel(ctx), m.l.c.rdb).Int64Slice()
+		return m.l.c.eval(context.WithoutCancel(ctx), "state", rwStateCall(m.l.keys.hash, owner)).Int64Slice()
 	})
 	if err != nil {
-		return nil, wrapRedis("state", err)
+		return nil, err
 	}
 	if len(res) != 4 {
 		return nil, fmt.Errorf("relock: state script returned %d values, want 4", len(res))
@@ -301,7 +301,7 @@ func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	}
 	res, repl, err := l.c.runAcquire(ctx, call)
 	if err != nil {
-		return attempt{}, wrapRedis("acquire", err)
+		return attempt{}, err
 	}
 	if len(res) == 2 && res[0] == -2 {
 		return attempt{}, ErrUpgrade
@@ -320,9 +320,9 @@ func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 
 func (m rwMode) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := m.l
-	n, err := l.c.script(ctx, rwReleaseCall(l.c, l.keys, m.kind, r)).Int64()
+	n, err := l.c.eval(ctx, "release", rwReleaseCall(l.c, l.keys, m.kind, r)).Int64()
 	if err != nil {
-		return 0, wrapRedis("release", err)
+		return 0, err
 	}
 	return parseRelease(n)
 }

@@ -16,9 +16,12 @@ import (
 // KEYS, ARGV and return values. Under each script's declaration stands its
 // Go wrapper, a func ...Call that takes typed arguments and returns the
 // scriptCall: the one place where the order of KEYS and ARGV is written, to
-// be read beside the header. Call sites never spell KEYS or ARGV; they run
-// the call (run), batch it (the watchdog) or pipeline it (runAcquire,
-// evalPipeline). To add a script: give its file a first line
+// be read beside the header. Call sites never spell KEYS or ARGV, and never
+// run a call themselves: they hand it to the Client's funnel (call.go:
+// eval, evalReplicated, evalPipeline), which runs it, notes its fault and
+// wraps its error; the watchdog batches renewals into one call per
+// script. Only the funnel and the coalescer behind it call run. To add a
+// script: give its file a first line
 // "-- include: <helper> ..." naming the helpers (scripts/*_common.lua) it
 // calls, none if it calls none (or, for the helpers that only its rare
 // paths call, a line "-- include here: <helper> ..." where those paths
@@ -184,8 +187,8 @@ func lockReleaseCall(c *Client, k lockKeys, owner string, r releaseReq) scriptCa
 // whose keys are k.
 func fairAcquireCall(c *Client, k fairKeys, r acquireReq) scriptCall {
 	return scriptCall{fairAcquireScript, []string{k.hash, k.queue, k.tail},
-		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), boolArg(r.waiter),
-			c.opts.waiterTimeout.Milliseconds(), c.publishCommand(), c.blindHandOverArg()}}
+		[]any{r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, flagArg(r.waiter),
+			c.args.waiterTimeout, c.args.publish, c.args.blind}}
 }
 
 // fairReleaseCall releases one hold (request r) of the FairLock whose keys
@@ -193,14 +196,14 @@ func fairAcquireCall(c *Client, k fairKeys, r acquireReq) scriptCall {
 // that listens.
 func fairReleaseCall(c *Client, k fairKeys, r releaseReq) scriptCall {
 	return scriptCall{fairReleaseScript, []string{k.hash, k.queue, k.channel, k.tail},
-		[]any{r.owner, r.op, r.gen, boolArg(r.final), c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+		[]any{r.owner, r.op, r.gen, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind}}
 }
 
 // lockAbandonCall takes waiter (the op id its attempts sent) out of the
 // queue of the Lock whose keys are k, releasing a grant handed to it.
 func lockAbandonCall(c *Client, k lockKeys, owner, waiter string) scriptCall {
 	return scriptCall{lockAbandonScript, []string{k.hash, k.channel, k.tail},
-		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+		[]any{owner, waiter, c.args.publish, c.args.latch, c.args.blind}}
 }
 
 var lockForceReleaseScript = newScript("lock_force_release")
@@ -210,7 +213,7 @@ var lockForceReleaseScript = newScript("lock_force_release")
 // generation it removed ({} : not held).
 func lockForceReleaseCall(c *Client, k lockKeys) scriptCall {
 	return scriptCall{lockForceReleaseScript, []string{k.hash, k.channel, k.tail},
-		[]any{c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+		[]any{c.args.publish, c.args.latch, c.args.blind}}
 }
 
 var lockRenewScript = newScript("lock_renew")
@@ -230,7 +233,7 @@ var multiAcquireScript = newScript("multi_acquire")
 // for none).
 func multiAcquireCall(c *Client, ks []lockKeys, held []string, owner, op string, lease time.Duration) scriptCall {
 	keys := make([]string, 0, 2*len(ks))
-	args := append(make([]any, 0, 4+len(ks)), owner, op, lease.Milliseconds(), c.fencingArg())
+	args := append(make([]any, 0, 4+len(ks)), owner, op, c.leaseArg(lease), c.args.fencing)
 	for i, k := range ks {
 		keys = append(keys, k.hash, k.tail)
 		args = append(args, held[i])
@@ -244,10 +247,10 @@ var multiReleaseScript = newScript("multi_release")
 // one Client (and slot): generation gens[i], the last one when final[i].
 func multiReleaseCall(c *Client, ks []lockKeys, gens []string, final []bool, owner, op string) scriptCall {
 	keys := make([]string, 0, 3*len(ks))
-	args := append(make([]any, 0, 5+2*len(ks)), owner, op, c.publishCommand(), c.latchArg(), c.blindHandOverArg())
+	args := append(make([]any, 0, 5+2*len(ks)), owner, op, c.args.publish, c.args.latch, c.args.blind)
 	for i, k := range ks {
 		keys = append(keys, k.hash, k.channel, k.tail)
-		args = append(args, gens[i], boolArg(final[i]))
+		args = append(args, gens[i], flagArg(final[i]))
 	}
 	return scriptCall{multiReleaseScript, keys, args}
 }
@@ -266,7 +269,7 @@ var fairAbandonScript = newScript("fair_abandon")
 // FairLock's queue, releasing a grant handed to it.
 func fairAbandonCall(c *Client, k fairKeys, owner, waiter string) scriptCall {
 	return scriptCall{fairAbandonScript, []string{k.hash, k.queue, k.channel, k.tail},
-		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+		[]any{owner, waiter, c.args.publish, c.args.latch, c.args.blind}}
 }
 
 var fairForceReleaseScript = newScript("fair_force_release")
@@ -275,7 +278,7 @@ var fairForceReleaseScript = newScript("fair_force_release")
 // waiter. It replies with the generation it removed ({} : not held).
 func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
 	return scriptCall{fairForceReleaseScript, []string{k.hash, k.queue, k.channel, k.tail},
-		[]any{c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+		[]any{c.args.publish, c.args.latch, c.args.blind}}
 }
 
 var rwReadAcquireScript = newScript("rw_read_acquire")
@@ -283,7 +286,7 @@ var rwReadAcquireScript = newScript("rw_read_acquire")
 // rwReadAcquireCall takes or re-enters a read hold.
 func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
 	return scriptCall{rwReadAcquireScript, []string{k.hash, k.tail, k.readCh},
-		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.publishCommand(), c.blindHandOverArg()}}
+		[]any{r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.publish, c.args.blind}}
 }
 
 var rwWriteAcquireScript = newScript("rw_write_acquire")
@@ -299,8 +302,8 @@ func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq, reading bool) scriptC
 		leftover = c.id + ":" // the prefix of the generations it makes (newOp)
 	}
 	return scriptCall{rwWriteAcquireScript, []string{k.hash, k.tail, k.readCh},
-		[]any{r.owner, r.op, r.gen, r.lease.Milliseconds(), c.fencingArg(), c.opts.waiterTimeout.Milliseconds(),
-			boolArg(r.waiter), c.publishCommand(), c.blindHandOverArg(), leftover}}
+		[]any{r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, c.args.waiterTimeout,
+			flagArg(r.waiter), c.args.publish, c.args.blind, leftover}}
 }
 
 var rwReleaseScript = newScript("rw_release")
@@ -309,7 +312,7 @@ var rwReleaseScript = newScript("rw_release")
 // release that frees the lock hands it over to the first queued writer.
 func rwReleaseCall(c *Client, k rwKeys, kind string, r releaseReq) scriptCall {
 	return scriptCall{rwReleaseScript, []string{k.hash, k.readCh, k.tail},
-		[]any{r.owner, r.op, r.gen, kind, boolArg(r.final), c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+		[]any{r.owner, r.op, r.gen, kind, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind}}
 }
 
 var rwRenewScript = newScript("rw_renew")
@@ -327,7 +330,7 @@ var rwAbandonScript = newScript("rw_abandon")
 // writers' queue, releasing a write hold handed to it.
 func rwAbandonCall(c *Client, k rwKeys, owner, waiter string) scriptCall {
 	return scriptCall{rwAbandonScript, []string{k.hash, k.readCh, k.tail},
-		[]any{owner, waiter, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+		[]any{owner, waiter, c.args.publish, c.args.latch, c.args.blind}}
 }
 
 var rwForceReleaseScript = newScript("rw_force_release")
@@ -337,7 +340,7 @@ var rwForceReleaseScript = newScript("rw_force_release")
 // with the generations it removed ({} : none).
 func rwForceReleaseCall(c *Client, k rwKeys, kind string) scriptCall {
 	return scriptCall{rwForceReleaseScript, []string{k.hash, k.readCh, k.tail},
-		[]any{kind, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+		[]any{kind, c.args.publish, c.args.latch, c.args.blind}}
 }
 
 var rwStateScript = newScript("rw_state")
@@ -354,4 +357,65 @@ var inspectScript = newScript("inspect")
 // parseInspect).
 func inspectCall(ks keyspace) scriptCall {
 	return scriptCall{inspectScript, []string{ks.key(""), ks.key("fair"), ks.key("fair:q"), ks.key("rw"), ks.key("sema"), ks.key("latch")}, nil}
+}
+
+// Arguments. Every script call passes its arguments as the ...Call
+// functions above write them, in one convention: a value that depends only
+// on the Client's options comes pre-boxed from c.args (scriptArgs), a flag
+// is flagArg, a lease is c.leaseArg. Boxing a string or an integer into an
+// any allocates; these do not, on the calls made per Lock and Unlock.
+
+// scriptArgs are the script arguments that depend only on the Client's
+// options, boxed once by New.
+type scriptArgs struct {
+	// publish is the command a release publishes a hand-over with:
+	// SPUBLISH for sharded pub/sub, else PUBLISH.
+	publish any
+	// latch is the unlock latch's lifetime in ms (WithUnlockLatch).
+	latch any
+	// blind says PUBLISH's receiver count cannot tell a listening waiter:
+	// classic pub/sub on a Cluster counts the receivers of one node only. A
+	// hand-over then goes to the first queued waiter, listening or not (a
+	// crashed waiter's grant lasts its lease).
+	blind any
+	// fencing tells an acquire script whether to hand out fencing tokens.
+	fencing any
+	// watchdogLease is the watchdog lease in ms, the lease of most holds.
+	watchdogLease any
+	// waiterTimeout is the waiter timeout in ms.
+	waiterTimeout any
+}
+
+func (c *Client) newScriptArgs() scriptArgs {
+	publish := "publish"
+	if c.sharded {
+		publish = "spublish"
+	}
+	return scriptArgs{
+		publish:       publish,
+		latch:         c.opts.unlockLatch.Milliseconds(),
+		blind:         flagArg(c.isCluster() && !c.sharded),
+		fencing:       flagArg(c.opts.fencing),
+		watchdogLease: c.opts.watchdogLease.Milliseconds(),
+		waiterTimeout: c.opts.waiterTimeout.Milliseconds(),
+	}
+}
+
+// flagArg is a flag as the scripts take it, "1" or "0", boxed once.
+func flagArg(b bool) any {
+	if b {
+		return argTrue
+	}
+	return argFalse
+}
+
+var argTrue, argFalse any = "1", "0"
+
+// leaseArg is lease in ms as a script argument: boxed once for the
+// watchdog lease, the lease of most holds.
+func (c *Client) leaseArg(lease time.Duration) any {
+	if lease == c.opts.watchdogLease {
+		return c.args.watchdogLease
+	}
+	return lease.Milliseconds()
 }

@@ -174,9 +174,9 @@ func (s *Semaphore) State(ctx context.Context) (SemaphoreState, error) {
 	if err != nil {
 		return SemaphoreState{}, err
 	}
-	res, err := semaStateCall(s.hash).run(ctx, s.c.rdb).Int64Slice()
+	res, err := s.c.eval(ctx, "semaphore state", semaStateCall(s.hash)).Int64Slice()
 	if err != nil {
-		return SemaphoreState{}, wrapRedis("semaphore state", err)
+		return SemaphoreState{}, err
 	}
 	if len(res) != 4 {
 		return SemaphoreState{}, fmt.Errorf("relock: semaphore state script returned %d values, want 4", len(res))
@@ -208,8 +208,8 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	if err := checkPermits(n); err != nil {
 		return err
 	}
-	if err := semaSetCall(s.c, s.hash, n).run(context.WithoutCancel(ctx), s.c.rdb).Err(); err != nil {
-		return wrapRedis("set permits", err)
+	if err := s.c.eval(context.WithoutCancel(ctx), "set permits", semaSetCall(s.c, s.hash, n)).Err(); err != nil {
+		return err
 	}
 	s.permits.Store(int64(n))
 	return nil
@@ -233,7 +233,7 @@ func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 	s := a.s
 	res, repl, err := s.c.runAcquire(ctx, semaAcquireCall(s.c, s.hash, r, a.n, s.Permits()))
 	if err != nil {
-		return attempt{}, wrapRedis("acquire", err)
+		return attempt{}, err
 	}
 	if len(res) == 2 && res[0] == -3 {
 		return attempt{}, fmt.Errorf("%w: semaphore %q has %d permits in Redis, this Semaphore %d (all users pass the same; SetPermits changes it)",
@@ -251,9 +251,9 @@ func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 }
 
 func (a semaScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
-	n, err := a.s.c.script(ctx, semaReleaseCall(a.s.c, a.s.hash, a.s.tail, r)).Int64()
+	n, err := a.s.c.eval(ctx, "release", semaReleaseCall(a.s.c, a.s.hash, a.s.tail, r)).Int64()
 	if err != nil {
-		return 0, wrapRedis("release", err)
+		return 0, err
 	}
 	return parseRelease(n)
 }
@@ -310,25 +310,25 @@ var (
 // cap, or queues the waiter (r.waiter).
 func semaAcquireCall(c *Client, hash string, r acquireReq, n, capacity int) scriptCall {
 	return scriptCall{semaAcquireScript, []string{hash},
-		[]any{r.owner, r.op, n, capacity, r.lease.Milliseconds(), boolArg(r.waiter),
-			c.opts.waiterTimeout.Milliseconds(), c.publishCommand(), c.blindHandOverArg()}}
+		[]any{r.owner, r.op, n, capacity, c.leaseArg(r.lease), flagArg(r.waiter),
+			c.args.waiterTimeout, c.args.publish, c.args.blind}}
 }
 
 // semaReleaseCall gives back the permits of hold r.gen.
 func semaReleaseCall(c *Client, hash, tail string, r releaseReq) scriptCall {
 	return scriptCall{semaReleaseScript, []string{hash, tail},
-		[]any{r.gen, r.op, c.publishCommand(), c.latchArg(), c.blindHandOverArg()}}
+		[]any{r.gen, r.op, c.args.publish, c.args.latch, c.args.blind}}
 }
 
 // semaAbandonCall takes waiter out of the queue, giving back a grant
 // handed to it.
 func semaAbandonCall(c *Client, hash, waiter string) scriptCall {
-	return scriptCall{semaAbandonScript, []string{hash}, []any{waiter, c.publishCommand(), c.blindHandOverArg()}}
+	return scriptCall{semaAbandonScript, []string{hash}, []any{waiter, c.args.publish, c.args.blind}}
 }
 
 // semaSetCall records capacity n.
 func semaSetCall(c *Client, hash string, n int) scriptCall {
-	return scriptCall{semaSetScript, []string{hash}, []any{n, c.publishCommand(), c.blindHandOverArg()}}
+	return scriptCall{semaSetScript, []string{hash}, []any{n, c.args.publish, c.args.blind}}
 }
 
 // semaStateCall reads {capacity, used, waiters, holds}.

@@ -7,7 +7,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// noteFault reacts to an error a Redis call returned. On a Cluster, a network
+// noteFault reacts to an error a Redis call returned. The funnel (call.go)
+// calls it for every request; only the subscriber's connections call it
+// themselves. On a Cluster, a network
 // error (not a reply from a server) usually means the node is gone and a
 // replica is taking over its slots; go-redis only reloads its slot map on
 // MOVED or every few seconds, so until then every command for those slots —

@@ -143,7 +143,6 @@ func (k *unlockCall) settle() []partFailure {
 			c.unlockFailed(p.e, p.req, p.until, false)
 			fails = append(fails, partFailure{i, c.notConfirmed(nil)})
 		case p.err != nil:
-			c.noteFault(p.err)
 			c.unlockFailed(p.e, p.req, p.until, true)
 			fails = append(fails, partFailure{i, c.notConfirmed(p.err)})
 		case p.out == released:

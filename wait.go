@@ -48,7 +48,6 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 	check := grantCheck{claim: c.opts.replicas > 0}
 	check.saw(a, err)
 	if err != nil || a.outcome != busy {
-		c.noteFault(err)
 		return a, 0, unavailable(err)
 	}
 	if spec.wait == 0 {
@@ -220,7 +219,6 @@ type faultRun struct {
 // recognised by the next one — and is logged once per run; any other ends
 // the wait.
 func (c *Client) ride(err error, f *faultRun) error {
-	c.noteFault(err)
 	if !transient(err) {
 		return err
 	}

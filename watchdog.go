@@ -259,11 +259,10 @@ func (d *watchdog) renew(items []renewal, deadline time.Time) ([]int64, []error)
 	if len(calls) == 0 {
 		return results, errs
 	}
-	cmds, pipelines := evalPipeline(ctx, d.c.rdb, calls, nil)
+	replies, pipelines := d.c.evalPipeline(ctx, "renew", calls)
 	d.roundTrips.Add(int64(pipelines))
-	for k, cmd := range cmds {
-		vals, err := cmd.Int64Slice()
-		d.c.noteFault(err)
+	for k, reply := range replies {
+		vals, err := reply.Int64Slice()
 		if err == nil && len(vals) != len(members[k]) {
 			err = errors.New("relock: renewal script returned a malformed reply")
 		}

@@ -1,0 +1,183 @@
+package relock
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The funnel: every request a Client makes to Redis for its locks goes
+// through one of
+//
+//   - eval: a script call (scriptCall), coalesced with the calls the
+//     Client's other goroutines make at the same time (coalesce.go);
+//   - evalReplicated: the same followed by WithReplicas's WAIT (replicas.go);
+//   - evalPipeline: several script calls in one pipeline (the watchdog's
+//     renewals, Client.Inspect of many names);
+//   - request: any other command (PTTL, EXISTS, HGET, DEL, SCAN, ...).
+//
+// Each of them, and nothing at the call site, does the three things every
+// Redis call needs: run it, react to a fault it reports (noteFault: a
+// network error or a restarted server makes the Client check its holds and,
+// on a Cluster, reload the slot map) and wrap its error so that it names what
+// failed and stays errors.Is/As-able (wrapRedis). A call site therefore never
+// calls noteFault or wrapRedis on what these return. The subscriber's
+// connections (pubsub_conn.go) are not requests: their faults are noted
+// where a connection breaks.
+//
+// Bounding a call by the caller's deadline stays the caller's (bounded.go):
+// it decides whether to wait, the funnel only runs the call.
+
+// A result is the reply of one script call run through the funnel. Its
+// accessors return the reply's value or its error, wrapped as the
+// failure of what (see wrapRedis); the fault has been noted already.
+type result struct {
+	cmd  *redis.Cmd
+	what string
+}
+
+func (r result) Err() error { return wrapRedis(r.what, r.cmd.Err()) }
+
+func (r result) Int64() (int64, error) {
+	v, err := r.cmd.Int64()
+	return v, wrapRedis(r.what, err)
+}
+
+func (r result) Int64Slice() ([]int64, error) {
+	v, err := r.cmd.Int64Slice()
+	return v, wrapRedis(r.what, err)
+}
+
+func (r result) StringSlice() ([]string, error) {
+	v, err := r.cmd.StringSlice()
+	return v, wrapRedis(r.what, err)
+}
+
+func (r result) Slice() ([]any, error) {
+	v, err := r.cmd.Slice()
+	return v, wrapRedis(r.what, err)
+}
+
+// eval runs sc, what naming it in errors. A call whose context can end runs
+// alone: in a batch, its cancellation would fail the calls sent with it.
+// Every other call is coalesced (see coalescer).
+func (c *Client) eval(ctx context.Context, what string, sc scriptCall) result {
+	var cmd *redis.Cmd
+	if ctx.Done() != nil {
+		cmd = sc.run(ctx, c.rdb)
+	} else {
+		cmd = c.coalesce.run(ctx, c.rdb, sc)
+	}
+	c.noteFault(cmd.Err())
+	return result{cmd, what}
+}
+
+// evalReplicated is eval for a call that writes a grant: with WithReplicas,
+// it pipelines a WAIT after the script, and repl is then non-nil when the
+// script's writes did not reach the replicas (a WAIT after an attempt that
+// wrote nothing returns at once). Without WithReplicas it is eval.
+func (c *Client) evalReplicated(ctx context.Context, what string, sc scriptCall) (r result, repl error) {
+	if c.opts.replicas == 0 {
+		return c.eval(ctx, what, sc), nil
+	}
+	target, err := c.waitTarget(ctx, sc.keys[0])
+	if err != nil {
+		c.noteFault(err)
+		return result{failedCmd(ctx, err), what}, nil
+	}
+	var wait *redis.IntCmd
+	cmds, _ := evalPipeline(ctx, target, []scriptCall{sc}, func(pipe redis.Pipeliner) { wait = c.queueWait(ctx, pipe) })
+	c.noteFault(cmds[0].Err())
+	if cmds[0].Err() != nil {
+		return result{cmds[0], what}, nil
+	}
+	return result{cmds[0], what}, c.replicated(wait)
+}
+
+// failedCmd is a reply that carries err: a call that could not be sent.
+func failedCmd(ctx context.Context, err error) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(err)
+	return cmd
+}
+
+// runAcquire runs an acquire script's call (see evalReplicated) and returns
+// its integer reply.
+func (c *Client) runAcquire(ctx context.Context, sc scriptCall) (vals []int64, repl error, err error) {
+	r, repl := c.evalReplicated(ctx, "acquire", sc)
+	vals, err = r.Int64Slice()
+	return vals, repl, err
+}
+
+// evalPipeline runs calls in one pipeline (see sendPipeline) on the
+// Client's Redis, what naming them in errors, and returns each call's reply
+// and how many pipelines it sent.
+func (c *Client) evalPipeline(ctx context.Context, what string, calls []scriptCall) ([]result, int) {
+	cmds, sent := evalPipeline(ctx, c.rdb, calls, nil)
+	out := make([]result, len(cmds))
+	for i, cmd := range cmds {
+		c.noteFault(cmd.Err())
+		out[i] = result{cmd, what}
+	}
+	return out, sent
+}
+
+// request is the funnel for any other command of c's: do returns its reply
+// (a go-redis command's Result method, e.g. c.rdb.PTTL(ctx, key).Result),
+// what names it in errors.
+func request[T any](c *Client, what string, do func() (T, error)) (T, error) {
+	v, err := do()
+	return v, c.noted(what, err)
+}
+
+// noted is the funnel's reaction to err, the error of a Redis call named
+// what that request does not fit (one with no reply value, or a go-redis
+// helper that returns two): the fault is noted and the error wrapped.
+func (c *Client) noted(what string, err error) error {
+	c.noteFault(err)
+	return wrapRedis(what, err)
+}
+
+// evalPipeline sends calls in one pipeline on target by EVALSHA, then sends
+// again, by EVAL in a second pipeline, those the server did not know yet
+// (NOSCRIPT): a script's source crosses the network once per server. after,
+// when set, adds commands at the end of each pipeline sent (WithReplicas's
+// WAIT). It returns each call's reply, in order, and how many pipelines it
+// sent.
+func evalPipeline(ctx context.Context, target redis.Cmdable, calls []scriptCall, after func(redis.Pipeliner)) ([]*redis.Cmd, int) {
+	cmds := make([]*redis.Cmd, len(calls))
+	if len(calls) == 0 {
+		return cmds, 0
+	}
+	send := func(eval bool, todo []int) {
+		pipe := target.Pipeline()
+		for _, i := range todo {
+			sc := calls[i]
+			if eval {
+				cmds[i] = sc.script.Eval(ctx, pipe, sc.keys, sc.args...)
+			} else {
+				cmds[i] = sc.script.EvalSha(ctx, pipe, sc.keys, sc.args...)
+			}
+		}
+		if after != nil {
+			after(pipe)
+		}
+		_, _ = pipe.Exec(ctx) // errors are read per command
+	}
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
+	}
+	send(false, all)
+	var missing []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		return cmds, 1
+	}
+	send(true, missing)
+	return cmds, 2
+}
