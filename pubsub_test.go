@@ -33,7 +33,13 @@ func commands(t *testing.T, b *backend) int64 {
 // few commands per acquisition, not one per retry interval.
 func TestContentionWithoutPolling(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
-		clients := []*relock.Client{b.newClient(t), relock.New(b.newConn(t))}
+		// The first Unlocks queue behind the other goroutines' first
+		// acquires; on miniredis under -race on a loaded machine each script
+		// takes milliseconds, which can pass the default 1 s unlock bound.
+		// That bound has its own tests (deadline_test.go); here an
+		// unconfirmed Unlock would only be noise.
+		slow := relock.WithUnlockTimeout(30 * time.Second)
+		clients := []*relock.Client{b.newClient(t, slow), relock.New(b.newConn(t), slow)}
 		t.Cleanup(func() { _ = clients[1].Close() })
 		const perClient, rounds = 50, 4
 		before := commands(t, b)
