@@ -17,7 +17,10 @@
 //
 // # Ownership
 //
-// Redisson identifies a holder as "<client uuid>:<thread id>". Go has no
+// Redisson identifies a holder as "<client uuid>:<thread id>"; relock as
+// "<client id>:<n>", the client id being a UUID's randomness in 22
+// base64url characters (see Client.ID: it is written several times per
+// Lock+Unlock and in every latch slot). Go has no
 // thread ids, so relock carries the owner in the context: the context a
 // successful Lock returns carries it, and every call made with that context,
 // or one derived from it, is the same owner and re-enters instead of
