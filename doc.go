@@ -17,7 +17,10 @@
 //
 // # Ownership
 //
-// Redisson identifies a holder as "<client uuid>:<thread id>". Go has no
+// Redisson identifies a holder as "<client uuid>:<thread id>"; relock as
+// "<client id>:<n>", the client id being a UUID's randomness in 22
+// base64url characters (see Client.ID: it is written several times per
+// Lock+Unlock and in every latch slot). Go has no
 // thread ids, so relock carries the owner in the context: the context a
 // successful Lock returns carries it, and every call made with that context,
 // or one derived from it, is the same owner and re-enters instead of
@@ -92,7 +95,7 @@
 // # Waiting
 //
 // A blocked Lock queues in Redis — in the lock hash itself, field ~q — and
-// sleeps on its Client's channel for that lock (<hash>:w:<client uuid>)
+// sleeps on its Client's channel for that lock (<hash>:w:<client id>)
 // through the Client's one shared subscriber connection (one per node on a
 // Cluster, with sharded pub/sub), never polling. The final release hands
 // the lock over, in the same script, to the first queued waiter whose Client
@@ -140,7 +143,7 @@
 // after the subscription's confirmation): a hand-over skips a Client that
 // does not, and must not skip a live waiter still subscribing.
 // An RWLock's waiting writers queue and are handed the write hold the same
-// way (field ~q of its hash, channel <hash>:w:<client uuid>); each claim,
+// way (field ~q of its hash, channel <hash>:w:<client id>); each claim,
 // which makes new readers wait, lapses within the waiter timeout unless
 // renewed, so a dead writer holds readers up at most that long. Its waiting
 // readers are all woken at once, on the readers' channel, and only when one

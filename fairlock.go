@@ -51,7 +51,7 @@ type fairKeys struct {
 	hash, queue, channel string
 	tail                 string // the last token and the latch (see release_common.lua)
 	// waitChannel is where releases hand the lock over to this Client's
-	// waiters: <hash>:w:<client uuid> (see queue_common.lua).
+	// waiters: <hash>:w:<client id> (see queue_common.lua).
 	waitChannel string
 }
 

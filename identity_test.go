@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -510,4 +511,33 @@ func TestTokenClockBound(t *testing.T) {
 	b.mini.SetTime(t0.Add(-time.Hour)) // the limit: stepped back further than Redis remembers
 	require.NoError(t, b.rdb.FlushAll(ctx).Err())
 	assert.Less(t, take(), third, "past the stated clock assumption, tokens can go back")
+}
+
+// Issue 29: a Client's id is 22 base64url characters (16 random bytes), not
+// a UUID's 36-character text; it is written about five times per cycle and
+// in each latch slot. Whatever writes it, Redis holds "<ID()>:<n>" owners and
+// generations, and the id has none of the characters the scripts and
+// Cluster hash tags give a meaning to.
+func TestClientIDIsCompactAndStartsEveryOwner(t *testing.T) {
+	b := newReal(t)
+	c := b.newClient(t)
+	other := b.newClient(t)
+	id := c.ID()
+	require.Len(t, id, 22)
+	raw, err := base64.RawURLEncoding.DecodeString(id)
+	require.NoError(t, err, "the id is base64url")
+	require.Len(t, raw, 16)
+	assert.False(t, strings.ContainsAny(id, ":~{}"), "id %q", id)
+	assert.NotEqual(t, id, other.ID())
+
+	l := c.Lock("compact-id")
+	ctx, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	fields, err := b.rdb.HGetAll(context.Background(), l.Key()).Result()
+	require.NoError(t, err)
+	owner := ownerField(t, c, ctx)
+	require.True(t, strings.HasPrefix(owner, id+":"))
+	assert.Equal(t, "1", fields[owner], "the owner's field: %v", fields)
+	assert.True(t, strings.HasPrefix(fields["~g"], id+":"), "the generation is one of the Client's op ids: %v", fields)
+	require.NoError(t, l.Unlock(ctx))
 }

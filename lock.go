@@ -31,7 +31,7 @@ type lockKeys struct {
 	// the latch of the last final releases (see release_common.lua).
 	tail string
 	// waitChannel is where releases hand the lock over to this Client's
-	// waiters: <hash>:w:<client uuid> (see handover_common.lua).
+	// waiters: <hash>:w:<client id> (see handover_common.lua).
 	waitChannel string
 }
 

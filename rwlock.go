@@ -69,7 +69,7 @@ type RWLock struct {
 type rwKeys struct {
 	hash, tail, readCh string // tail: the last write token and the latch (see release_common.lua)
 	// waitChannel is where releases hand the write hold over to this
-	// Client's waiting writers: <hash>:w:<client uuid> (see rw_common.lua).
+	// Client's waiting writers: <hash>:w:<client id> (see rw_common.lua).
 	waitChannel string
 }
 

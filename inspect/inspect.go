@@ -75,7 +75,7 @@ func (s *State) Exists() bool { return len(s.Kinds()) > 0 }
 
 // Holder is one owner's hold of a lock.
 type Holder struct {
-	// Owner is the hash field of the owner: "<client uuid>:<n>", or the id
+	// Owner is the hash field of the owner: "<client id>:<n>", or the id
 	// given to relock.WithOwner.
 	Owner string
 	// Count is the owner's hold count (re-entries included); a Semaphore

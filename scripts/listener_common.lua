@@ -9,7 +9,7 @@
 -- fencing flag, owner, then whatever else the format has) for the first
 -- waiter whose Client still listens, and publishes the grant ("<waiter id>
 -- <token>") on that Client's channel for the lock in hash, <hash>:w:<client
--- uuid>; the token is fence() for a waiter with fencing ('1'), else 0,
+-- id>; the token is fence() for a waiter with fencing ('1'), else 0,
 -- computed before the grant that carries it. PUBLISH counts its receivers:
 -- a Client that crashed, closed or stopped waiting on this lock is not
 -- subscribed, so its waiters are skipped, never granted (unless trust is

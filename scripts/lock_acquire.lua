@@ -7,7 +7,7 @@
 --          when the hold was granted with a token (see grant_new);
 --          the lease as its PTTL
 -- KEYS[2]  tail: the last released hold's token (see release_common)
--- ARGV[1]  owner ("<client uuid>:<owner id>")
+-- ARGV[1]  owner ("<client id>:<owner id>")
 -- ARGV[2]  op id of this request; a waiter sends the same one at each of
 --          its attempts, and it is the waiter's id in the queue
 -- ARGV[3]  generation the caller holds ("" : a new acquisition)

@@ -4,7 +4,7 @@
 --
 -- KEYS[2i-1]  lock hash of part i (see lock_acquire)
 -- KEYS[2i]    tail of part i
--- ARGV[1]     owner ("<client uuid>:<owner id>")
+-- ARGV[1]     owner ("<client id>:<owner id>")
 -- ARGV[2]     op id of this request
 -- ARGV[3]     lease in milliseconds
 -- ARGV[4]     "1" to hand out fencing tokens on new acquisitions, "0" not to

@@ -10,7 +10,7 @@
 -- anyway), and it ends with the hold: a holder whose lease runs out takes
 -- its queue with it, and the waiters, who sleep at most that lease, try
 -- again and queue anew. An entry is four NUL-terminated fields: the waiter
--- id (the op id of the waiting acquire, "<client uuid>:<n>"), its lease in
+-- id (the op id of the waiting acquire, "<client id>:<n>"), its lease in
 -- ms, its fencing flag and its owner field. Owners never contain NUL
 -- (WithOwner refuses it).
 --

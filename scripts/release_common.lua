@@ -44,22 +44,33 @@ end
 -- tail's last token; the tail then lives the latch's time, ms, from now.
 -- n, when given, is the latch's count (~n) as the hold carries it (see
 -- grant_new): then it is written with the rest, not incremented apart.
+-- Each case names its fields in one HSET rather than building a table for
+-- unpack: this runs at every final release, and the table (garbage for
+-- Redis's Lua collector) cost more than the branches.
 local function end_hold(tail, op, token, ms, n)
-	local f = {}
+	if token and tonumber(token) <= 0 then
+		token = nil
+	end
 	if op and n then
 		n = tonumber(n) + 1
-		f[1], f[2], f[3], f[4] = tostring(n % LATCH_SLOTS), op, '~n', n
+		if token then
+			redis.call('hset', tail, n % LATCH_SLOTS, op, '~n', n, '~t', token)
+		else
+			redis.call('hset', tail, n % LATCH_SLOTS, op, '~n', n)
+		end
 	elseif op then
 		n = redis.call('hincrby', tail, '~n', 1)
-		f[1], f[2] = tostring(n % LATCH_SLOTS), op
+		if token then
+			redis.call('hset', tail, n % LATCH_SLOTS, op, '~t', token)
+		else
+			redis.call('hset', tail, n % LATCH_SLOTS, op)
+		end
+	elseif token then
+		redis.call('hset', tail, '~t', token)
+	else
+		return
 	end
-	if token and tonumber(token) > 0 then
-		f[#f + 1], f[#f + 2] = '~t', token
-	end
-	if #f > 0 then
-		redis.call('hset', tail, unpack(f))
-		redis.call('pexpire', tail, ms)
-	end
+	redis.call('pexpire', tail, ms)
 end
 
 -- free_alone frees an exclusive hold whose fields are cur (as release_hold

@@ -23,7 +23,7 @@
 -- the server (TIME), so clock skew between processes does not matter.
 --
 -- The queue (~q): per waiting writer five NUL-terminated fields, its waiter
--- id (the op id its attempts send, "<client uuid>:<n>"), its lease in ms,
+-- id (the op id its attempts send, "<client id>:<n>"), its lease in ms,
 -- its fencing flag, its owner and its claim deadline (server ms). A live
 -- claim (deadline not passed) makes new readers wait; every attempt of the
 -- writer pushes its deadline to now + the waiter timeout, so the claim of a

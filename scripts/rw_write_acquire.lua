@@ -18,7 +18,7 @@
 -- ARGV[8]  publish command: "publish" or "spublish"
 -- ARGV[9]  "1" to hand over without trusting PUBLISH's receiver count
 --          (classic pub/sub on a Cluster), "0" otherwise
--- ARGV[10] "<client uuid>:" when the caller's Client neither holds nor is
+-- ARGV[10] "<client id>:" when the caller's Client neither holds nor is
 --          taking a read hold of this owner, "" when it does: a read hold
 --          of the owner in Redis whose generation that Client made (see
 --          acquire_common: a generation is an op id) is then a leftover of

@@ -8,7 +8,7 @@
 --   d:<gen>    its deadline (server ms): it expires on its own lease
 --   o:<gen>    its owner, for inspection
 --   ~q         the waiters, in arrival order: per waiter five NUL-terminated
---              fields, its waiter id ("<client uuid>:<n>", the op id its
+--              fields, its waiter id ("<client id>:<n>", the op id its
 --              attempts send), the permits it asks for, its lease in ms,
 --              its owner and its claim deadline (server ms; every attempt
 --              pushes it to now + the waiter timeout, so a dead waiter's
@@ -81,7 +81,7 @@ end
 
 -- sema_serve hands free permits to the head of the queue, in order, while
 -- they suffice. Each waiter served is told alone, on its Client's channel
--- for the semaphore (<hash>:w:<client uuid>, "<waiter id> 0": semaphores
+-- for the semaphore (<hash>:w:<client id>, "<waiter id> 0": semaphores
 -- hand out no fencing token), and holds when the message arrives; PUBLISH
 -- counts the receivers, so a waiter whose Client no longer listens (dead,
 -- closed, gone) is skipped, never granted (unless trust is '1': classic
