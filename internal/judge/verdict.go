@@ -206,7 +206,7 @@ func (v *Verdict) checkOverlaps() {
 				continue
 			}
 			o := Overlap{Earlier: a, Later: b, Ordered: b.Token > a.Token, Told: a.Signalled(),
-				Duration: minTime(a.End, b.End).Sub(b.Enter)}
+				Duration: Earlier(a.End, b.End).Sub(b.Enter)}
 			v.countOverlap(o)
 			if !o.Allowed() {
 				bad = append(bad, o)
@@ -250,7 +250,7 @@ func (v *Verdict) reportOverlap(bad []Overlap) {
 	}
 	v.problem(strings.Join(rules, "+"), "overlap of %v: %s (token %d, %s..%s) and %s (token %d, entered %s): %s%s\n%s",
 		o.Duration.Round(time.Microsecond), a.Proc, a.Token, v.rel(a.Enter), v.rel(a.End), b.Proc, b.Token, v.rel(b.Enter),
-		strings.Join(why, "; "), more, v.context(a.Enter, maxTime(a.End, b.Enter)))
+		strings.Join(why, "; "), more, v.context(a.Enter, Later(a.End, b.Enter)))
 }
 
 // checkTokenOrder: tokens strictly increase in enter order, overlapping or
@@ -401,18 +401,4 @@ func suffix(cause, unlockErr string) string {
 		s += "; Unlock: " + unlockErr
 	}
 	return s
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
