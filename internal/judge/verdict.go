@@ -77,8 +77,7 @@ type Verdict struct {
 	MaxHandoff   time.Duration
 	Leftover     []string // keys left in Redis without a TTL
 
-	Problems []string
-	broken   map[string]int // rule -> problems
+	Findings
 }
 
 // Analyze judges the events and faults of one run of procs.
@@ -300,18 +299,7 @@ func (v *Verdict) AddProblem(rule, format string, args ...any) { v.problem(rule,
 
 // Broken lists the rules the run broke, with how many times, most
 // important first.
-func (v *Verdict) Broken() string {
-	var parts []string
-	for _, r := range rules {
-		if n := v.broken[r]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s ×%d", r, n))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-// Failed reports whether the run broke a rule.
-func (v *Verdict) Failed() bool { return len(v.Problems) > 0 }
+func (v *Verdict) Broken() string { return v.Count(rules) }
 
 // Summary is one line of figures.
 func (v *Verdict) Summary() string {
@@ -343,13 +331,7 @@ var rules = []string{RuleUnordered, RuleUntold, RuleTokenOrder, RuleProgress, Ru
 
 // problem records a broken rule (several joined by "+").
 func (v *Verdict) problem(rule, format string, args ...any) {
-	if v.broken == nil {
-		v.broken = make(map[string]int)
-	}
-	for _, r := range strings.Split(rule, "+") {
-		v.broken[r]++
-	}
-	v.Problems = append(v.Problems, fmt.Sprintf(format, args...))
+	v.Record(rule, fmt.Sprintf(format, args...))
 }
 
 // rel is t as milliseconds since the start of the run.
