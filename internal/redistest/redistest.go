@@ -2,6 +2,10 @@
 // loopback ports, and stops them when the test ends. Without a redis-server
 // binary the test is skipped, unless RELOCK_REQUIRE_REDIS=1, which makes it
 // fail: CI sets it so that real-Redis tests can never skip silently.
+//
+// The benchmark module (bench/) uses it too, through Run and StartProxy,
+// which return errors instead of failing a test: one server start and one
+// fault proxy for the tests and the measurements.
 package redistest
 
 import (
@@ -181,6 +185,14 @@ func (s *Server) logTail() string {
 
 // Addr returns host:port of the server.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+func addrs(servers []*Server) []string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		out[i] = s.Addr()
+	}
+	return out
+}
 
 // Port returns the server's port.
 func (s *Server) Port() int { return s.port }
