@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -12,28 +11,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// startServer starts a redis-server for the test, skipping without one
-// unless RELOCK_REQUIRE_REDIS=1 (as CI sets), like relock's own tests.
-func startServer(t *testing.T) *Server {
-	t.Helper()
-	srv, err := StartServer(context.Background())
-	if err != nil {
-		if os.Getenv("RELOCK_REQUIRE_REDIS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	t.Cleanup(srv.Stop)
-	return srv
-}
+	"github.com/relock-go/relock/internal/redistest"
+)
 
 // The CI smoke run: every library through every scenario, briefly.
 func TestEveryLibraryRunsEveryScenario(t *testing.T) {
-	srv := startServer(t)
+	srv := redistest.Start(t)
 	goroutines := runtime.NumGoroutine()
-	rep, err := Run(context.Background(), Config{Addr: srv.Addr, Duration: 150 * time.Millisecond, Rounds: 1, Clients: 2})
+	rep, err := Run(context.Background(), Config{Addr: srv.Addr(), Duration: 150 * time.Millisecond, Rounds: 1, Clients: 2})
 	require.NoError(t, err)
 
 	for _, sc := range Scenarios() {
@@ -58,7 +44,7 @@ func TestEveryLibraryRunsEveryScenario(t *testing.T) {
 		}
 	}
 
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
 	keys, err := rdb.Keys(context.Background(), keyRoot+"*").Result()
 	require.NoError(t, err)
@@ -89,9 +75,9 @@ func TestEveryLibraryRunsEveryScenario(t *testing.T) {
 // The floor sends SET and EVALSHA per cycle; Redis runs those and the
 // script's GET and DEL. The counts must be exact, or no count can be trusted.
 func TestCommandsAreCountedExactly(t *testing.T) {
-	srv := startServer(t)
+	srv := redistest.Start(t)
 	rep, err := Run(context.Background(), Config{
-		Addr: srv.Addr, Duration: 100 * time.Millisecond, Rounds: 1, Clients: 1,
+		Addr: srv.Addr(), Duration: 100 * time.Millisecond, Rounds: 1, Clients: 1,
 		Libraries: []Library{floorLibrary()}, Scenarios: Scenarios()[:1],
 	})
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -99,30 +98,6 @@ func (r countingRueidis) DoMulti(ctx context.Context, multi ...rueidis.Completed
 		r.count(cmd)
 	}
 	return r.Client.DoMulti(ctx, multi...)
-}
-
-// CommandStats reads INFO commandstats: calls per command (lower case, with
-// subcommands as "client|setinfo").
-func CommandStats(ctx context.Context, rdb redis.UniversalClient) (map[string]int64, error) {
-	raw, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]int64)
-	for _, line := range strings.Split(raw, "\r\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		name, ok := strings.CutPrefix(k, "cmdstat_")
-		if !ok {
-			continue
-		}
-		calls, _, _ := strings.Cut(v, ",")
-		n, _ := strconv.ParseInt(strings.TrimPrefix(calls, "calls="), 10, 64)
-		out[name] = n
-	}
-	return out, nil
 }
 
 // statsDelta returns, between two commandstats readings, every command

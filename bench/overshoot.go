@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
 )
 
 // The deadline overshoot run (issue 26): how late each library's blocking
@@ -95,14 +96,16 @@ func OvershootLibraries() []OvershootLib {
 
 // Faults returns the four faults of issue 26 on srv, proxy (in front of
 // srv) and refused (an address nothing listens on).
-func Faults(srv *Server, proxy *Proxy, refused string, delay time.Duration) []Fault {
+func Faults(srv *redistest.Server, proxy *redistest.Proxy, refused string, delay time.Duration) []Fault {
 	nop := func() error { return nil }
 	return []Fault{
-		{Name: "Redis hung (SIGSTOP)", Addr: srv.Addr, Warm: true, Apply: srv.Pause, Heal: srv.Resume},
+		{Name: "Redis hung (SIGSTOP)", Addr: srv.Addr(), Warm: true,
+			Apply: func() error { srv.Pause(); return nil },
+			Heal:  func() error { srv.Resume(); return nil }},
 		{Name: "connection refused", Addr: refused, Apply: nop, Heal: nop, NoRedis: true},
 		{Name: fmt.Sprintf("slow: replies %v late", delay), Addr: proxy.Addr(), Warm: true,
-			Apply: func() error { proxy.SetDelay(delay); return nil },
-			Heal:  func() error { proxy.SetDelay(0); return nil }},
+			Apply: func() error { proxy.SetReplyDelay(delay); return nil },
+			Heal:  func() error { proxy.SetReplyDelay(0); return nil }},
 		{Name: "half-open (open connections blackholed)", Addr: proxy.Addr(), Warm: true,
 			Apply: func() error { proxy.Blackhole(); return nil },
 			Heal:  func() error { proxy.CutBlackholed(); return nil }},
@@ -111,7 +114,7 @@ func Faults(srv *Server, proxy *Proxy, refused string, delay time.Duration) []Fa
 
 // RefusedAddr returns a loopback address nothing listens on.
 func RefusedAddr() (string, error) {
-	port, err := freePort()
+	port, err := redistest.FreePort()
 	if err != nil {
 		return "", err
 	}

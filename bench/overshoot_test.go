@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/redistest"
 )
 
 // overshootSlack bounds how late relock's Lock may return after its
@@ -20,11 +22,8 @@ const overshootSlack = 250 * time.Millisecond
 // library. relock must return by its deadline plus the slack under every
 // fault, saying ErrNotObtained, and leave nothing held once Redis is back.
 func TestOvershootUnderEveryFault(t *testing.T) {
-	srv := startServer(t)
-	defer func() { _ = srv.Resume() }()
-	proxy, err := StartProxy(srv.Addr)
-	require.NoError(t, err)
-	defer proxy.Close()
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
 	refused, err := RefusedAddr()
 	require.NoError(t, err)
 
@@ -47,39 +46,4 @@ func TestOvershootUnderEveryFault(t *testing.T) {
 	var b strings.Builder
 	WriteOvershootTable(&b, res)
 	assert.Equal(t, 2+len(res), strings.Count(b.String(), "\n"), "header, separator and a row per fault and library")
-}
-
-// The proxy's faults are what the table says they are: a delay shifts
-// replies by the delay, a blackhole silences open connections only.
-func TestProxyDelaysAndBlackholes(t *testing.T) {
-	srv := startServer(t)
-	proxy, err := StartProxy(srv.Addr)
-	require.NoError(t, err)
-	defer proxy.Close()
-	ctx := context.Background()
-	rdb := newGoredis(proxy.Addr(), nil)
-	defer rdb.Close()
-	require.NoError(t, rdb.Ping(ctx).Err())
-
-	proxy.SetDelay(300 * time.Millisecond)
-	start := time.Now()
-	require.NoError(t, rdb.Ping(ctx).Err())
-	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
-	proxy.SetDelay(0)
-
-	proxy.Blackhole()
-	fresh := newGoredis(proxy.Addr(), nil)
-	defer fresh.Close()
-	assert.NoError(t, fresh.Ping(ctx).Err(), "a connection opened after the blackhole works")
-	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	pinged := make(chan error, 1)
-	go func() { pinged <- rdb.Ping(tctx).Err() }()
-	select {
-	case err := <-pinged:
-		t.Fatalf("a blackholed connection answered: %v", err)
-	case <-tctx.Done():
-	}
-	proxy.CutBlackholed()
-	require.Error(t, <-pinged, "a cut connection fails its pending command")
 }

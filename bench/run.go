@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/redistest"
 )
 
 // Config is one benchmark run.
@@ -136,7 +138,7 @@ func runOne(ctx context.Context, admin *redis.Client, cfg Config, sc Scenario, l
 	res := workload(rctx, sc, lockers)
 	cancel()
 
-	after, err := CommandStats(ctx, admin)
+	after, err := redistest.CommandCalls(ctx, admin)
 	if err != nil {
 		return nil, err
 	}
@@ -193,13 +195,13 @@ func closeAll(lockers []Locker) {
 // settle returns INFO commandstats once Redis ran no command (INFO aside)
 // between two readings settleEvery apart, or after settleMax.
 func settle(ctx context.Context, admin *redis.Client) (map[string]int64, error) {
-	prev, err := CommandStats(ctx, admin)
+	prev, err := redistest.CommandCalls(ctx, admin)
 	if err != nil {
 		return nil, err
 	}
 	for deadline := time.Now().Add(settleMax); time.Now().Before(deadline); {
 		time.Sleep(settleEvery)
-		cur, err := CommandStats(ctx, admin)
+		cur, err := redistest.CommandCalls(ctx, admin)
 		if err != nil {
 			return nil, err
 		}

@@ -8,16 +8,18 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/redistest"
 )
 
 // The seed lock is Redisson's: one hash per lock, a count per owner, and a
 // release that deletes the hash only when the owner's count reaches 0.
 func TestSeedLockCountsReentries(t *testing.T) {
-	srv := startServer(t)
+	srv := redistest.Start(t)
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
-	l, err := seedLibrary().New(srv.Addr, "relockbench:t:", nil)
+	l, err := seedLibrary().New(srv.Addr(), "relockbench:t:", nil)
 	require.NoError(t, err)
 	defer l.Close()
 
@@ -40,14 +42,14 @@ func TestSeedLockCountsReentries(t *testing.T) {
 // A waiter must be woken by the release's message, not by the holder's
 // 30 s lease running out (the only other way a waiter retries).
 func TestSeedWaiterWakesOnRelease(t *testing.T) {
-	srv := startServer(t)
+	srv := redistest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
 	var lockers [2]Locker
 	for i := range lockers {
-		l, err := seedLibrary().New(srv.Addr, "relockbench:t:", nil)
+		l, err := seedLibrary().New(srv.Addr(), "relockbench:t:", nil)
 		require.NoError(t, err)
 		defer l.Close()
 		lockers[i] = l

@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock/bench"
+	"github.com/relock-go/relock/internal/redistest"
 )
 
 func main() {
@@ -88,12 +89,12 @@ func run() error {
 // report to stdout and its chart to svg (none when empty).
 func runComparison(ctx context.Context, cfg bench.Config, scenarios, libs, svg string) error {
 	if cfg.Addr == "" {
-		srv, err := bench.StartServer(ctx)
+		srv, err := redistest.Run()
 		if err != nil {
-			return err
+			return fmt.Errorf("%w (install it, or pass -redis host:port)", err)
 		}
 		defer srv.Stop()
-		cfg.Addr = srv.Addr
+		cfg.Addr = srv.Addr()
 	}
 	var err error
 	if cfg.Scenarios, err = pick(bench.Scenarios(), scenarios, func(s bench.Scenario) string { return s.ID }); err != nil {
@@ -151,13 +152,12 @@ func runOvershoot(ctx context.Context, cfg bench.OvershootConfig) error {
 	// its subscriber's loss: the table says what happened.
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	redis.SetLogger(quietLogger{})
-	srv, err := bench.StartServer(ctx)
+	srv, err := redistest.Run()
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
-	defer func() { _ = srv.Resume() }() // never leave it stopped
-	proxy, err := bench.StartProxy(srv.Addr)
+	defer srv.Stop() // resumes it first if it is paused
+	proxy, err := redistest.StartProxy(srv.Addr())
 	if err != nil {
 		return err
 	}

@@ -21,9 +21,21 @@ func main() {
 	srv := exampleredis.Open()
 	defer srv.Close()
 	story := exampleredis.NewStory("relock observe on " + srv.Where)
-	ms := func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
 
-	obs := &relock.Observer{
+	// Two processes of one service; the watchdog renews every 200ms.
+	opts := []relock.Option{relock.WithObserver(printer(story)), relock.WithWatchdogLease(600 * time.Millisecond)}
+	procA, procB := srv.Relock(opts...), srv.Relock(opts...)
+	ctx := context.Background()
+	handOver(ctx, story, procA, procB)
+	leaseRunsOut(ctx, story, srv, procA)
+	closeWhileHolding(ctx, story, procB)
+}
+
+func ms(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
+
+// printer is an Observer that tells the story of every event.
+func printer(story *exampleredis.Story) *relock.Observer {
+	return &relock.Observer{
 		Acquired: func(_ context.Context, e relock.AcquiredEvent) {
 			story.Say("  event", "acquired %s %q: waited %s, %d attempts, contended=%v reentry=%v token=%d",
 				e.Kind, e.Name, ms(e.Wait), e.Attempts, e.Contended, e.Reentry, e.Token)
@@ -50,10 +62,11 @@ func main() {
 			story.Say("  event", "subscriber of %q back after %s: %v", e.Shard, ms(e.Down), e.Err)
 		},
 	}
-	// Two processes of one service; the watchdog renews every 200ms.
-	opts := []relock.Option{relock.WithObserver(obs), relock.WithWatchdogLease(600 * time.Millisecond)}
-	procA, procB := srv.Relock(opts...), srv.Relock(opts...)
-	ctx := context.Background()
+}
+
+// handOver: A locks, re-enters and unlocks once; B waits meanwhile (a
+// watchdog tick renews A's hold) and gets the lock when A unlocks.
+func handOver(ctx context.Context, story *exampleredis.Story, procA, procB *relock.Client) {
 	orders := procA.Lock("orders")
 
 	held, err := orders.Lock(ctx)
@@ -77,15 +90,23 @@ func main() {
 	story.Say("A", "unlocked")
 	check(procB.Lock("orders").Unlock(<-got))
 	story.Say("B", "got it, then unlocked")
+}
 
+// leaseRunsOut: a hold with a fixed lease (no watchdog) ends by itself, and
+// its context says so.
+func leaseRunsOut(ctx context.Context, story *exampleredis.Story, srv *exampleredis.Server, procA *relock.Client) {
 	short, err := procA.Lock("report").TryLock(ctx, 0, 200*time.Millisecond)
 	check(err)
 	story.Say("A", "locked \"report\" with a 200ms lease, and lets it run out")
 	srv.Elapse(300 * time.Millisecond)
 	<-short.Done()
 	story.Say("A", "its context ended: %v", context.Cause(short))
+}
 
-	last, err := procB.Lock("orders").TryLock(ctx, 0, 0)
+// closeWhileHolding: closing a Client ends the contexts of its holds.
+func closeWhileHolding(ctx context.Context, story *exampleredis.Story, procB *relock.Client) {
+	orders := procB.Lock("orders")
+	last, err := orders.TryLock(ctx, 0, 0)
 	check(err)
 	story.Say("B", "locked %q again, and shuts down without unlocking", orders.Name())
 	check(procB.Close())

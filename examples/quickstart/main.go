@@ -21,12 +21,14 @@ import (
 	"github.com/relock-go/relock"
 )
 
-func main() {
-	start := time.Now()
-	say := func(who, format string, args ...any) {
-		fmt.Printf("%6.1fms  %-10s %s\n", float64(time.Since(start).Microseconds())/1000, who, fmt.Sprintf(format, args...))
-	}
+var start = time.Now()
 
+// say prints one line of the story: when, who, what.
+func say(who, format string, args ...any) {
+	fmt.Printf("%6.1fms  %-10s %s\n", float64(time.Since(start).Microseconds())/1000, who, fmt.Sprintf(format, args...))
+}
+
+func main() {
 	opts, where := redisOptions()
 	fmt.Println("relock quickstart on", where)
 
@@ -39,54 +41,64 @@ func main() {
 	defer instanceB.Close()
 
 	ctx := context.Background()
-	lockA := instanceA.Lock("order:1001")
-
-	deductStock := func(ctx context.Context) error {
-		ctx, err := lockA.Lock(ctx) // same owner: re-enters, no deadlock
-		if err != nil {
-			return err
-		}
-		defer lockA.Unlock(ctx)
-		n, _ := lockA.HoldCount(ctx)
-		say("A", "deductStock: re-entered the lock, hold count %d", n)
-		return nil
-	}
-
-	locked := make(chan struct{})
-	release := make(chan struct{})
+	lockA, lockB := instanceA.Lock("order:1001"), instanceB.Lock("order:1001")
+	locked, release := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // createOrder on instance A
-		defer wg.Done()
-		ctx, err := lockA.Lock(ctx)
-		if err != nil {
-			log.Fatal(err)
-		}
-		token, _ := lockA.Token(ctx)
-		n, _ := lockA.HoldCount(ctx)
-		say("A", "createOrder: locked %q (hold count %d, fencing token %d)", lockA.Name(), n, token)
-		if err := deductStock(ctx); err != nil {
-			log.Fatal(err)
-		}
-		close(locked)
-		<-release
-		if err := lockA.Unlock(ctx); err != nil {
-			log.Fatal(err)
-		}
-		say("A", "createOrder: unlocked; the lock's context ends with %q", context.Cause(ctx))
-	}()
-
+	wg.Go(func() { createOrder(ctx, lockA, locked, release) })
 	<-locked
-	lockB := instanceB.Lock("order:1001")
-	if held, err := lockB.TryLock(ctx, 0, 0); err != nil {
+	waitForTheLock(ctx, lockB, release)
+	wg.Wait()
+	isLocked, _ := lockB.IsLocked(ctx)
+	say("B", "unlocked; IsLocked = %v", isLocked)
+}
+
+// createOrder is instance A's handler: it locks the order, calls
+// deductStock (which locks it again), says so on locked and holds the lock
+// until release closes.
+func createOrder(ctx context.Context, lock *relock.Lock, locked chan<- struct{}, release <-chan struct{}) {
+	ctx, err := lock.Lock(ctx) // the hold's context: pass it on, unlock with it
+	if err != nil {
+		log.Fatal(err)
+	}
+	token, _ := lock.Token(ctx)
+	n, _ := lock.HoldCount(ctx)
+	say("A", "createOrder: locked %q (hold count %d, fencing token %d)", lock.Name(), n, token)
+	if err := deductStock(ctx, lock); err != nil {
+		log.Fatal(err)
+	}
+	close(locked)
+	<-release
+	if err := lock.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	say("A", "createOrder: unlocked; the lock's context ends with %q", context.Cause(ctx))
+}
+
+// deductStock runs inside createOrder's hold and takes the lock again.
+func deductStock(ctx context.Context, lock *relock.Lock) error {
+	ctx, err := lock.Lock(ctx) // same owner: re-enters, no deadlock
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock(ctx)
+	n, _ := lock.HoldCount(ctx)
+	say("A", "deductStock: re-entered the lock, hold count %d", n)
+	return nil
+}
+
+// waitForTheLock is instance B while A holds the lock: TryLock without
+// waiting fails, Lock waits and gets the lock as soon as A (told by closing
+// release) unlocks it.
+func waitForTheLock(ctx context.Context, lock *relock.Lock, release chan<- struct{}) {
+	if held, err := lock.TryLock(ctx, 0, 0); err != nil {
 		say("B", "TryLock without waiting: %v", err)
 	} else {
-		_ = lockB.Unlock(held) // not expected: A holds it
+		_ = lock.Unlock(held) // not expected: A holds it
 	}
 	got := make(chan context.Context)
 	go func() {
 		say("B", "Lock: waiting (asleep on the unlock channel, not polling)")
-		ctx, err := lockB.Lock(ctx)
+		ctx, err := lock.Lock(ctx)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -94,17 +106,14 @@ func main() {
 	}()
 	time.Sleep(50 * time.Millisecond) // let B start waiting, so the demo shows the hand-off
 	close(release)
-	ctxB := <-got
-	token, _ := lockB.Token(ctxB)
+	held := <-got
+	token, _ := lock.Token(held)
 	say("B", "Lock: got it right after A's unlock (fencing token %d)", token)
-	ttl, _ := lockB.TTL(ctxB)
+	ttl, _ := lock.TTL(held)
 	say("B", "lease left %v, renewed by the watchdog while held", ttl.Round(time.Second))
-	if err := lockB.Unlock(ctxB); err != nil {
+	if err := lock.Unlock(held); err != nil {
 		log.Fatal(err)
 	}
-	wg.Wait()
-	locked2, _ := lockB.IsLocked(ctx)
-	say("B", "unlocked; IsLocked = %v", locked2)
 }
 
 // redisOptions uses REDIS_URL when set, otherwise an embedded miniredis.

@@ -206,29 +206,7 @@ func (w *schedWorker) critical(hctx context.Context, hold time.Duration) error {
 		_ = w.lock.unlock(hctx)
 		return nil
 	}
-	if err := w.rep.Enter(tok, time.Now()); err != nil {
-		return err
-	}
-	timer := time.NewTimer(hold)
-	var err error
-	select {
-	case <-hctx.Done():
-		timer.Stop()
-		err = w.rep.Lost(tok, time.Now(), context.Cause(hctx))
-	case <-timer.C:
-		if now := time.Now(); hctx.Err() != nil {
-			err = w.rep.Lost(tok, now, context.Cause(hctx))
-		} else {
-			err = w.rep.Exit(tok, now)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if err := w.lock.unlock(hctx); err != nil {
-		return w.rep.UnlockErr(tok, time.Now(), err)
-	}
-	return nil
+	return holdFor(w.rep, tok, hctx, hold, w.lock.unlock)
 }
 
 // token is the hold's fencing token (0 for a type without one) and whether

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/judge"
@@ -27,14 +24,8 @@ type semaWorker struct {
 }
 
 func (w *semaWorker) run() error {
-	if w.id == "" {
-		w.id = fmt.Sprintf("p%d", os.Getpid())
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: w.addr})
-	defer rdb.Close()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c := relock.New(rdb, relock.WithWatchdogLease(w.lease), relock.WithLogger(logger.With("proc", w.id)))
-	defer c.Close()
+	c, closeClient := w.connect()
+	defer closeClient()
 	s := c.Semaphore(w.name, w.permits)
 	var wg sync.WaitGroup
 	errs := make([]error, w.goroutines)
@@ -51,14 +42,11 @@ func (w *semaWorker) run() error {
 
 // loop is one goroutine's run, until the judge says stop.
 func (w *semaWorker) loop(s *relock.Semaphore, id string, seed uint64) error {
-	rep, err := judge.Dial(w.judge, id)
+	rep, stop, closeReport, err := w.report(id)
 	if err != nil {
 		return err
 	}
-	defer rep.Close()
-	stop, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { rep.WaitStop(); cancel() }()
+	defer closeReport()
 	rnd := rand.New(rand.NewPCG(seed, uint64(os.Getpid())))
 	holds := 0
 	for stop.Err() == nil {
@@ -68,11 +56,8 @@ func (w *semaWorker) loop(s *relock.Semaphore, id string, seed uint64) error {
 			if stop.Err() != nil {
 				break
 			}
-			if err := rep.LockErr(time.Now(), err); err != nil {
+			if err := notObtained(rep, err); err != nil {
 				return err
-			}
-			if !errors.Is(err, relock.ErrNotObtained) {
-				time.Sleep(20 * time.Millisecond) // Redis down or restarting
 			}
 			continue
 		}

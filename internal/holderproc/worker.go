@@ -48,30 +48,56 @@ func (w *worker) open(c *relock.Client) (exclusive, error) {
 	return nil, fmt.Errorf("unknown -kind %q (lock, fair or write)", w.kind)
 }
 
-func (w *worker) run() error {
+// connect opens the process's Redis client and its relock Client, which
+// logs warnings under the process's id (its pid unless -id names it).
+func (w *worker) connect() (c *relock.Client, closeAll func()) {
 	if w.id == "" {
 		w.id = fmt.Sprintf("p%d", os.Getpid())
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: w.addr})
-	defer rdb.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c := relock.New(rdb, relock.WithWatchdogLease(w.lease), relock.WithLogger(logger.With("proc", w.id)))
-	defer c.Close()
+	c = relock.New(rdb, relock.WithWatchdogLease(w.lease), relock.WithLogger(logger.With("proc", w.id)))
+	return c, func() { _ = c.Close(); _ = rdb.Close() }
+}
+
+// report dials the judge as id. The judge ends the run by saying "stop" (or
+// going away), which ends stop: the hold in progress completes, no new one
+// starts.
+func (w *worker) report(id string) (rep *judge.Reporter, stop context.Context, closeAll func(), err error) {
+	rep, err = judge.Dial(w.judge, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stop, cancel := context.WithCancel(context.Background())
+	go func() { rep.WaitStop(); cancel() }()
+	return rep, stop, func() { cancel(); rep.Close() }, nil
+}
+
+// notObtained reports a failed TryLock or TryAcquire to the judge and, when
+// Redis failed rather than the wait running out, pauses before the next try
+// (Redis is down or restarting).
+func notObtained(rep *judge.Reporter, err error) error {
+	if err := rep.LockErr(time.Now(), err); err != nil {
+		return err
+	}
+	if !errors.Is(err, relock.ErrNotObtained) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+func (w *worker) run() error {
+	c, closeClient := w.connect()
+	defer closeClient()
 	l, err := w.open(c)
 	if err != nil {
 		return err
 	}
-	rep, err := judge.Dial(w.judge, w.id)
+	rep, stop, closeReport, err := w.report(w.id)
 	if err != nil {
 		return err
 	}
-	defer rep.Close()
-
-	// The judge ends the run by saying "stop" (or going away): the hold in
-	// progress completes, no new one starts.
-	stop, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { rep.WaitStop(); cancel() }()
+	defer closeReport()
 	var deadline time.Time
 	if w.runFor > 0 {
 		deadline = time.Now().Add(w.runFor)
@@ -92,11 +118,8 @@ func (w *worker) run() error {
 			if stop.Err() != nil || (!deadline.IsZero() && !time.Now().Before(deadline)) {
 				break
 			}
-			if err := rep.LockErr(time.Now(), err); err != nil {
+			if err := notObtained(rep, err); err != nil {
 				return err
-			}
-			if !errors.Is(err, relock.ErrNotObtained) {
-				time.Sleep(20 * time.Millisecond) // Redis down or restarting
 			}
 			continue
 		}

@@ -77,8 +77,7 @@ type Verdict struct {
 	MaxHandoff   time.Duration
 	Leftover     []string // keys left in Redis without a TTL
 
-	Problems []string
-	broken   map[string]int // rule -> problems
+	Findings
 }
 
 // Analyze judges the events and faults of one run of procs.
@@ -206,7 +205,7 @@ func (v *Verdict) checkOverlaps() {
 				continue
 			}
 			o := Overlap{Earlier: a, Later: b, Ordered: b.Token > a.Token, Told: a.Signalled(),
-				Duration: minTime(a.End, b.End).Sub(b.Enter)}
+				Duration: Earlier(a.End, b.End).Sub(b.Enter)}
 			v.countOverlap(o)
 			if !o.Allowed() {
 				bad = append(bad, o)
@@ -250,7 +249,7 @@ func (v *Verdict) reportOverlap(bad []Overlap) {
 	}
 	v.problem(strings.Join(rules, "+"), "overlap of %v: %s (token %d, %s..%s) and %s (token %d, entered %s): %s%s\n%s",
 		o.Duration.Round(time.Microsecond), a.Proc, a.Token, v.rel(a.Enter), v.rel(a.End), b.Proc, b.Token, v.rel(b.Enter),
-		strings.Join(why, "; "), more, v.context(a.Enter, maxTime(a.End, b.Enter)))
+		strings.Join(why, "; "), more, v.context(a.Enter, Later(a.End, b.Enter)))
 }
 
 // checkTokenOrder: tokens strictly increase in enter order, overlapping or
@@ -300,18 +299,7 @@ func (v *Verdict) AddProblem(rule, format string, args ...any) { v.problem(rule,
 
 // Broken lists the rules the run broke, with how many times, most
 // important first.
-func (v *Verdict) Broken() string {
-	var parts []string
-	for _, r := range rules {
-		if n := v.broken[r]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s ×%d", r, n))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-// Failed reports whether the run broke a rule.
-func (v *Verdict) Failed() bool { return len(v.Problems) > 0 }
+func (v *Verdict) Broken() string { return v.Count(rules) }
 
 // Summary is one line of figures.
 func (v *Verdict) Summary() string {
@@ -343,13 +331,7 @@ var rules = []string{RuleUnordered, RuleUntold, RuleTokenOrder, RuleProgress, Ru
 
 // problem records a broken rule (several joined by "+").
 func (v *Verdict) problem(rule, format string, args ...any) {
-	if v.broken == nil {
-		v.broken = make(map[string]int)
-	}
-	for _, r := range strings.Split(rule, "+") {
-		v.broken[r]++
-	}
-	v.Problems = append(v.Problems, fmt.Sprintf(format, args...))
+	v.Record(rule, fmt.Sprintf(format, args...))
 }
 
 // rel is t as milliseconds since the start of the run.
@@ -401,18 +383,4 @@ func suffix(cause, unlockErr string) string {
 		s += "; Unlock: " + unlockErr
 	}
 	return s
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

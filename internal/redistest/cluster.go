@@ -170,13 +170,7 @@ func slotMap(slots []redis.ClusterSlot) string {
 }
 
 // Addrs returns the address of every node.
-func (c *Cluster) Addrs() []string {
-	out := make([]string, len(c.Nodes))
-	for i, s := range c.Nodes {
-		out[i] = s.Addr()
-	}
-	return out
-}
+func (c *Cluster) Addrs() []string { return addrs(c.Nodes) }
 
 // Client returns a go-redis Cluster client of the cluster, closed when t
 // ends.

@@ -8,39 +8,54 @@ import (
 )
 
 // Proxy is a TCP proxy on loopback between a client and a server, which a
-// test uses to break the network: cut every connection, slow every byte,
-// stall all traffic (a partition: connections stay open, nothing arrives), or
-// blackhole the connections open now (a half-open connection: new ones work).
+// test (or the benchmark's fault runs) uses to break the network: cut every
+// connection, delay the traffic, stall all of it (a partition: connections
+// stay open, nothing arrives), or blackhole the connections open now (a
+// half-open connection: new ones work).
 type Proxy struct {
-	t      testing.TB
 	l      net.Listener
 	target string
+	closed chan struct{} // closed by Close: ends the writers' waits
 
-	mu      sync.Mutex
-	cond    *sync.Cond // signalled when stalled or closed changes
-	conns   map[net.Conn]struct{}
-	black   map[net.Conn]struct{} // connections whose traffic is dropped
-	delay   time.Duration
-	stalled bool
-	closed  bool
-	accepts int
-	wg      sync.WaitGroup
+	mu        sync.Mutex
+	cond      *sync.Cond // signalled when stalled or isClosed changes
+	conns     map[net.Conn]struct{}
+	black     map[net.Conn]struct{} // connections whose traffic is dropped
+	toServer  time.Duration         // delay of what clients send
+	toClient  time.Duration         // delay of what the server sends
+	stalled   bool
+	isClosed  bool
+	accepts   int
+	closeOnce sync.Once
+	wg        sync.WaitGroup
 }
 
 // NewProxy listens on a free loopback port and forwards every connection to
 // target. It is closed when t ends.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
+	p, err := StartProxy(target)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// StartProxy is NewProxy for a program rather than a test (the benchmark):
+// it returns an error instead of failing a test, and the caller closes the
+// proxy.
+func StartProxy(target string) (*Proxy, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("redistest: proxy listen: %v", err)
+		return nil, err
 	}
-	p := &Proxy{t: t, l: l, target: target, conns: make(map[net.Conn]struct{}), black: make(map[net.Conn]struct{})}
+	p := &Proxy{l: l, target: target, closed: make(chan struct{}),
+		conns: make(map[net.Conn]struct{}), black: make(map[net.Conn]struct{})}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
-	t.Cleanup(p.Close)
-	return p
+	return p, nil
 }
 
 // Addr is where clients connect instead of the server.
@@ -63,11 +78,20 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// SetDelay holds every chunk of data for d before passing it on, in both
-// directions (0: no delay).
+// SetDelay passes every chunk of data on d after it arrived, in both
+// directions (0: at once). Chunks do not wait for each other: a round trip
+// takes 2d longer however much is in flight, as on a slow link.
 func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
-	p.delay = d
+	p.toServer, p.toClient = d, d
+	p.mu.Unlock()
+}
+
+// SetReplyDelay is SetDelay for what the server sends only (its replies and
+// pushed messages), so that a round trip takes d longer.
+func (p *Proxy) SetReplyDelay(d time.Duration) {
+	p.mu.Lock()
+	p.toClient = d
 	p.mu.Unlock()
 }
 
@@ -107,6 +131,18 @@ func (p *Proxy) Unblackhole() {
 	clear(p.black)
 }
 
+// CutBlackholed closes the blackholed connections, both sides: their
+// streams have holes in them and can never carry a reply again. Pending
+// commands fail at once instead of waiting for their timeouts.
+func (p *Proxy) CutBlackholed() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.black {
+		_ = c.Close()
+	}
+	clear(p.black)
+}
+
 // Blackholed returns how many connections (counting each side) drop their
 // traffic now.
 func (p *Proxy) Blackholed() int {
@@ -118,19 +154,18 @@ func (p *Proxy) Blackholed() int {
 // Close stops the proxy, closes every connection and waits for its
 // goroutines to exit.
 func (p *Proxy) Close() {
-	p.mu.Lock()
-	if p.closed {
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		p.isClosed = true
+		close(p.closed)
+		_ = p.l.Close()
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		p.cond.Broadcast()
 		p.mu.Unlock()
-		return
-	}
-	p.closed = true
-	_ = p.l.Close()
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	p.cond.Broadcast()
-	p.mu.Unlock()
-	p.wg.Wait()
+		p.wg.Wait()
+	})
 }
 
 func (p *Proxy) accept() {
@@ -145,76 +180,27 @@ func (p *Proxy) accept() {
 			_ = client.Close()
 			continue
 		}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			_ = client.Close()
-			_ = server.Close()
+		if !p.track(client, server) {
 			return
 		}
-		p.accepts++
-		p.conns[client] = struct{}{}
-		p.conns[server] = struct{}{}
-		p.wg.Add(2)
-		p.mu.Unlock()
-		go p.pipe(server, client)
-		go p.pipe(client, server)
+		go p.pipe(server, client, false)
+		go p.pipe(client, server, true)
 	}
 }
 
-// pipe copies from src to dst until either side fails, then closes both so
-// that the other direction ends too.
-func (p *Proxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	defer func() {
-		_ = src.Close()
-		_ = dst.Close()
-		p.mu.Lock()
-		delete(p.conns, src)
-		delete(p.conns, dst)
-		delete(p.black, src)
-		delete(p.black, dst)
-		p.mu.Unlock()
-	}()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if !p.hold() {
-				return
-			}
-			if !p.blackholed(src) {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-		}
-		if err != nil {
-			return // EOF or a cut: either way this connection is over
-		}
-	}
-}
-
-func (p *Proxy) blackholed(c net.Conn) bool {
+// track registers a new pair of connections, or closes them and reports
+// false when the proxy closed meanwhile.
+func (p *Proxy) track(client, server net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, ok := p.black[c]
-	return ok
-}
-
-// hold applies the delay and waits out a stall before data passes; it
-// reports false when the proxy closed meanwhile.
-func (p *Proxy) hold() bool {
-	p.mu.Lock()
-	d := p.delay
-	p.mu.Unlock()
-	if d > 0 {
-		time.Sleep(d)
+	if p.isClosed {
+		_ = client.Close()
+		_ = server.Close()
+		return false
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for p.stalled && !p.closed {
-		p.cond.Wait()
-	}
-	return !p.closed
+	p.accepts++
+	p.conns[client] = struct{}{}
+	p.conns[server] = struct{}{}
+	p.wg.Add(2)
+	return true
 }

@@ -2,6 +2,10 @@
 // loopback ports, and stops them when the test ends. Without a redis-server
 // binary the test is skipped, unless RELOCK_REQUIRE_REDIS=1, which makes it
 // fail: CI sets it so that real-Redis tests can never skip silently.
+//
+// The benchmark module (bench/) uses it too, through Run and StartProxy,
+// which return errors instead of failing a test: one server start and one
+// fault proxy for the tests and the measurements.
 package redistest
 
 import (
@@ -62,22 +66,56 @@ func Start(t testing.TB, args ...string) *Server {
 	return launch(t, &Server{t: t, bin: Binary(t, "redis-server"), dir: t.TempDir(), args: args})
 }
 
-// launch starts s on a free port, retrying on another port when the one it
-// picked was taken meanwhile, and stops it when t ends.
+// launch starts s on a free port and stops it when t ends.
 func launch(t testing.TB, s *Server) *Server {
 	t.Helper()
+	if err := s.launch(); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// launch starts s on a free port, retrying on another port when the one it
+// picked was taken meanwhile.
+func (s *Server) launch() error {
 	var err error
 	for range 5 {
 		if s.port, err = FreePort(); err != nil {
 			continue
 		}
 		if err = s.start(); err == nil {
-			t.Cleanup(s.Kill)
-			return s
+			return nil
 		}
 	}
-	t.Fatalf("redistest: cannot start %s: %v", filepath.Base(s.bin), err)
-	return nil
+	return fmt.Errorf("cannot start %s: %w", filepath.Base(s.bin), err)
+}
+
+// Run is Start for a program rather than a test (the benchmark): it starts
+// redis-server from PATH in a temporary directory and returns an error
+// instead of failing a test. The caller stops the server with Stop; Client
+// does not close its clients, and Restart needs a test (use RestartErr).
+func Run(args ...string) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: no redis-server on PATH: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "relock-redis-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, dir: dir, args: args}
+	if err := s.launch(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	return s, nil
+}
+
+// Stop kills a server from Run and removes its directory.
+func (s *Server) Stop() {
+	s.Kill()
+	_ = os.RemoveAll(s.dir)
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -148,17 +186,27 @@ func (s *Server) logTail() string {
 // Addr returns host:port of the server.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
+func addrs(servers []*Server) []string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		out[i] = s.Addr()
+	}
+	return out
+}
+
 // Port returns the server's port.
 func (s *Server) Port() int { return s.port }
 
-// Client returns a go-redis client of the server, closed when t ends.
+// Client returns a go-redis client of the server, closed when the test ends.
 func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
 	o := &redis.Options{Addr: s.Addr(), TLSConfig: s.tls}
 	for _, f := range opts {
 		f(o)
 	}
 	c := redis.NewClient(o)
-	s.t.Cleanup(func() { _ = c.Close() })
+	if s.t != nil { // a server from Run: the caller closes c
+		s.t.Cleanup(func() { _ = c.Close() })
+	}
 	return c
 }
 

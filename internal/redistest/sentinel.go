@@ -68,13 +68,7 @@ func StartSentinel(t testing.TB, replicas, sentinels int) *Sentinel {
 }
 
 // SentinelAddrs returns the addresses of the Sentinels.
-func (d *Sentinel) SentinelAddrs() []string {
-	out := make([]string, len(d.Sentinels))
-	for i, s := range d.Sentinels {
-		out[i] = s.Addr()
-	}
-	return out
-}
+func (d *Sentinel) SentinelAddrs() []string { return addrs(d.Sentinels) }
 
 // Client returns a go-redis failover client (it finds the primary through
 // the Sentinels and follows failovers), closed when t ends.

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
+
+	"github.com/relock-go/relock/internal/judge"
 )
 
 // Bound is how long a waiter may sleep while the lock it waits for is free
@@ -45,8 +46,7 @@ type Verdict struct {
 	Told         int // holds that ended with ErrLockLost
 	MaxOversleep time.Duration
 	MaxOrphan    time.Duration
-	Problems     []string
-	broken       map[string]int
+	judge.Findings
 }
 
 // Check judges a run: the history the processes reported, the samples of
@@ -70,26 +70,11 @@ func Check(plan *Plan, h *History, samples []Sample, pauses []Span, takenAway []
 // AddProblem records a broken rule found outside the history (the scan
 // after the run, a process that failed).
 func (v *Verdict) AddProblem(rule, format string, args ...any) {
-	if v.broken == nil {
-		v.broken = map[string]int{}
-	}
-	v.broken[rule]++
-	v.Problems = append(v.Problems, rule+": "+fmt.Sprintf(format, args...))
+	v.Record(rule, rule+": "+fmt.Sprintf(format, args...))
 }
-
-// Failed reports whether the run broke a rule.
-func (v *Verdict) Failed() bool { return len(v.Problems) > 0 }
 
 // Broken lists the broken rules with their counts.
-func (v *Verdict) Broken() string {
-	var parts []string
-	for _, r := range ruleOrder {
-		if n := v.broken[r]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s ×%d", r, n))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
+func (v *Verdict) Broken() string { return v.Count(ruleOrder) }
 
 func (v *Verdict) rel(t time.Time) string {
 	return fmt.Sprintf("+%dms", t.Sub(v.Start).Milliseconds())

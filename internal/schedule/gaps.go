@@ -3,6 +3,8 @@ package schedule
 import (
 	"slices"
 	"time"
+
+	"github.com/relock-go/relock/internal/judge"
 )
 
 // checkOversleep: no process waits longer than Bound while everything it
@@ -22,10 +24,10 @@ func (v *Verdict) checkOversleep(plan *Plan, waits []Span, samples []Sample, pau
 			})
 		}
 		for _, f := range free[role] {
-			start, end := later(w.Start, f.Start), earlier(w.End, f.End)
+			start, end := judge.Later(w.Start, f.Start), judge.Earlier(w.End, f.End)
 			for _, p := range pauses {
 				if p.Proc == w.Proc && p.Start.Before(end) && p.End.After(start) {
-					start = later(start, p.End)
+					start = judge.Later(start, p.End)
 				}
 			}
 			gap := end.Sub(start)
@@ -75,24 +77,10 @@ func uncovered(h Span, cover []Span) []Span {
 		if c.Start.After(at) {
 			out = append(out, Span{Start: at, End: c.Start})
 		}
-		at = later(at, c.End)
+		at = judge.Later(at, c.End)
 		if !at.Before(h.End) {
 			return out
 		}
 	}
 	return append(out, Span{Start: at, End: h.End})
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
