@@ -171,7 +171,7 @@ func evalPipeline(ctx context.Context, target redis.Cmdable, calls []scriptCall,
 	send(false, all)
 	var missing []int
 	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if noScript(cmd.Err()) {
 			missing = append(missing, i)
 		}
 	}

@@ -101,10 +101,16 @@ func (sc scriptCall) evalSha(ctx context.Context, p processor) *redis.Cmd {
 // redis.Script.Run).
 func (sc scriptCall) run(ctx context.Context, rdb redis.UniversalClient) *redis.Cmd {
 	cmd := sc.evalSha(ctx, rdb)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	if noScript(cmd.Err()) {
 		return sc.script.Eval(ctx, rdb, sc.keys, sc.args...)
 	}
 	return cmd
+}
+
+// noScript says err is Redis's NOSCRIPT: the server does not know the
+// script yet. (HasErrorPrefix allocates, even for nil.)
+func noScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 // scriptSHAs holds the SHA-1 of each script newScript made, boxed once.
