@@ -101,7 +101,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	c := k.c
 	// Scripts run detached from ctx: a script cancelled in flight may still
 	// have run, and a hold nobody knows of would be leaked until its lease.
-	dctx := context.WithoutCancel(ctx)
+	dctx := detached(ctx)
 	req := k.request()
 	start := c.observedNow()
 	var started time.Time
@@ -262,7 +262,7 @@ func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 	req := k.request()
 	req.op = c.newOp()
 	started := time.Now()
-	a, err := k.acquireBounded(ctx, context.WithoutCancel(ctx), req)
+	a, err := k.acquireBounded(ctx, detached(ctx), req)
 	if k.late != nil {
 		k.reenterLate()
 		return ctx, err

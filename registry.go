@@ -21,13 +21,16 @@ type hold struct {
 	sem chan struct{}
 
 	// Guarded by registry.mu.
-	users     int       // goroutines between enter and exit
-	gen       string    // the generation in Redis; "" while not held
-	token     int64     // fencing token of the generation
-	since     time.Time // when the generation was granted
-	entries   []*entry  // live hold contexts, oldest first
-	watched   bool      // renewed by the watchdog: some entry has lease 0
-	releasing bool      // a final release is in flight: a renewal miss is expected
+	users   int       // goroutines between enter and exit
+	gen     string    // the generation in Redis; "" while not held
+	token   int64     // fencing token of the generation
+	since   time.Time // when the generation was granted
+	entries []*entry  // live hold contexts, oldest first
+	// firstEntry is where entries starts: most holds have one entry, and
+	// a slice of their own was an allocation per Lock.
+	firstEntry [1]*entry
+	watched    bool // renewed by the watchdog: some entry has lease 0
+	releasing  bool // a final release is in flight: a renewal miss is expected
 	// expiresAt is when the lease ends by this Client's clock (measured from
 	// before the script that set it was sent, less a drift margin, so never
 	// later than Redis's); expiry fires then and ends the hold unless a
@@ -179,6 +182,9 @@ func (c *Client) grant(h *hold, from, parent context.Context, gen string, token 
 	}
 	ctx, cancel := context.WithCancelCause(from)
 	e := &entry{h: h, gen: h.gen, lease: lease, cancel: cancel, parent: parent}
+	if h.entries == nil {
+		h.entries = h.firstEntry[:0]
+	}
 	h.entries = append(h.entries, e)
 	if lease == 0 && !h.watched {
 		h.watched = true
