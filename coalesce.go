@@ -37,11 +37,13 @@ import (
 // go-redis's own auto-pipelining (v9.23, AutoPipeline, experimental) was
 // measured as this transport, half- and full-duplex, and left out: on the
 // shared-Client benchmark (BenchmarkSharedClient, 64 goroutines) neither
-// moved cycles/s beyond the noise of a 2-core machine, the half-duplex one
-// allocates ~25 more per cycle, and its contracts differ from ours (a hook
-// cannot stop a full-duplex command; NOSCRIPT is not normalised on its
-// deferred face; on a Cluster it pipelines to masters only). Redis's CPU,
-// not the client's writes, bounds that workload.
+// moved ns/op beyond the noise of a 2-core machine (Redis's CPU bounds
+// that workload); with a Client per worker (BenchmarkOwnKeysParts)
+// full-duplex saved ~6% of the client's CPU, half-duplex cost ~22 more
+// allocations a cycle. Its contracts differ from ours (a hook cannot stop
+// a full-duplex command, which also holds a connection and two goroutines
+// per Client; NOSCRIPT is not normalised on its deferred face; on a
+// Cluster it pipelines to masters only), and it is experimental.
 type coalescer struct {
 	mu       sync.Mutex
 	inFlight int
