@@ -10,9 +10,10 @@ import (
 // before each script call's EVALSHA command line was built once with the
 // lock's keys boxed once (scripts.go newCall, keySet), NOSCRIPT checks
 // stopped allocating, and requests stopped detaching contexts with nothing
-// to detach; it is 44 now. The budget leaves room for the odd allocation
+// to detach, and single-part calls kept their parts in the call; it is
+// 41 now. The budget leaves room for the odd allocation
 // of background goroutines (the subscriber, the watchdog) during the run.
-const lockUnlockAllocBudget = 48
+const lockUnlockAllocBudget = 45
 
 // TestLockUnlockAllocBudget keeps the per-cycle cost from creeping back:
 // every allocation is paid by every Lock+Unlock of every user.

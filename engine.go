@@ -42,7 +42,12 @@ func lockWith(ctx context.Context, t target, wait, lease time.Duration) (context
 		return ctx, err
 	}
 	parent, o := withNewOwner(ctx, t.client())
-	k := &lockCall{t: t, c: t.client(), queue: t.traits().queue, parent: parent, lease: lease, parts: make([]lockPart, n), until: waitEnd(wait)}
+	k := &lockCall{t: t, c: t.client(), queue: t.traits().queue, parent: parent, lease: lease, until: waitEnd(wait)}
+	if n > 1 { // a MultiLock's
+		k.parts = make([]lockPart, n)
+	} else {
+		k.parts = k.onePart[:n]
+	}
 	for i := range n {
 		r := t.record(i)
 		k.parts[i].h = r.client().holds.enter(r, o.field(r.client()))
@@ -86,6 +91,10 @@ type lockCall struct {
 	late     <-chan reply[attempt]
 	lateOp   string
 	detached bool
+
+	// onePart holds parts for a call of one part (all but a MultiLock's):
+	// a slice of their own was an allocation per Lock.
+	onePart [1]lockPart
 }
 
 // request is the acquire request of the call, but for its op: the first
