@@ -174,13 +174,13 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 // ("" when the acquisition does not queue) and the release of a grant that
 // reaches it once it no longer waits (a stray). The caller settles the id.
 // (A target with a queue is a scheme's own record: one part.)
-func (k *lockCall) queueAs(req *acquireReq, wait time.Duration) (waitAs string, stray func(string)) {
+func (k *lockCall) queueAs(req *acquireReq, wait time.Duration) (waitAs string, stray strayRelease) {
 	if k.queue == nil || wait == 0 {
-		return "", nil
+		return "", strayRelease{}
 	}
 	req.op, req.waiter = k.c.newOp(), true
 	k.c.subs.expect(req.op)
-	return req.op, k.c.strayRelease(k.parts[0].h.scheme, k.queue)
+	return req.op, strayRelease{k.c, k.parts[0].h.scheme, k.queue}
 }
 
 // waitResultErr is the error a finished wait ends acquireNew with: err, an

@@ -272,7 +272,7 @@ func (q semaQueue) channel() string { return q.s.waitChannel }
 
 // leave takes a waiter that gave up out of the queue (see
 // Client.leaveQueue). owner "" is the release of a stray grant (see
-// Client.strayRelease), which checks the hold records of one acquisition
+// strayRelease), which checks the hold records of one acquisition
 // only: a duplicate grant of a hold that another acquisition of this
 // semaphore claimed is kept here.
 func (q semaQueue) leave(ctx context.Context, owner, waiter string) {
