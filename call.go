@@ -156,7 +156,7 @@ func evalPipeline(ctx context.Context, target redis.Cmdable, calls []scriptCall,
 			if eval {
 				cmds[i] = sc.script.Eval(ctx, pipe, sc.keys, sc.args...)
 			} else {
-				cmds[i] = sc.script.EvalSha(ctx, pipe, sc.keys, sc.args...)
+				cmds[i] = sc.evalSha(ctx, pipe)
 			}
 		}
 		if after != nil {
@@ -171,7 +171,7 @@ func evalPipeline(ctx context.Context, target redis.Cmdable, calls []scriptCall,
 	send(false, all)
 	var missing []int
 	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if noScript(cmd.Err()) {
 			missing = append(missing, i)
 		}
 	}

@@ -60,7 +60,9 @@ func TestCoalescedBatchesAreBoundedAndRepliesPerCall(t *testing.T) {
 	rdb.AddHook(h)
 	var co coalescer
 	ctx := context.Background()
-	call := func(arg string) scriptCall { return scriptCall{echoScript, []string{"k"}, []any{arg}} }
+	call := func(arg string) scriptCall {
+		return scriptCall{script: echoScript, keys: []string{"k"}, args: []any{arg}}
+	}
 
 	const queued = 3*coalesceMaxBatch + 5
 	var wg sync.WaitGroup

@@ -42,7 +42,12 @@ func lockWith(ctx context.Context, t target, wait, lease time.Duration) (context
 		return ctx, err
 	}
 	parent, o := withNewOwner(ctx, t.client())
-	k := &lockCall{t: t, c: t.client(), queue: t.traits().queue, parent: parent, lease: lease, parts: make([]lockPart, n), until: waitEnd(wait)}
+	k := &lockCall{t: t, c: t.client(), queue: t.traits().queue, parent: parent, lease: lease, until: waitEnd(wait)}
+	if n > 1 { // a MultiLock's
+		k.parts = make([]lockPart, n)
+	} else {
+		k.parts = k.onePart[:n]
+	}
 	for i := range n {
 		r := t.record(i)
 		k.parts[i].h = r.client().holds.enter(r, o.field(r.client()))
@@ -86,6 +91,10 @@ type lockCall struct {
 	late     <-chan reply[attempt]
 	lateOp   string
 	detached bool
+
+	// onePart holds parts for a call of one part (all but a MultiLock's):
+	// a slice of their own was an allocation per Lock.
+	onePart [1]lockPart
 }
 
 // request is the acquire request of the call, but for its op: the first
@@ -101,7 +110,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	c := k.c
 	// Scripts run detached from ctx: a script cancelled in flight may still
 	// have run, and a hold nobody knows of would be leaked until its lease.
-	dctx := context.WithoutCancel(ctx)
+	dctx := detached(ctx)
 	req := k.request()
 	start := c.observedNow()
 	var started time.Time
@@ -165,13 +174,13 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 // ("" when the acquisition does not queue) and the release of a grant that
 // reaches it once it no longer waits (a stray). The caller settles the id.
 // (A target with a queue is a scheme's own record: one part.)
-func (k *lockCall) queueAs(req *acquireReq, wait time.Duration) (waitAs string, stray func(string)) {
+func (k *lockCall) queueAs(req *acquireReq, wait time.Duration) (waitAs string, stray strayRelease) {
 	if k.queue == nil || wait == 0 {
-		return "", nil
+		return "", strayRelease{}
 	}
 	req.op, req.waiter = k.c.newOp(), true
 	k.c.subs.expect(req.op)
-	return req.op, k.c.strayRelease(k.parts[0].h.scheme, k.queue)
+	return req.op, strayRelease{k.c, k.parts[0].h.scheme, k.queue}
 }
 
 // waitResultErr is the error a finished wait ends acquireNew with: err, an
@@ -262,7 +271,7 @@ func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 	req := k.request()
 	req.op = c.newOp()
 	started := time.Now()
-	a, err := k.acquireBounded(ctx, context.WithoutCancel(ctx), req)
+	a, err := k.acquireBounded(ctx, detached(ctx), req)
 	if k.late != nil {
 		k.reenterLate()
 		return ctx, err

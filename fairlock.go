@@ -53,11 +53,18 @@ type fairKeys struct {
 	// waitChannel is where releases hand the lock over to this Client's
 	// waiters: <hash>:w:<client id> (see queue_common.lua).
 	waitChannel string
+	// The KEYS of the acquire and of the release (and abandon, force
+	// release) scripts, boxed once: see keySet.
+	acquireKeys, releaseKeys keySet
 }
 
 func fairKeysOf(ks keyspace) fairKeys {
-	return fairKeys{hash: ks.key("fair"), queue: ks.key("fair:q"), tail: ks.key("fair:last"),
+	k := fairKeys{hash: ks.key("fair"), queue: ks.key("fair:q"), tail: ks.key("fair:last"),
 		channel: ks.key("fair:ch")}
+	hash, queue, tail, channel := any(k.hash), any(k.queue), any(k.tail), any(k.channel)
+	k.acquireKeys = keySet{[]string{k.hash, k.queue, k.tail}, []any{hash, queue, tail}}
+	k.releaseKeys = keySet{[]string{k.hash, k.queue, k.channel, k.tail}, []any{hash, queue, channel, tail}}
+	return k
 }
 
 // FairLock returns the fair lock called name. It sends nothing to Redis. An

@@ -63,7 +63,7 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	if n < 1 || n > maxPermits {
 		return false, fmt.Errorf("%w: a latch's count is 1 to %d, not %d", ErrInvalidArgument, maxPermits, n)
 	}
-	set, err := l.c.eval(ctx, "latch set count", scriptCall{latchSetScript, []string{l.key}, []any{n}}).Int64()
+	set, err := l.c.eval(ctx, "latch set count", scriptCall{script: latchSetScript, keys: []string{l.key}, args: []any{n}}).Int64()
 	if err != nil {
 		return false, err
 	}
@@ -78,7 +78,7 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	call := scriptCall{latchCountDownScript, []string{l.key, l.channel}, []any{l.c.newOp(), l.c.args.publish}}
+	call := scriptCall{script: latchCountDownScript, keys: []string{l.key, l.channel}, args: []any{l.c.newOp(), l.c.args.publish}}
 	return l.c.eval(context.WithoutCancel(ctx), "latch count down", call).Err()
 }
 

@@ -33,10 +33,17 @@ type lockKeys struct {
 	// waitChannel is where releases hand the lock over to this Client's
 	// waiters: <hash>:w:<client id> (see handover_common.lua).
 	waitChannel string
+	// The KEYS of the acquire and of the release (and abandon, force
+	// release) scripts, boxed once: see keySet.
+	acquireKeys, releaseKeys keySet
 }
 
 func lockKeysOf(ks keyspace) lockKeys {
-	return lockKeys{hash: ks.key(""), tail: ks.key("last"), channel: ks.key("ch")}
+	k := lockKeys{hash: ks.key(""), tail: ks.key("last"), channel: ks.key("ch")}
+	hash, tail, channel := any(k.hash), any(k.tail), any(k.channel)
+	k.acquireKeys = keySet{[]string{k.hash, k.tail}, []any{hash, tail}}
+	k.releaseKeys = keySet{[]string{k.hash, k.channel, k.tail}, []any{hash, channel, tail}}
+	return k
 }
 
 // Lock returns the reentrant lock called name. It sends nothing to Redis. An

@@ -53,7 +53,8 @@ func partsCycle(c *Client, rdb redis.UniversalClient, variant, name string) func
 		acq := lockAcquireCall(c, l.keys, owner, acquireReq{op: op, lease: c.opts.watchdogLease}, true)
 		rel := lockReleaseCall(c, l.keys, owner, releaseReq{op: c.newOp(), gen: op, final: true})
 		if stub {
-			acq.script, rel.script = acquireStub, releaseStub
+			// argv nil: built from keys and args for the stub
+			acq.script, rel.script, acq.argv, rel.argv = acquireStub, releaseStub, nil, nil
 		}
 		if got, err := acq.run(ctx, rdb).Int64Slice(); err != nil || got[0] != 1 {
 			return fmt.Errorf("acquire: %v %w", got, err)

@@ -98,8 +98,8 @@ type chanState struct {
 	// grants that came before their waiter joined: id -> token. Only ids
 	// still waiting are kept, and settle takes them out.
 	grants map[string]int64
-	idle   *time.Timer     // ends the subscription once it has lingered unused
-	stray  func(id string) // releases a grant to an id that no longer waits
+	idle   *time.Timer  // ends the subscription once it has lingered unused
+	stray  strayRelease // releases a grant to an id that no longer waits
 }
 
 type waiter struct {
@@ -484,7 +484,7 @@ func (s *subscriber) follow(ctx context.Context, w *waiter, a attempt, spec wait
 			w.leave(false)
 		}
 		nw, err := subs.join(ctx, a.channel, spec.id, tried)
-		if err == nil && spec.stray != nil {
+		if err == nil && spec.stray.q != nil {
 			subs.mu.Lock()
 			nw.st.stray = spec.stray
 			subs.mu.Unlock()

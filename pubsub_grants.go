@@ -54,8 +54,8 @@ func (s *subscriber) granted(st *chanState, payload string) {
 		st.grants[id] = token
 		return
 	}
-	if stray := st.stray; stray != nil && strings.HasPrefix(id, s.c.id+":") && !s.closed {
-		s.c.goBackground(func() { stray(id) })
+	if stray := st.stray; stray.q != nil && strings.HasPrefix(id, s.c.id+":") && !s.closed {
+		s.c.goBackground(func() { stray.release(id) })
 	}
 }
 

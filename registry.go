@@ -21,13 +21,16 @@ type hold struct {
 	sem chan struct{}
 
 	// Guarded by registry.mu.
-	users     int       // goroutines between enter and exit
-	gen       string    // the generation in Redis; "" while not held
-	token     int64     // fencing token of the generation
-	since     time.Time // when the generation was granted
-	entries   []*entry  // live hold contexts, oldest first
-	watched   bool      // renewed by the watchdog: some entry has lease 0
-	releasing bool      // a final release is in flight: a renewal miss is expected
+	users   int       // goroutines between enter and exit
+	gen     string    // the generation in Redis; "" while not held
+	token   int64     // fencing token of the generation
+	since   time.Time // when the generation was granted
+	entries []*entry  // live hold contexts, oldest first
+	// firstEntry is where entries starts: most holds have one entry, and
+	// a slice of their own was an allocation per Lock.
+	firstEntry [1]*entry
+	watched    bool // renewed by the watchdog: some entry has lease 0
+	releasing  bool // a final release is in flight: a renewal miss is expected
 	// expiresAt is when the lease ends by this Client's clock (measured from
 	// before the script that set it was sent, less a drift margin, so never
 	// later than Redis's); expiry fires then and ends the hold unless a
@@ -56,18 +59,27 @@ type entry struct {
 	// context: what a re-entry made with this entry's context follows once
 	// this entry is unlocked (reentry.go).
 	parent context.Context
+	// outer is the nearest entry of the same Client in the context this
+	// entry's context was made from (nil: none): see entryKey.
+	outer *entry
 }
 
-// entryKey finds, in a hold context, the entry it stands for on one lock of
-// one Client. A context derived from several hold contexts carries all their
-// entries; the nearest one of a lock is the one Unlock ends.
-type entryKey struct {
-	c  *Client
-	id string
-}
+// entryKey finds, in a hold context, the nearest entry of one Client; from
+// there its outer links lead to every entry of that Client the context
+// carries, nearest first. A context derived from several hold contexts
+// carries all their entries; the nearest one of a lock is the one Unlock
+// ends. The key is the Client alone, not the Client and the lock's id: a
+// key of one pointer is boxed without an allocation, and a Lock and its
+// Unlock each boxed the pair.
+type entryKey struct{ c *Client }
 
+// entryFrom returns the nearest entry of c's on the lock (hold id) id in
+// ctx, nil if it carries none.
 func entryFrom(ctx context.Context, c *Client, id string) *entry {
-	e, _ := ctx.Value(entryKey{c, id}).(*entry)
+	e, _ := ctx.Value(entryKey{c}).(*entry)
+	for e != nil && e.h.key.id != id {
+		e = e.outer
+	}
 	return e
 }
 
@@ -178,14 +190,18 @@ func (c *Client) grant(h *hold, from, parent context.Context, gen string, token 
 		h.drift = h.scheme.traits().drift(c.leaseFor(lease))
 	}
 	ctx, cancel := context.WithCancelCause(from)
-	e := &entry{h: h, gen: h.gen, lease: lease, cancel: cancel, parent: parent}
+	outer, _ := from.Value(entryKey{c}).(*entry)
+	e := &entry{h: h, gen: h.gen, lease: lease, cancel: cancel, parent: parent, outer: outer}
+	if h.entries == nil {
+		h.entries = h.firstEntry[:0]
+	}
 	h.entries = append(h.entries, e)
 	if lease == 0 && !h.watched {
 		h.watched = true
 		c.dog.watch(h)
 	}
 	c.extendLocked(h, started.Add(safeLease(c.leaseFor(lease))-h.drift))
-	return context.WithValue(ctx, entryKey{c, h.key.id}, e)
+	return context.WithValue(ctx, entryKey{c}, e)
 }
 
 // client is the Client that keeps h.

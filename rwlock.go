@@ -71,11 +71,18 @@ type rwKeys struct {
 	// waitChannel is where releases hand the write hold over to this
 	// Client's waiting writers: <hash>:w:<client id> (see rw_common.lua).
 	waitChannel string
+	// The KEYS of the acquire and of the release (and abandon, force
+	// release) scripts, boxed once: see keySet.
+	acquireKeys, releaseKeys keySet
 }
 
 func rwKeysOf(ks keyspace) rwKeys {
-	return rwKeys{hash: ks.key("rw"), tail: ks.key("rw:last"),
+	k := rwKeys{hash: ks.key("rw"), tail: ks.key("rw:last"),
 		readCh: ks.key("rw:rch")}
+	hash, tail, readCh := any(k.hash), any(k.tail), any(k.readCh)
+	k.acquireKeys = keySet{[]string{k.hash, k.tail, k.readCh}, []any{hash, tail, readCh}}
+	k.releaseKeys = keySet{[]string{k.hash, k.readCh, k.tail}, []any{hash, readCh, tail}}
+	return k
 }
 
 // RWLock returns the read/write lock called name. It sends nothing to

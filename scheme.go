@@ -82,7 +82,7 @@ type waitQueue interface {
 	channel() string
 	// leave takes waiter, which gave up, out of the queue, and releases a
 	// grant that crossed its leaving (see Client.leaveQueue). owner "" is
-	// the release of a stray grant (see Client.strayRelease).
+	// the release of a stray grant (see strayRelease).
 	leave(ctx context.Context, owner, waiter string)
 }
 

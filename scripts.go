@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,21 +31,101 @@ import (
 // order is computed from the include lines (scriptSource), and
 // TestScriptHelpersDefinedBeforeUse fails when one is missing.
 //
-// redis.Script runs EVALSHA and falls back to EVAL when the server does not
-// know the script yet (NOSCRIPT), so the source crosses the network once per
-// server; evalPipeline does the same for a pipeline of calls.
+// A call runs by EVALSHA and falls back to EVAL when the server does not
+// know the script yet (NOSCRIPT), as redis.Script.Run, so the source
+// crosses the network once per server; evalPipeline does the same for a
+// pipeline of calls. The EVALSHA line is relock's own (scriptCall.argv,
+// sent with Process), not go-redis's EvalSha: that one copies keys and
+// args into a new list at each send, boxing every key again, which was a
+// fifth of a Lock+Unlock's allocations.
 
 // A scriptCall is one run of a script: its KEYS and ARGV, in the order of its
-// header.
+// header. argv, when set (newCall), is the whole command as sent —
+// EVALSHA, the script's SHA-1, len(keys), keys, args — built once, keys and
+// args being its subslices: go-redis would otherwise copy keys and args
+// into a list of its own at each send, boxing every key again. A call
+// written as a literal (the watchdog's batches, tests) has none; run builds
+// it then.
 type scriptCall struct {
 	script *redis.Script
 	keys   []string
 	args   []any
+	argv   []any
 }
 
-// run runs the call on rdb (EVALSHA, then EVAL on NOSCRIPT).
-func (sc scriptCall) run(ctx context.Context, rdb redis.Scripter) *redis.Cmd {
-	return sc.script.Run(ctx, rdb, sc.keys, sc.args...)
+// A keySet is the KEYS of one script of one lock, kept by the lock: the
+// names (for routing and batching) and the same names boxed once, for
+// newCall. A lock's keys never change, so its calls box none of them.
+type keySet struct {
+	names []string
+	boxed []any
+}
+
+// newCall is the call of script on keys with args: the one allocation is
+// its argv.
+func newCall(script *redis.Script, keys keySet, args ...any) scriptCall {
+	nk := len(keys.boxed)
+	argv := make([]any, 3+nk+len(args))
+	argv[0], argv[1], argv[2] = "evalsha", scriptSHA(script), nk
+	copy(argv[3:], keys.boxed)
+	copy(argv[3+nk:], args)
+	return scriptCall{script: script, keys: keys.names, args: argv[3+nk:], argv: argv}
+}
+
+// evalshaArgv is the call's EVALSHA command line: argv, or one built now.
+func (sc scriptCall) evalshaArgv() []any {
+	if sc.argv != nil {
+		return sc.argv
+	}
+	argv := make([]any, 3, 3+len(sc.keys)+len(sc.args))
+	argv[0], argv[1], argv[2] = "evalsha", scriptSHA(sc.script), len(sc.keys)
+	for _, k := range sc.keys {
+		argv = append(argv, k)
+	}
+	return append(argv, sc.args...)
+}
+
+// A processor runs a command: a go-redis client, or a pipeline it queues
+// the command on.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// evalSha queues (a pipeline) or runs the call by EVALSHA on p.
+func (sc scriptCall) evalSha(ctx context.Context, p processor) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, sc.evalshaArgv()...)
+	if len(sc.keys) > 0 {
+		cmd.SetFirstKeyPos(3) // a Cluster routes the call by its first key
+	}
+	_ = p.Process(ctx, cmd) // the error is the command's
+	return cmd
+}
+
+// run runs the call on rdb (EVALSHA, then EVAL on NOSCRIPT, as
+// redis.Script.Run).
+func (sc scriptCall) run(ctx context.Context, rdb redis.UniversalClient) *redis.Cmd {
+	cmd := sc.evalSha(ctx, rdb)
+	if noScript(cmd.Err()) {
+		return sc.script.Eval(ctx, rdb, sc.keys, sc.args...)
+	}
+	return cmd
+}
+
+// noScript says err is Redis's NOSCRIPT: the server does not know the
+// script yet. (HasErrorPrefix allocates, even for nil.)
+func noScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// scriptSHAs holds the SHA-1 of each script newScript made, boxed once.
+var scriptSHAs sync.Map // *redis.Script -> any (string)
+
+// scriptSHA is script's SHA-1 as an argument.
+func scriptSHA(script *redis.Script) any {
+	if sha, ok := scriptSHAs.Load(script); ok {
+		return sha
+	}
+	return script.Hash() // a script of a test's
 }
 
 //go:embed scripts/*.lua
@@ -60,7 +141,9 @@ func newScript(names ...string) *redis.Script {
 	if err != nil {
 		panic("relock: " + err.Error()) // a broken include: caught by any test
 	}
-	return redis.NewScript(src)
+	script := redis.NewScript(src)
+	scriptSHAs.Store(script, any(script.Hash()))
+	return script
 }
 
 // includePrefix starts a header line naming the helpers (scripts/<helper>.lua,
@@ -172,38 +255,38 @@ var (
 // (request r); queue says a busy attempt queues the caller for a hand-over
 // (RedLock's rounds do not: no single master can hand a RedLock over).
 func lockAcquireCall(c *Client, k lockKeys, owner string, r acquireReq, queue bool) scriptCall {
-	return scriptCall{lockAcquireScript, []string{k.hash, k.tail},
-		[]any{owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, flagArg(queue)}}
+	return newCall(lockAcquireScript, k.acquireKeys,
+		owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, flagArg(queue))
 }
 
 // lockReleaseCall releases one hold of owner's (request r) on the Lock whose
 // keys are k; a final release hands the lock over to its first queued waiter.
 func lockReleaseCall(c *Client, k lockKeys, owner string, r releaseReq) scriptCall {
-	return scriptCall{lockReleaseScript, []string{k.hash, k.channel, k.tail},
-		[]any{owner, r.op, r.gen, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind}}
+	return newCall(lockReleaseScript, k.releaseKeys,
+		owner, r.op, r.gen, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
 }
 
 // fairAcquireCall takes, re-enters or queues for (request r) the FairLock
 // whose keys are k.
 func fairAcquireCall(c *Client, k fairKeys, r acquireReq) scriptCall {
-	return scriptCall{fairAcquireScript, []string{k.hash, k.queue, k.tail},
-		[]any{r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, flagArg(r.waiter),
-			c.args.waiterTimeout, c.args.publish, c.args.blind}}
+	return newCall(fairAcquireScript, k.acquireKeys,
+		r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, flagArg(r.waiter),
+		c.args.waiterTimeout, c.args.publish, c.args.blind)
 }
 
 // fairReleaseCall releases one hold (request r) of the FairLock whose keys
 // are k; a final release hands the lock over to the first queued waiter
 // that listens.
 func fairReleaseCall(c *Client, k fairKeys, r releaseReq) scriptCall {
-	return scriptCall{fairReleaseScript, []string{k.hash, k.queue, k.channel, k.tail},
-		[]any{r.owner, r.op, r.gen, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind}}
+	return newCall(fairReleaseScript, k.releaseKeys,
+		r.owner, r.op, r.gen, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
 }
 
 // lockAbandonCall takes waiter (the op id its attempts sent) out of the
 // queue of the Lock whose keys are k, releasing a grant handed to it.
 func lockAbandonCall(c *Client, k lockKeys, owner, waiter string) scriptCall {
-	return scriptCall{lockAbandonScript, []string{k.hash, k.channel, k.tail},
-		[]any{owner, waiter, c.args.publish, c.args.latch, c.args.blind}}
+	return newCall(lockAbandonScript, k.releaseKeys,
+		owner, waiter, c.args.publish, c.args.latch, c.args.blind)
 }
 
 var lockForceReleaseScript = newScript("lock_force_release")
@@ -212,8 +295,8 @@ var lockForceReleaseScript = newScript("lock_force_release")
 // handing it over to its first queued waiter. It replies with the
 // generation it removed ({} : not held).
 func lockForceReleaseCall(c *Client, k lockKeys) scriptCall {
-	return scriptCall{lockForceReleaseScript, []string{k.hash, k.channel, k.tail},
-		[]any{c.args.publish, c.args.latch, c.args.blind}}
+	return newCall(lockForceReleaseScript, k.releaseKeys,
+		c.args.publish, c.args.latch, c.args.blind)
 }
 
 var lockRenewScript = newScript("lock_renew")
@@ -223,7 +306,7 @@ var lockRenewScript = newScript("lock_renew")
 // concatenate (see watchdog.renew); the reply has one 1 (held) or 0 (gone)
 // per item.
 func lockRenewCall(hash, gen string, lease time.Duration) scriptCall {
-	return scriptCall{lockRenewScript, []string{hash}, []any{gen, lease.Milliseconds()}}
+	return scriptCall{script: lockRenewScript, keys: []string{hash}, args: []any{gen, lease.Milliseconds()}}
 }
 
 var multiAcquireScript = newScript("multi_acquire")
@@ -232,13 +315,14 @@ var multiAcquireScript = newScript("multi_acquire")
 // for owner at once, held[i] being the generation owner holds on ks[i] (""
 // for none).
 func multiAcquireCall(c *Client, ks []lockKeys, held []string, owner, op string, lease time.Duration) scriptCall {
-	keys := make([]string, 0, 2*len(ks))
+	keys := keySet{make([]string, 0, 2*len(ks)), make([]any, 0, 2*len(ks))}
 	args := append(make([]any, 0, 4+len(ks)), owner, op, c.leaseArg(lease), c.args.fencing)
 	for i, k := range ks {
-		keys = append(keys, k.hash, k.tail)
+		keys.names = append(keys.names, k.acquireKeys.names...)
+		keys.boxed = append(keys.boxed, k.acquireKeys.boxed...)
 		args = append(args, held[i])
 	}
-	return scriptCall{multiAcquireScript, keys, args}
+	return newCall(multiAcquireScript, keys, args...)
 }
 
 var multiReleaseScript = newScript("multi_release")
@@ -246,13 +330,14 @@ var multiReleaseScript = newScript("multi_release")
 // multiReleaseCall releases one hold of owner's on each of the Locks ks of
 // one Client (and slot): generation gens[i], the last one when final[i].
 func multiReleaseCall(c *Client, ks []lockKeys, gens []string, final []bool, owner, op string) scriptCall {
-	keys := make([]string, 0, 3*len(ks))
+	keys := keySet{make([]string, 0, 3*len(ks)), make([]any, 0, 3*len(ks))}
 	args := append(make([]any, 0, 5+2*len(ks)), owner, op, c.args.publish, c.args.latch, c.args.blind)
 	for i, k := range ks {
-		keys = append(keys, k.hash, k.channel, k.tail)
+		keys.names = append(keys.names, k.releaseKeys.names...)
+		keys.boxed = append(keys.boxed, k.releaseKeys.boxed...)
 		args = append(args, gens[i], flagArg(final[i]))
 	}
-	return scriptCall{multiReleaseScript, keys, args}
+	return newCall(multiReleaseScript, keys, args...)
 }
 
 var redFenceScript = newScript("red_fence")
@@ -260,7 +345,7 @@ var redFenceScript = newScript("red_fence")
 // redFenceCall raises the token of generation gen on one RedLock master to
 // token: 1 done, 0 the hold is gone there.
 func redFenceCall(hash, gen string, token int64) scriptCall {
-	return scriptCall{redFenceScript, []string{hash}, []any{gen, token}}
+	return scriptCall{script: redFenceScript, keys: []string{hash}, args: []any{gen, token}}
 }
 
 var fairAbandonScript = newScript("fair_abandon")
@@ -268,8 +353,8 @@ var fairAbandonScript = newScript("fair_abandon")
 // fairAbandonCall takes waiter (the op id its attempts sent) out of the
 // FairLock's queue, releasing a grant handed to it.
 func fairAbandonCall(c *Client, k fairKeys, owner, waiter string) scriptCall {
-	return scriptCall{fairAbandonScript, []string{k.hash, k.queue, k.channel, k.tail},
-		[]any{owner, waiter, c.args.publish, c.args.latch, c.args.blind}}
+	return newCall(fairAbandonScript, k.releaseKeys,
+		owner, waiter, c.args.publish, c.args.latch, c.args.blind)
 }
 
 var fairForceReleaseScript = newScript("fair_force_release")
@@ -277,16 +362,16 @@ var fairForceReleaseScript = newScript("fair_force_release")
 // fairForceReleaseCall frees the FairLock whoever holds it and wakes the next
 // waiter. It replies with the generation it removed ({} : not held).
 func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
-	return scriptCall{fairForceReleaseScript, []string{k.hash, k.queue, k.channel, k.tail},
-		[]any{c.args.publish, c.args.latch, c.args.blind}}
+	return newCall(fairForceReleaseScript, k.releaseKeys,
+		c.args.publish, c.args.latch, c.args.blind)
 }
 
 var rwReadAcquireScript = newScript("rw_read_acquire")
 
 // rwReadAcquireCall takes or re-enters a read hold.
 func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
-	return scriptCall{rwReadAcquireScript, []string{k.hash, k.tail, k.readCh},
-		[]any{r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.publish, c.args.blind}}
+	return newCall(rwReadAcquireScript, k.acquireKeys,
+		r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.publish, c.args.blind)
 }
 
 var rwWriteAcquireScript = newScript("rw_write_acquire")
@@ -301,9 +386,9 @@ func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq, reading bool) scriptC
 	if !reading {
 		leftover = c.id + ":" // the prefix of the generations it makes (newOp)
 	}
-	return scriptCall{rwWriteAcquireScript, []string{k.hash, k.tail, k.readCh},
-		[]any{r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, c.args.waiterTimeout,
-			flagArg(r.waiter), c.args.publish, c.args.blind, leftover}}
+	return newCall(rwWriteAcquireScript, k.acquireKeys,
+		r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, c.args.waiterTimeout,
+		flagArg(r.waiter), c.args.publish, c.args.blind, leftover)
 }
 
 var rwReleaseScript = newScript("rw_release")
@@ -311,8 +396,8 @@ var rwReleaseScript = newScript("rw_release")
 // rwReleaseCall releases one hold of the given kind ("r" or "w"); the
 // release that frees the lock hands it over to the first queued writer.
 func rwReleaseCall(c *Client, k rwKeys, kind string, r releaseReq) scriptCall {
-	return scriptCall{rwReleaseScript, []string{k.hash, k.readCh, k.tail},
-		[]any{r.owner, r.op, r.gen, kind, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind}}
+	return newCall(rwReleaseScript, k.releaseKeys,
+		r.owner, r.op, r.gen, kind, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
 }
 
 var rwRenewScript = newScript("rw_renew")
@@ -320,8 +405,8 @@ var rwRenewScript = newScript("rw_renew")
 // rwRenewCall renews (lease 0: checks) generation gen of owner's hold of the
 // given kind: one item of a batch, as lockRenewCall.
 func rwRenewCall(hash, kind, owner, gen string, lease time.Duration) scriptCall {
-	return scriptCall{rwRenewScript, []string{hash},
-		[]any{kind + "g:" + owner, kind + "d:" + owner, gen, lease.Milliseconds()}}
+	return scriptCall{script: rwRenewScript, keys: []string{hash},
+		args: []any{kind + "g:" + owner, kind + "d:" + owner, gen, lease.Milliseconds()}}
 }
 
 var rwAbandonScript = newScript("rw_abandon")
@@ -329,8 +414,8 @@ var rwAbandonScript = newScript("rw_abandon")
 // rwAbandonCall takes waiter (the op id its attempts sent) out of the
 // writers' queue, releasing a write hold handed to it.
 func rwAbandonCall(c *Client, k rwKeys, owner, waiter string) scriptCall {
-	return scriptCall{rwAbandonScript, []string{k.hash, k.readCh, k.tail},
-		[]any{owner, waiter, c.args.publish, c.args.latch, c.args.blind}}
+	return newCall(rwAbandonScript, k.releaseKeys,
+		owner, waiter, c.args.publish, c.args.latch, c.args.blind)
 }
 
 var rwForceReleaseScript = newScript("rw_force_release")
@@ -339,8 +424,8 @@ var rwForceReleaseScript = newScript("rw_force_release")
 // handing a lock that ends up free to the first queued writer. It replies
 // with the generations it removed ({} : none).
 func rwForceReleaseCall(c *Client, k rwKeys, kind string) scriptCall {
-	return scriptCall{rwForceReleaseScript, []string{k.hash, k.readCh, k.tail},
-		[]any{kind, c.args.publish, c.args.latch, c.args.blind}}
+	return newCall(rwForceReleaseScript, k.releaseKeys,
+		kind, c.args.publish, c.args.latch, c.args.blind)
 }
 
 var rwStateScript = newScript("rw_state")
@@ -348,7 +433,7 @@ var rwStateScript = newScript("rw_state")
 // rwStateCall reads {readers, writer, owner's reads, owner's writes} (owner
 // "" for none).
 func rwStateCall(hash, owner string) scriptCall {
-	return scriptCall{rwStateScript, []string{hash}, []any{owner}}
+	return scriptCall{script: rwStateScript, keys: []string{hash}, args: []any{owner}}
 }
 
 var inspectScript = newScript("inspect")
@@ -356,7 +441,7 @@ var inspectScript = newScript("inspect")
 // inspectCall reads, without writing, every kind of lock of one name (see
 // parseInspect).
 func inspectCall(ks keyspace) scriptCall {
-	return scriptCall{inspectScript, []string{ks.key(""), ks.key("fair"), ks.key("fair:q"), ks.key("rw"), ks.key("sema"), ks.key("latch")}, nil}
+	return scriptCall{script: inspectScript, keys: []string{ks.key(""), ks.key("fair"), ks.key("fair:q"), ks.key("rw"), ks.key("sema"), ks.key("latch")}}
 }
 
 // Arguments. Every script call passes its arguments as the ...Call

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -162,4 +163,21 @@ func TestScriptSourceIncludes(t *testing.T) {
 	_, err = scriptSource(files, "bad")
 	assert.ErrorIs(t, err, errScriptInclude)
 	assert.Contains(t, err.Error(), "missing")
+}
+
+// TestNewCallArgv: a call built by newCall carries the whole EVALSHA
+// command line, keys boxed by its keySet, and the same line as a call
+// written as a literal (which run builds at each send).
+func TestNewCallArgv(t *testing.T) {
+	k := lockKeysOf(keyspace{name: "n", base: "relock:{n}"})
+	sc := newCall(lockReleaseScript, k.releaseKeys, "owner", "op", "gen")
+	want := []any{"evalsha", lockReleaseScript.Hash(), 3, k.hash, k.channel, k.tail, "owner", "op", "gen"}
+	assert.Equal(t, want, sc.argv)
+	assert.Equal(t, []string{k.hash, k.channel, k.tail}, sc.keys)
+	assert.Equal(t, []any{"owner", "op", "gen"}, sc.args)
+	literal := scriptCall{script: sc.script, keys: sc.keys, args: sc.args}
+	assert.Equal(t, want, literal.evalshaArgv())
+	// The script of a test (not made by newScript) is sent by its own SHA.
+	stub := redis.NewScript("return 1")
+	assert.Equal(t, stub.Hash(), scriptCall{script: stub}.evalshaArgv()[1])
 }

@@ -272,7 +272,7 @@ func (q semaQueue) channel() string { return q.s.waitChannel }
 
 // leave takes a waiter that gave up out of the queue (see
 // Client.leaveQueue). owner "" is the release of a stray grant (see
-// Client.strayRelease), which checks the hold records of one acquisition
+// strayRelease), which checks the hold records of one acquisition
 // only: a duplicate grant of a hold that another acquisition of this
 // semaphore claimed is kept here.
 func (q semaQueue) leave(ctx context.Context, owner, waiter string) {
@@ -309,32 +309,34 @@ var (
 // semaAcquireCall takes n permits (request r) of a semaphore of capacity
 // cap, or queues the waiter (r.waiter).
 func semaAcquireCall(c *Client, hash string, r acquireReq, n, capacity int) scriptCall {
-	return scriptCall{semaAcquireScript, []string{hash},
-		[]any{r.owner, r.op, n, capacity, c.leaseArg(r.lease), flagArg(r.waiter),
+	return scriptCall{script: semaAcquireScript, keys: []string{hash},
+		args: []any{r.owner, r.op, n, capacity, c.leaseArg(r.lease), flagArg(r.waiter),
 			c.args.waiterTimeout, c.args.publish, c.args.blind}}
 }
 
 // semaReleaseCall gives back the permits of hold r.gen.
 func semaReleaseCall(c *Client, hash, tail string, r releaseReq) scriptCall {
-	return scriptCall{semaReleaseScript, []string{hash, tail},
-		[]any{r.gen, r.op, c.args.publish, c.args.latch, c.args.blind}}
+	return scriptCall{script: semaReleaseScript, keys: []string{hash, tail},
+		args: []any{r.gen, r.op, c.args.publish, c.args.latch, c.args.blind}}
 }
 
 // semaAbandonCall takes waiter out of the queue, giving back a grant
 // handed to it.
 func semaAbandonCall(c *Client, hash, waiter string) scriptCall {
-	return scriptCall{semaAbandonScript, []string{hash}, []any{waiter, c.args.publish, c.args.blind}}
+	return scriptCall{script: semaAbandonScript, keys: []string{hash}, args: []any{waiter, c.args.publish, c.args.blind}}
 }
 
 // semaSetCall records capacity n.
 func semaSetCall(c *Client, hash string, n int) scriptCall {
-	return scriptCall{semaSetScript, []string{hash}, []any{n, c.args.publish, c.args.blind}}
+	return scriptCall{script: semaSetScript, keys: []string{hash}, args: []any{n, c.args.publish, c.args.blind}}
 }
 
 // semaStateCall reads {capacity, used, waiters, holds}.
-func semaStateCall(hash string) scriptCall { return scriptCall{semaStateScript, []string{hash}, nil} }
+func semaStateCall(hash string) scriptCall {
+	return scriptCall{script: semaStateScript, keys: []string{hash}}
+}
 
 // semaRenewCall renews (lease 0: checks) hold gen: one item of a batch.
 func semaRenewCall(hash, gen string, lease time.Duration) scriptCall {
-	return scriptCall{semaRenewScript, []string{hash}, []any{gen, lease.Milliseconds()}}
+	return scriptCall{script: semaRenewScript, keys: []string{hash}, args: []any{gen, lease.Milliseconds()}}
 }

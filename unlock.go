@@ -28,8 +28,15 @@ func unlockWith(ctx context.Context, t target) error {
 		return fmt.Errorf("%w: the context carries no owner; pass the context Lock returned", ErrNotHeld)
 	}
 	// Twice the room: releaseBounded's copy of the parts lives in the
-	// second half, with no allocation of its own.
-	k := unlockCall{t: t, c: t.client(), parts: make([]unlockPart, n, 2*n)}
+	// second half, with no allocation of its own. k is on the heap anyway
+	// (the background finishes an overrun Unlock with it), so one part and
+	// its copy live in k.
+	k := &unlockCall{t: t, c: t.client()}
+	if n == 1 {
+		k.parts = k.onePart[:1]
+	} else {
+		k.parts = make([]unlockPart, n, 2*n)
+	}
 	for i := range n {
 		r := t.record(i)
 		e := entryFrom(ctx, r.client(), r.holdID())
@@ -83,6 +90,9 @@ type unlockCall struct {
 	t     target
 	c     *Client // t.client(): where the call is reported
 	parts []unlockPart
+	// onePart holds parts and releaseBounded's copy for an Unlock of one
+	// part (all but a MultiLock's): see unlockWith.
+	onePart [2]unlockPart
 }
 
 // prepare marks the parts whose entry is live and sets their requests. An

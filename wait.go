@@ -15,8 +15,8 @@ type waitSpec struct {
 	lease time.Duration
 	obs   observed // the lock the Observer hears about (WaitStarted, Woken); nil: none
 	// stray releases a grant, on the waiter's channel, to an id of this
-	// Client that no longer waits (see subscriber.granted); nil: none.
-	stray func(id string)
+	// Client that no longer waits (see subscriber.granted); zero: none.
+	stray strayRelease
 }
 
 // deadline is when a wait that began at start ends (zero: never).
@@ -141,19 +141,24 @@ func (c *Client) sleep(ctx context.Context, spec waitSpec, w *waiter, timer *tim
 	}
 }
 
-// strayRelease returns what releases a grant of s's lock that reached this
-// Client for a waiter id that no longer waits (see subscriber.granted): the
-// abandon script of q, s's queue, for that id, which frees a hold of that
-// generation, whoever its owner, and hands the lock on. A hold this Client
-// has recorded under that generation is its own and kept.
-func (c *Client) strayRelease(s scheme, q waitQueue) func(id string) {
-	return func(id string) {
-		if c.holds.holdsGeneration(s.holdID(), id) {
-			return
-		}
-		c.log.Debug("relock: releasing a grant to a waiter that no longer waits", "lock", s.info().Name, "waiter", id)
-		q.leave(context.Background(), "", id)
+// A strayRelease releases a grant of s's lock that reached c for a waiter
+// id that no longer waits (see subscriber.granted): the abandon script of
+// q, s's queue, for that id, which frees a hold of that generation,
+// whoever its owner, and hands the lock on. A hold c has recorded under
+// that generation is its own and kept. It is a value, not a closure: every
+// Lock that may wait carries one, and few ever use it.
+type strayRelease struct {
+	c *Client
+	s scheme
+	q waitQueue // nil: no release (the zero strayRelease)
+}
+
+func (r strayRelease) release(id string) {
+	if r.c.holds.holdsGeneration(r.s.holdID(), id) {
+		return
 	}
+	r.c.log.Debug("relock: releasing a grant to a waiter that no longer waits", "lock", r.s.info().Name, "waiter", id)
+	r.q.leave(context.Background(), "", id)
 }
 
 // queuePlace is where a busy attempt left the waiter in the lock's queue,

@@ -1,0 +1,81 @@
+package relock_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock"
+)
+
+// lockUnlockAllocBudget is how many allocations an uncontended Lock+Unlock
+// may make on a real Redis (client side, go-redis included). It was 58
+// before each script call's EVALSHA command line was built once with the
+// lock's keys boxed once (scripts.go newCall, keySet), NOSCRIPT checks
+// stopped allocating, requests stopped detaching contexts with nothing to
+// detach, single-part calls kept their parts in the call, a Lock that may
+// wait stopped making a closure for a stray grant, and hold contexts were
+// keyed by the Client alone (entryKey); it is 38 now. The budget leaves
+// room for the odd allocation of background goroutines (the subscriber,
+// the watchdog) during the run.
+const lockUnlockAllocBudget = 42
+
+// TestLockUnlockAllocBudget keeps the per-cycle cost from creeping back:
+// every allocation is paid by every Lock+Unlock of every user.
+func TestLockUnlockAllocBudget(t *testing.T) {
+	bk := newReal(t)
+	c := bk.newClient(t)
+	l := c.Lock("allocs")
+	ctx := context.Background()
+	cycle := func() {
+		held, err := l.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 50 { // warm the pools, load the scripts
+		cycle()
+	}
+	got := testing.AllocsPerRun(500, cycle)
+	budget := float64(lockUnlockAllocBudget)
+	if raceEnabled {
+		budget += 4 // see race_on_test.go
+	}
+	t.Logf("Lock+Unlock: %.1f allocs (budget %.0f)", got, budget)
+	if got > budget {
+		t.Fatalf("Lock+Unlock made %.1f allocations, more than the budget of %.0f", got, budget)
+	}
+}
+
+// TestEachLockFindsItsEntryInANestedContext: a hold context made from
+// another carries both holds' entries, found by the Client alone and then
+// by lock (entryKey's outer links). Each lock's Unlock with the inner
+// context ends its own hold, whichever order, and a third lock finds none.
+func TestEachLockFindsItsEntryInANestedContext(t *testing.T) {
+	bk := newReal(t)
+	c := bk.newClient(t)
+	a, b, other := c.Lock("nest-a"), c.Lock("nest-b"), c.Lock("nest-other")
+	ctxA, err := a.Lock(context.Background())
+	require.NoError(t, err)
+	ctxB, err := b.Lock(ctxA)
+	require.NoError(t, err)
+	require.ErrorIs(t, other.Unlock(ctxB), relock.ErrNotHeld)
+
+	require.NoError(t, a.Unlock(ctxB)) // the outer lock, with the inner context
+	held, err := a.IsLocked(context.Background())
+	require.NoError(t, err)
+	assert.False(t, held, "a's hold ended")
+	held, err = b.IsLocked(context.Background())
+	require.NoError(t, err)
+	assert.True(t, held, "b's hold goes on")
+
+	require.NoError(t, b.Unlock(ctxB))
+	held, err = b.IsLocked(context.Background())
+	require.NoError(t, err)
+	assert.False(t, held)
+}
