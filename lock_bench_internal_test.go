@@ -25,13 +25,22 @@ import (
 //     context or watchdog;
 //   - stubs: two scripts that return the same replies and run no command,
 //     with the same keys and arguments: relock's round trips alone;
+//   - fair: a FairLock's Lock and Unlock, as a caller runs them;
+//   - seed: the seed lock's two scripts (Redisson's acquire and release Lua,
+//     as bench/adapter_seed.go runs them): the reentrant lock relock is
+//     measured against (issue 29);
 //   - floor: SET NX PX + compare-and-delete (FloorCycle).
 //
 // client − scripts is the Client's own work; scripts − stubs is what
 // relock's scripts do inside Redis (their nested commands, see
 // TestUncontendedCommandsPerCycle); stubs − floor is the price of two
 // EVALSHA with relock's keys and arguments over SET and a small script.
-var partsVariants = []string{"client", "unfenced", "scripts", "stubs", "floor"}
+//
+// Besides ns/op, BenchmarkUncontendedParts reports script-µs/op: the time
+// Redis spent inside EVALSHA per cycle (INFO commandstats), the server's
+// own measure of what the scripts cost, which the round trips and the
+// client do not blur.
+var partsVariants = []string{"client", "unfenced", "scripts", "fair", "stubs", "seed", "floor"}
 
 // partsClient returns the Client variant runs on rdb.
 func partsClient(rdb redis.UniversalClient, variant string) *Client {
@@ -65,6 +74,17 @@ func partsCycle(c *Client, rdb redis.UniversalClient, variant, name string) func
 		return nil
 	}
 	switch variant {
+	case "fair":
+		fl := c.FairLock(name)
+		return func(ctx context.Context) error {
+			held, err := fl.Lock(ctx)
+			if err != nil {
+				return err
+			}
+			return fl.Unlock(held)
+		}
+	case "seed":
+		return seedCycle(rdb, "seed:"+name, owner)
 	case "client", "unfenced":
 		return func(ctx context.Context) error {
 			held, err := l.Lock(ctx)
@@ -97,11 +117,15 @@ func BenchmarkUncontendedParts(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			calls0, usec0 := evalshaStats(b, rdb)
 			for b.Loop() {
 				if err := cycle(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}
+			calls1, usec1 := evalshaStats(b, rdb)
+			b.ReportMetric((usec1-usec0)/float64(b.N), "script-µs/op")
+			b.ReportMetric((calls1-calls0)/float64(b.N), "evalsha/op")
 		})
 	}
 }
@@ -192,3 +216,54 @@ func FloorCycle(ctx context.Context, rdb redis.UniversalClient, key string) erro
 }
 
 var floorRelease = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
+
+// evalshaStats returns INFO commandstats' calls and microseconds of EVALSHA
+// so far: the time Redis has spent running scripts called by their SHA-1.
+func evalshaStats(tb testing.TB, rdb redis.UniversalClient) (calls, usec float64) {
+	tb.Helper()
+	info, err := redistest.Info(context.Background(), rdb, "commandstats")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// cmdstat_evalsha:calls=N,usec=U,usec_per_call=...
+	for _, kv := range strings.Split(info["cmdstat_evalsha"], ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		f, _ := strconv.ParseFloat(v, 64)
+		switch k {
+		case "calls":
+			calls = f
+		case "usec":
+			usec = f
+		}
+	}
+	return calls, usec
+}
+
+// seedAcquire and seedRelease are the seed lock's scripts, Redisson's RLock
+// acquire and release as bench/adapter_seed.go runs them (see there): the
+// floor of a reentrant lock's script time.
+var (
+	seedAcquire = redis.NewScript(`if (redis.call('exists', KEYS[1]) == 0) then ` +
+		`redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; ` +
+		`if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then ` +
+		`redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; ` +
+		`return redis.call('pttl', KEYS[1]);`)
+	seedRelease = redis.NewScript(`if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; ` +
+		`local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); ` +
+		`if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; ` +
+		`else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;`)
+)
+
+// seedCycle is one uncontended cycle of the seed lock on key for owner.
+func seedCycle(rdb redis.UniversalClient, key, owner string) func(context.Context) error {
+	acquireKeys, releaseKeys := []string{key}, []string{key, "redisson_lock__channel:{" + key + "}"}
+	return func(ctx context.Context) error {
+		if err := seedAcquire.Run(ctx, rdb, acquireKeys, "30000", owner).Err(); !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("seed acquire: %w", err)
+		}
+		if got, err := seedRelease.Run(ctx, rdb, releaseKeys, "0", "30000", owner).Int64(); err != nil || got != 1 {
+			return fmt.Errorf("seed release: %d %w", got, err)
+		}
+		return nil
+	}
+}
