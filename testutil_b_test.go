@@ -46,9 +46,9 @@ func readHold(t testing.TB, rdb redis.UniversalClient, key string) exclusiveHold
 			n, err := strconv.ParseInt(v, 10, 64)
 			require.NoError(t, err, "~t of %s is %q, not an integer", key, v)
 			h.token, h.hasTok = n, true
-		case "~q", "~m", "~l", "~n":
+		case "~q", "~m", "~l", "~s":
 			// The lease granted, Lock's queue of waiters, its MultiLock
-			// mark (queue_common.lua) and the tail's latch count that a
+			// mark (queue_common.lua) and the tail's latch slot that a
 			// fenced hold carries (acquire_common.lua, grant_new).
 		default:
 			require.False(t, strings.HasPrefix(k, "~"), "unknown meta field %q in %s", k, key)

@@ -13,52 +13,81 @@ local function now_us()
 	return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- next_token returns a fencing token above every token this lock name has
--- handed out that Redis still knows of (last: the current hold's ~t, and the
--- tail's ~t, left by the last release: see release_common), and at least the server's clock in µs, so
--- that tokens keep increasing when Redis forgets (a restart without
--- persistence, a failover to a replica that missed writes, eviction) as long
--- as the server clocks do not step back by more than the time that took.
--- now, when given, is the clock read already by the script (now_us).
--- tail nil skips the tail's read: for a caller whose last is the token of a
--- live hold (see hand_over), which is above the tail's already.
-local function next_token(tail, last, now)
-	local prev = tonumber(last or 0)
-	if tail then
-		prev = math.max(prev, tonumber(redis.call('hget', tail, '~t') or 0))
-	end
-	now = now or now_us()
-	if now > prev then
-		return now
-	end
-	return prev + 1
-end
-
 -- fmt writes a token (a double holding an integer up to 2^53) in full:
 -- Lua's default conversion would round it to 14 digits.
 local function fmt(n)
 	return string.format('%.0f', n)
 end
 
+-- clock_token is next_token(nil, prev) for a new hold, returned both as a
+-- number (for the reply) and as its decimal text (for the hash). When the
+-- clock is above prev, as it nearly always is, the text is TIME's own two
+-- strings, seconds and zero-padded microseconds: every number a script
+-- turns into text (string.format, or a number passed to redis.call) costs
+-- Redis a printf of a double, the dearest step of an uncontended acquire's
+-- Lua after the commands themselves (issue 29).
+local function clock_token(prev)
+	local c = redis.call('time')
+	local now = c[1] * 1000000 + c[2]
+	if now <= prev then
+		return prev + 1, fmt(prev + 1)
+	end
+	local us = c[2]
+	if #us < 6 then
+		us = string.sub('00000' .. us, -6)
+	end
+	return now, c[1] .. us
+end
+
+-- next_token returns a fencing token above every token this lock name has
+-- handed out that Redis still knows of (last: the current hold's ~t, and the
+-- tail's ~t, left by the last release: see release_common), and at least the server's clock in µs, so
+-- that tokens keep increasing when Redis forgets (a restart without
+-- persistence, a failover to a replica that missed writes, eviction) as long
+-- as the server clocks do not step back by more than the time that took.
+-- now, when given, is the clock read already by the script (now_us); else
+-- the clock is read here, and the token's text is returned too (see
+-- clock_token). tail nil skips the tail's read: for a caller whose last is
+-- the token of a live hold (see hand_over), which is above the tail's
+-- already.
+local function next_token(tail, last, now)
+	local prev = tonumber(last or 0)
+	if tail then
+		prev = math.max(prev, tonumber(redis.call('hget', tail, '~t') or 0))
+	end
+	if not now then
+		return clock_token(prev)
+	end
+	if now > prev then
+		return now
+	end
+	return prev + 1
+end
+
 -- grant_new starts a new exclusive hold (Lock, FairLock, MultiLock part):
 -- count 1, generation op, a new token above last. It overwrites a leftover
 -- of the owner's own, since one owner's fields are all such a hash has.
--- With a token, the tail's read also gives its latch count (~n, see
--- release_common), which the hold carries as its ~n so that its release
--- writes the latch without incrementing it first: only the end of a hold
--- of this hash writes the latch, so the count stays exact while the hold
--- lives (a leftover's too: its hash lived on).
+-- With a token, the tail's read also gives its latch's last slot (~s, see
+-- release_common; '' for none yet), which the hold carries as its ~s so
+-- that its release writes the next slot without reading the tail first:
+-- only the end of a hold of this hash writes the latch, so the slot stays
+-- exact while the hold lives (a leftover's too: its hash lived on).
 local function grant_new(hash, tail, owner, op, lease, fencing, last)
 	-- The fields are named in the HSET, not put in a table for unpack: this
-	-- runs at every new hold, and the table cost more than the branch.
+	-- runs at every new hold, and the table cost more than the branch. The
+	-- count is the string '1', not the number: see clock_token.
 	if fencing ~= '1' then
-		redis.call('hset', hash, owner, 1, '~g', op, '~o', op, '~t', '0', '~l', lease)
+		redis.call('hset', hash, owner, '1', '~g', op, '~o', op, '~t', '0', '~l', lease)
 		redis.call('pexpire', hash, lease)
 		return 0
 	end
-	local t = redis.call('hmget', tail, '~t', '~n')
-	local token = next_token(nil, math.max(tonumber(last or 0), tonumber(t[1] or 0)))
-	redis.call('hset', hash, owner, 1, '~g', op, '~o', op, '~t', fmt(token), '~l', lease, '~n', t[2] or '0')
+	local t = redis.call('hmget', tail, '~t', '~s')
+	local prev = tonumber(t[1] or 0)
+	if last and tonumber(last) > prev then
+		prev = tonumber(last)
+	end
+	local token, text = clock_token(prev)
+	redis.call('hset', hash, owner, '1', '~g', op, '~o', op, '~t', text, '~l', lease, '~s', t[2] or '')
 	redis.call('pexpire', hash, lease)
 	return token
 end

@@ -50,17 +50,18 @@ local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self)
 	local function fence()
 		return next_token(told, last)
 	end
-	local how, w, lease, fencing, owner, token
-	how, q, w, lease, fencing, owner, token = first_listener(hash, q, Q_ENTRY, fence, pub, trust, self)
+	local how, w, lease, fencing, owner, token, text
+	how, q, w, lease, fencing, owner, token, text = first_listener(hash, q, Q_ENTRY, fence, pub, trust, self)
 	if how == 'self' then
-		token = 0
+		token, text = 0, '0'
 		if fencing == '1' then
-			token = fence()
+			token, text = fence()
 		end
 	end
 	if how then
 		redis.call('del', hash)
-		local f = {owner, 1, '~g', w, '~o', w, '~t', fmt(token), '~l', lease}
+		-- Strings, not numbers: a number costs Redis a printf (clock_token).
+		local f = {owner, '1', '~g', w, '~o', w, '~t', text or fmt(token), '~l', lease}
 		if q ~= '' then
 			-- A FairLock's hash marks that its queue key holds waiters.
 			f[#f + 1], f[#f + 2] = '~q', qkey and '1' or q

@@ -19,7 +19,8 @@
 --
 -- It returns 'heard' or 'self' (which entry stopped the walk), the rest of
 -- the queue after that entry, and the entry's waiter id, lease, fencing
--- flag, owner and (for 'heard') token; nil when nobody listened. It writes
+-- flag, owner and (for 'heard') token, as a number and as text (fence may
+-- give the text, see next_token); nil when nobody listened. It writes
 -- nothing but the PUBLISHes: the caller grants the hold.
 local function first_listener(hash, q, pat, fence, pub, trust, self)
 	while q and q ~= '' do
@@ -31,13 +32,14 @@ local function first_listener(hash, q, pat, fence, pub, trust, self)
 		if w == self then
 			return 'self', q, w, lease, fencing, owner
 		end
-		local token = 0
+		local token, text = 0, '0'
 		if fencing == '1' then
-			token = fence()
+			token, text = fence()
+			text = text or fmt(token)
 		end
 		local client = string.match(w, '^(.*):')
-		if client and (redis.call(pub, hash .. ':w:' .. client, w .. ' ' .. fmt(token)) > 0 or trust == '1') then
-			return 'heard', q, w, lease, fencing, owner, token
+		if client and (redis.call(pub, hash .. ':w:' .. client, w .. ' ' .. text) > 0 or trust == '1') then
+			return 'heard', q, w, lease, fencing, owner, token, text
 		end
 	end
 	return nil

@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  lock hash: owner -> hold count; ~g generation, ~o last op,
 --          ~t fencing token, ~l lease granted, ~q queued waiters, ~m a
---          MultiLock waits (see queue_common), ~n the tail's latch count
+--          MultiLock waits (see queue_common), ~s the tail's latch slot
 --          when the hold was granted with a token (see grant_new);
 --          the lease as its PTTL
 -- KEYS[2]  tail: the last released hold's token (see release_common)

@@ -6,12 +6,17 @@
 --   ~t  the token of the last hold freed, so that the next token is above it
 --       (next_token, acquire_common);
 --   the latch: the op ids of the last LATCH_SLOTS final releases, in fields
---       "0".."LATCH_SLOTS-1" written round-robin (~n counts the writes), so
---       that a replayed final release (go-redis resending it after a lost
---       reply, or the background retry of a failed Unlock) reports success.
---       A hold granted with a token read ~n with the tail's ~t and carries
---       it (grant_new): its release writes the next slot and ~n with the
---       rest, in one HSET (end_hold); any other release increments ~n.
+--       named by one character each, '0'..'o' (bytes 48 to 47+LATCH_SLOTS),
+--       written round-robin (~s names the slot written last), so that a
+--       replayed final release (go-redis resending it after a lost reply,
+--       or the background retry of a failed Unlock) reports success. A hold
+--       granted with a token read ~s with the tail's ~t and carries it
+--       (grant_new): its release writes the next slot and ~s with the rest,
+--       in one HSET (end_hold); any other release reads ~s first (HGET).
+--       The slots are characters, not a count, so that no release turns a
+--       number into text (a printf of a double inside Redis, see
+--       clock_token); ~s is not the ~n count earlier versions kept, so that
+--       a release of either version never misreads the other's field.
 -- A latch key per release would make the live keys grow with the release
 -- rate (rate × latch time); the tail is one key of bounded size per lock
 -- whatever the rate. A release is forgotten once LATCH_SLOTS later final
@@ -40,30 +45,25 @@ local function release_replay(tail, op)
 end
 
 -- end_hold writes the tail when a hold ends: op (nil for none: a clean-up
--- that nobody replays) joins the latch, and token (when above 0) becomes the
--- tail's last token; the tail then lives the latch's time, ms, from now.
--- n, when given, is the latch's count (~n) as the hold carries it (see
--- grant_new): then it is written with the rest, not incremented apart.
+-- that nobody replays) joins the latch, and token (a token's text; '0', nil
+-- or false for none) becomes the tail's last token; the tail then lives the
+-- latch's time, ms, from now. s, when given, is the latch's last slot (~s)
+-- as the hold carries it (see grant_new): then the tail is not read first.
 -- Each case names its fields in one HSET rather than building a table for
 -- unpack: this runs at every final release, and the table (garbage for
 -- Redis's Lua collector) cost more than the branches.
-local function end_hold(tail, op, token, ms, n)
-	if token and tonumber(token) <= 0 then
+local function end_hold(tail, op, token, ms, s)
+	if token == '0' or token == 0 then
 		token = nil
 	end
-	if op and n then
-		n = tonumber(n) + 1
+	if op then
+		s = s or redis.call('hget', tail, '~s') or ''
+		-- The slot after s, round-robin; '' (none yet) is followed by '0'.
+		s = string.char(48 + ((string.byte(s) or 47) - 47) % LATCH_SLOTS)
 		if token then
-			redis.call('hset', tail, n % LATCH_SLOTS, op, '~n', n, '~t', token)
+			redis.call('hset', tail, s, op, '~s', s, '~t', token)
 		else
-			redis.call('hset', tail, n % LATCH_SLOTS, op, '~n', n)
-		end
-	elseif op then
-		n = redis.call('hincrby', tail, '~n', 1)
-		if token then
-			redis.call('hset', tail, n % LATCH_SLOTS, op, '~t', token)
-		else
-			redis.call('hset', tail, n % LATCH_SLOTS, op)
+			redis.call('hset', tail, s, op, '~s', s)
 		end
 	elseif token then
 		redis.call('hset', tail, '~t', token)
@@ -93,9 +93,9 @@ end
 -- without freeing the lock — the generation is gone (-1, or 1 for a replay
 -- that the tail's latch records), op already ran (0), or a re-entry's
 -- release (0) — or nil and the hold's fields {~g, ~o, ~t, ~q, ~m, ~l,
--- owner's count, ~n} when the caller must free the lock now.
+-- owner's count, ~s} when the caller must free the lock now.
 local function release_hold(hash, owner, op, gen, final, tail)
-	local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', owner, '~n')
+	local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', owner, '~s')
 	if cur[1] ~= gen then
 		return release_replay(tail, op)
 	end
