@@ -188,8 +188,8 @@ func TestHandOverCommandsPerAcquisitionAcrossClients(t *testing.T) {
 // two script calls included, and publishes nothing: nobody waits. Lock: the
 // acquire's HMGET, TIME, HMGET of the tail's token and latch count, HSET,
 // PEXPIRE; the release's HMGET, DEL, and the tail's HSET (the op in the
-// latch at the slot after the count the hold carries, the count, the token)
-// and PEXPIRE (see release_common.lua; 12 when the release incremented the
+// latch slot after the one the hold carries, that slot's name, the token)
+// and PEXPIRE (see release_common.lua; 12 when the release incremented a
 // count with an HINCRBY of its own). A
 // FairLock adds only the acquire's GET of its queue key (its release reads
 // the queue only when the hold is marked as having waiters, see

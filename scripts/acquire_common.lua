@@ -130,8 +130,13 @@ local function reenter_or_replay(hash, owner, op, gen, lease)
 		-- attempt): make it true, never shortening it. The PEXPIRE is
 		-- written even when it changes nothing, so that a WAIT after this
 		-- claim (WithReplicas) covers the hand-over's writes, made by
-		-- another connection.
-		redis.call('pexpire', hash, math.max(redis.call('pttl', hash), tonumber(lease)))
+		-- another connection. lease goes as the caller's text when it is
+		-- the longer, as it is at a claim (see clock_token).
+		local ttl = redis.call('pttl', hash)
+		if ttl < tonumber(lease) then
+			ttl = lease
+		end
+		redis.call('pexpire', hash, ttl)
 		return {1, tonumber(cur[3] or 0), tonumber(cur[1] or 0)}
 	end
 	return nil, cur
