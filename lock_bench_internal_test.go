@@ -267,3 +267,86 @@ func seedCycle(rdb redis.UniversalClient, key, owner string) func(context.Contex
 		return nil
 	}
 }
+
+// BenchmarkScriptTime measures what BenchmarkUncontendedParts' script-µs/op
+// does, the Redis time inside EVALSHA per uncontended cycle, with the cycles
+// sent in pipelines of 100: the scripts then run back to back at a steady
+// state, and the figure moves far less with the load of a shared machine
+// (±0.3 µs, against several µs for one cycle at a time, whose scripts find
+// Redis cold). Variants: lock and fair (the scripts of a Lock's and a
+// FairLock's Lock+Unlock, the watchdog's lease, a final release), unfenced
+// (lock with WithFencingTokens(false)), stubs (scripts returning the same
+// replies with the same keys and arguments, running no command) and seed
+// (Redisson's scripts, see seedCycle). Run with -benchtime 20000x.
+func BenchmarkScriptTime(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client()
+	ctx := context.Background()
+	for _, variant := range []string{"lock", "fair", "unfenced", "stubs", "seed"} {
+		b.Run(variant, func(b *testing.B) {
+			c := New(rdb, WithFencingTokens(variant != "unfenced"))
+			b.Cleanup(func() { _ = c.Close() })
+			for _, s := range []*redis.Script{lockAcquireScript, lockReleaseScript, fairAcquireScript,
+				fairReleaseScript, acquireStub, releaseStub, seedAcquire, seedRelease} {
+				if err := s.Load(ctx, rdb).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			queue := pipelinedCycle(c, variant)
+			pipe := rdb.Pipeline()
+			flush := func() {
+				cmds, err := pipe.Exec(ctx)
+				if err != nil && !errors.Is(err, redis.Nil) { // the seed's acquire replies nil
+					b.Fatal(err)
+				}
+				for i := 1; i < len(cmds); i += 2 { // every release freed its hold
+					if n, err := cmds[i].(*redis.Cmd).Int64(); err != nil || n != 1 {
+						b.Fatalf("%s release: %d %v", variant, n, err)
+					}
+				}
+			}
+			calls0, usec0 := evalshaStats(b, rdb)
+			n := 0
+			for b.Loop() {
+				queue(ctx, pipe)
+				if n++; n%100 == 0 {
+					flush()
+				}
+			}
+			flush()
+			calls1, usec1 := evalshaStats(b, rdb)
+			b.ReportMetric((usec1-usec0)/float64(b.N), "script-µs/op")
+			b.ReportMetric((calls1-calls0)/float64(b.N), "evalsha/op")
+		})
+	}
+}
+
+// pipelinedCycle returns a function that queues one cycle of variant (see
+// BenchmarkScriptTime) on a pipeline: the acquire, then the release.
+func pipelinedCycle(c *Client, variant string) func(context.Context, redis.Pipeliner) {
+	owner := c.id + ":bench"
+	l, fl := c.Lock("script-time"), c.FairLock("script-time")
+	lease := c.opts.watchdogLease
+	return func(ctx context.Context, pipe redis.Pipeliner) {
+		op := c.newOp()
+		var acq, rel scriptCall
+		switch variant {
+		case "seed":
+			key := "seed:script-time"
+			seedAcquire.EvalSha(ctx, pipe, []string{key}, "30000", owner)
+			seedRelease.EvalSha(ctx, pipe, []string{key, "redisson_lock__channel:{" + key + "}"}, "0", "30000", owner)
+			return
+		case "fair":
+			acq = fairAcquireCall(c, fl.keys, acquireReq{owner: owner, op: op, lease: lease})
+			rel = fairReleaseCall(c, fl.keys, releaseReq{owner: owner, op: c.newOp(), gen: op, final: true})
+		default:
+			acq = lockAcquireCall(c, l.keys, owner, acquireReq{op: op, lease: lease}, true)
+			rel = lockReleaseCall(c, l.keys, owner, releaseReq{op: c.newOp(), gen: op, final: true})
+		}
+		if variant == "stubs" {
+			acq.script, rel.script, acq.argv, rel.argv = acquireStub, releaseStub, nil, nil
+		}
+		acq.evalSha(ctx, pipe)
+		rel.evalSha(ctx, pipe)
+	}
+}
