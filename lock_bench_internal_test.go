@@ -277,17 +277,19 @@ func seedCycle(rdb redis.UniversalClient, key, owner string) func(context.Contex
 // FairLock's Lock+Unlock, the watchdog's lease, a final release), unfenced
 // (lock with WithFencingTokens(false)), stubs (scripts returning the same
 // replies with the same keys and arguments, running no command) and seed
-// (Redisson's scripts, see seedCycle). Run with -benchtime 20000x.
+// (Redisson's scripts, see seedCycle) and rueidislock (its acquire and
+// release scripts, as rueidislock v1.0.79 sends them: the peer issue 29's
+// shared-Client target names). Run with -benchtime 20000x.
 func BenchmarkScriptTime(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client()
 	ctx := context.Background()
-	for _, variant := range []string{"lock", "fair", "unfenced", "stubs", "seed"} {
+	for _, variant := range []string{"lock", "fair", "unfenced", "stubs", "seed", "rueidislock"} {
 		b.Run(variant, func(b *testing.B) {
 			c := New(rdb, WithFencingTokens(variant != "unfenced"))
 			b.Cleanup(func() { _ = c.Close() })
 			for _, s := range []*redis.Script{lockAcquireScript, lockReleaseScript, fairAcquireScript,
-				fairReleaseScript, acquireStub, releaseStub, seedAcquire, seedRelease} {
+				fairReleaseScript, acquireStub, releaseStub, seedAcquire, seedRelease, rueidisAcquire, rueidisRelease} {
 				if err := s.Load(ctx, rdb).Err(); err != nil {
 					b.Fatal(err)
 				}
@@ -321,6 +323,14 @@ func BenchmarkScriptTime(b *testing.B) {
 	}
 }
 
+// rueidisAcquire and rueidisRelease are rueidislock's scripts (v1.0.79,
+// lock.go: acqms and delkey); the GET after the SET is its client-side
+// caching's tracking read.
+var (
+	rueidisAcquire = redis.NewScript(`local r = redis.call("SET",KEYS[1],ARGV[1],"NX","PX",ARGV[2]);redis.call("GET",KEYS[1]);return r`)
+	rueidisRelease = redis.NewScript(`if redis.call("GET",KEYS[1]) == ARGV[1] then return redis.call("DEL",KEYS[1]) end;return 0`)
+)
+
 // pipelinedCycle returns a function that queues one cycle of variant (see
 // BenchmarkScriptTime) on a pipeline: the acquire, then the release.
 func pipelinedCycle(c *Client, variant string) func(context.Context, redis.Pipeliner) {
@@ -335,6 +345,11 @@ func pipelinedCycle(c *Client, variant string) func(context.Context, redis.Pipel
 			key := "seed:script-time"
 			seedAcquire.EvalSha(ctx, pipe, []string{key}, "30000", owner)
 			seedRelease.EvalSha(ctx, pipe, []string{key, "redisson_lock__channel:{" + key + "}"}, "0", "30000", owner)
+			return
+		case "rueidislock":
+			key := "rueidislock:script-time"
+			rueidisAcquire.EvalSha(ctx, pipe, []string{key}, owner, "5000")
+			rueidisRelease.EvalSha(ctx, pipe, []string{key}, owner)
 			return
 		case "fair":
 			acq = fairAcquireCall(c, fl.keys, acquireReq{owner: owner, op: op, lease: lease})
