@@ -30,6 +30,9 @@ type Client struct {
 	log     *slog.Logger
 	err     error // construction error, returned by every call
 	sharded bool
+	// deadlines: rdb bounds every command by its context's deadline itself
+	// (see honoursDeadlines), so Unlock runs its release inline.
+	deadlines bool
 
 	holds    registry
 	coalesce coalescer // lock calls issued at the same time share a round trip
@@ -81,6 +84,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	}
 	_, isCluster := rdb.(*redis.ClusterClient)
 	c.sharded = isCluster
+	c.deadlines = honoursDeadlines(rdb)
 	if c.opts.sharded != nil {
 		c.sharded = *c.opts.sharded
 	}
@@ -182,6 +186,25 @@ func (c *Client) goSettle(f func()) {
 	if !c.goBackground(f) {
 		go f()
 	}
+}
+
+// honoursDeadlines reports whether rdb bounds a command by its context's
+// deadline itself: go-redis's own clients with ContextTimeoutEnabled, which
+// then bound the pool wait, the dial, the write and the read by it (without
+// it they ignore the context's deadline: baseClient.context returns
+// Background). A failover (Sentinel) client is a *redis.Client. Anything
+// else — a user's wrapper — is not known to, so its calls are bounded by a
+// goroutine of relock's own (bounded.go).
+func honoursDeadlines(rdb redis.UniversalClient) bool {
+	switch r := rdb.(type) {
+	case *redis.Client:
+		return r.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return r.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return r.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // errNilClient is what every call on a nil *Client returns: a caller's

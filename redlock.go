@@ -589,5 +589,5 @@ func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 // undo or token phase, each bounded by the node timeout, which the engine
 // lets it take rather than cut it at the end of TryLock's wait.
 func (s redScheme) traits() traits {
-	return traits{driftRate: s.r.cfg.drift, driftFloor: redDriftFloor, attemptBound: 3 * s.r.cfg.nodeTimeout}
+	return traits{driftRate: s.r.cfg.drift, driftFloor: redDriftFloor, attemptBound: 3 * s.r.cfg.nodeTimeout, otherClients: true}
 }
