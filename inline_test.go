@@ -1,0 +1,90 @@
+package relock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// With a go-redis client that enforces context deadlines, Unlock runs its
+// release on the caller's goroutine, bounded by go-redis alone. On a hung
+// Redis (SIGSTOP) it still returns by the unlock timeout, not confirmed;
+// once Redis answers again, the release retried in the background (or the
+// one cut short, which Redis may still run: the same op id) frees the lock
+// and hands it to the waiter of another Client at once — not at the end of
+// the holder's lease (30 s), the fallback.
+func TestInlineUnlockOnAHungRedisReturnsByItsBoundAndHandsOver(t *testing.T) {
+	eachKind(t, func(t *testing.T, k lockKind) {
+		t.Parallel()
+		srv := redistest.Start(t)
+		rdb := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+		holder := relock.New(rdb, relock.WithUnlockTimeout(callBound), relock.WithLogger(quietLogger()))
+		t.Cleanup(func() { _ = holder.Close() })
+		waiter := relock.New(srv.Client(), append(farWaiter, relock.WithLogger(quietLogger()))...)
+		t.Cleanup(func() { _ = waiter.Close() })
+
+		l := k.open(holder, "hung")
+		hctx, err := l.Lock(context.Background())
+		require.NoError(t, err)
+		got := lockAsync(k.open(waiter, "hung"))
+		require.Eventually(t, func() bool { return queuedWaiters(t, srv.Client(), k, k.keyOf(holder, "hung")) == 1 },
+			5*time.Second, time.Millisecond, "the waiter queues, to be handed the lock")
+
+		srv.Pause()
+		start := time.Now()
+		err = l.Unlock(hctx)
+		took := time.Since(start)
+		require.ErrorIs(t, err, relock.ErrNotConfirmed)
+		require.ErrorIs(t, err, relock.ErrUnavailable)
+		assert.Less(t, took, callBound+boundSlack, "Unlock returns by its bound")
+		assert.GreaterOrEqual(t, took, callBound, "Redis never answered: only the bound ended it")
+		mustNotGet(t, got)
+
+		resumed := time.Now()
+		srv.Resume()
+		wctx := mustGet(t, got, 20*time.Second)
+		handOff := time.Since(resumed)
+		t.Logf("Unlock returned after %v; the waiter had the lock %v after Redis resumed", took, handOff)
+		assert.Less(t, handOff, 5*time.Second, "handed over by the release, not by the lease's end (30 s)")
+		require.NoError(t, k.open(waiter, "hung").Unlock(wctx))
+	})
+}
+
+// The same holder's next Lock on the lock waits for its release retried in
+// the background (the records' semaphores stay taken until then): it is
+// sent once Redis has settled the release, and finds the lock free.
+func TestInlineUnlockCutShortKeepsTheOwnersNextLockBehindItsRetry(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	c := relock.New(rdb, relock.WithUnlockTimeout(callBound), relock.WithLogger(quietLogger()))
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.Lock("behind")
+	owner, err := relock.WithOwner(context.Background(), "the-owner")
+	require.NoError(t, err)
+	hctx, err := l.Lock(owner)
+	require.NoError(t, err)
+	first, err := l.Token(hctx)
+	require.NoError(t, err)
+
+	srv.Pause()
+	require.ErrorIs(t, l.Unlock(hctx), relock.ErrNotConfirmed)
+	// Still paused: the same owner's Lock cannot get ahead of the release.
+	_, err = l.TryLock(owner, callBound, 0)
+	require.ErrorIs(t, err, relock.ErrNotObtained)
+	assert.ErrorContains(t, err, "earlier request of this owner on the lock was in flight")
+	srv.Resume()
+
+	again, err := l.TryLock(owner, 10*time.Second, 0)
+	require.NoError(t, err)
+	token, err := l.Token(again)
+	require.NoError(t, err)
+	assert.Greater(t, token, first, "a new hold, not the old one taken over")
+	require.NoError(t, l.Unlock(again))
+}
