@@ -61,6 +61,10 @@ type Client struct {
 // *redis.Client, a *redis.ClusterClient or a Sentinel failover client. rdb
 // stays the caller's: Close does not close it.
 //
+// Made with ContextTimeoutEnabled, a go-redis client bounds each command by
+// its context's deadline itself, and Unlock then runs on the caller's
+// goroutine (see WithUnlockTimeout); relock works with either setting.
+//
 // New sends nothing to Redis. A nil rdb or an invalid option does not panic:
 // every call on the Client then returns an error wrapping ErrInvalidArgument
 // (see Err).
