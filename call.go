@@ -65,7 +65,7 @@ func (r result) Slice() ([]any, error) {
 // respects.
 func (c *Client) eval(ctx context.Context, what string, sc scriptCall) result {
 	var cmd *redis.Cmd
-	if _, bounded := ctx.(deadlineCtx); bounded || ctx.Done() == nil {
+	if _, bounded := ctx.(*deadlineCtx); bounded || ctx.Done() == nil {
 		cmd = c.coalesce.run(ctx, c.rdb, sc)
 	} else {
 		cmd = sc.run(ctx, c.rdb)

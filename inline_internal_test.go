@@ -148,10 +148,8 @@ func queueCall(co *coalescer, rdb *redis.Client, ctx context.Context, arg string
 // queued with it stay and later get their own replies.
 func TestCoalescedCallLeavesTheQueueAtItsDeadline(t *testing.T) {
 	co, rdb, h, wg := coalesceRig(t)
-	bctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
-	defer cancel()
 	before := queueCall(co, rdb, context.Background(), "before")
-	expiring := queueCall(co, rdb, deadlineCtx{bctx}, "expiring")
+	expiring := queueCall(co, rdb, newDeadlineCtx(context.Background(), time.Now().Add(150*time.Millisecond)), "expiring")
 	after := queueCall(co, rdb, context.Background(), "after")
 
 	select {
@@ -181,14 +179,11 @@ func TestCoalescedCallLeavesTheQueueAtItsDeadline(t *testing.T) {
 // one imposes none — and each call gets its own reply.
 func TestCoalescedBatchIsSentUnderItsEarliestDeadline(t *testing.T) {
 	co, rdb, h, wg := coalesceRig(t)
-	soon, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	later, cancelLater := context.WithTimeout(context.Background(), 40*time.Second)
-	defer cancelLater()
+	soonAt, laterAt := time.Now().Add(20*time.Second), time.Now().Add(40*time.Second)
 	calls := []struct {
 		arg string
 		ctx context.Context
-	}{{"none", context.Background()}, {"later", deadlineCtx{later}}, {"soon", deadlineCtx{soon}}, {"none2", context.Background()}}
+	}{{"none", context.Background()}, {"later", newDeadlineCtx(context.Background(), laterAt)}, {"soon", newDeadlineCtx(context.Background(), soonAt)}, {"none2", context.Background()}}
 	replies := make([]<-chan *redis.Cmd, len(calls))
 	for i, c := range calls {
 		replies[i] = queueCall(co, rdb, c.ctx, c.arg)
@@ -200,7 +195,7 @@ func TestCoalescedBatchIsSentUnderItsEarliestDeadline(t *testing.T) {
 		assert.Equal(t, c.arg, v, "each call's reply is its own")
 	}
 	wg.Wait()
-	want, _ := soon.Deadline()
+	want := soonAt
 	require.Len(t, h.pipelines, 1)
 	assert.Equal(t, []string{"none", "later", "soon", "none2"}, h.pipelines[0])
 	assert.True(t, want.Equal(h.deadlines[0]), "the batch is sent under %v, got %v", want, h.deadlines[0])
@@ -214,4 +209,34 @@ func TestCoalescedBatchIsSentUnderItsEarliestDeadline(t *testing.T) {
 	wg2.Wait()
 	require.Len(t, h2.deadlines, 1)
 	assert.True(t, h2.deadlines[0].IsZero())
+}
+
+type valueKey struct{}
+
+// A deadlineCtx ends at its deadline (Done closed, Err DeadlineExceeded),
+// carries its parent's values, and one released before its deadline is
+// reused with a fresh deadline, not ended.
+func TestDeadlineCtxEndsAtItsDeadlineAndIsReused(t *testing.T) {
+	parent := context.WithValue(context.Background(), valueKey{}, "v")
+	d := newDeadlineCtx(parent, time.Now().Add(50*time.Millisecond))
+	assert.Equal(t, "v", d.Value(valueKey{}))
+	assert.NoError(t, d.Err())
+	select {
+	case <-d.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not ended at its deadline")
+	}
+	assert.ErrorIs(t, d.Err(), context.DeadlineExceeded)
+	d.release() // fired: dropped, never reused
+
+	for range 3 {
+		at := time.Now().Add(time.Hour)
+		e := newDeadlineCtx(parent, at)
+		assert.NotSame(t, d, e, "a context that ended is not reused")
+		got, ok := e.Deadline()
+		assert.True(t, ok)
+		assert.True(t, at.Equal(got))
+		assert.NoError(t, e.Err())
+		e.release()
+	}
 }
