@@ -211,8 +211,10 @@ func send(ctx context.Context, rdb redis.UniversalClient, batch []*queuedCall) {
 	}
 	if first := earliest(batch); !first.IsZero() {
 		if d, ok := ctx.Deadline(); !ok || first.Before(d) {
+			// The sender's own deadline is among the batch's: only its
+			// values are kept, and nothing outlives the send.
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, first)
+			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), first)
 			defer cancel()
 		}
 	}

@@ -105,6 +105,20 @@ func (d *deadlineCtx) Deadline() (time.Time, bool) { return d.deadline, true }
 func (d *deadlineCtx) Done() <-chan struct{}       { return d.done }
 func (d *deadlineCtx) Value(key any) any           { return d.parent.Value(key) }
 
+// AfterFunc makes a context derived from d (context.WithTimeout in
+// go-redis's dial, say) watch d by a timer of its own, stopped when that
+// context is cancelled, rather than by a goroutine that could outlive the
+// call and meet d reused (see context.AfterFunc). d ends at its deadline
+// and nothing else, so a timer to it is the same; f waits for d's own
+// timer to have ended d (the two fire in either order).
+func (d *deadlineCtx) AfterFunc(f func()) (stop func() bool) {
+	done := d.done
+	return time.AfterFunc(time.Until(d.deadline), func() {
+		<-done
+		f()
+	}).Stop
+}
+
 func (d *deadlineCtx) Err() error {
 	select {
 	case <-d.done:

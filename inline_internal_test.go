@@ -240,3 +240,27 @@ func TestDeadlineCtxEndsAtItsDeadlineAndIsReused(t *testing.T) {
 		e.release()
 	}
 }
+
+// A context derived from a deadlineCtx (go-redis's dial derives one)
+// watches it through AfterFunc, not a goroutine that could outlive the call
+// and meet the deadlineCtx reused: it ends at the deadline with its
+// parent's error (AfterFunc's f waits for the parent to have ended: the
+// context package panics otherwise), and one cancelled first simply ends.
+func TestContextDerivedFromADeadlineCtxEndsWithIt(t *testing.T) {
+	d := newDeadlineCtx(context.Background(), time.Now().Add(50*time.Millisecond))
+	child, cancel := context.WithTimeout(d, time.Hour)
+	defer cancel()
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the derived context did not end with its parent")
+	}
+	assert.ErrorIs(t, child.Err(), context.DeadlineExceeded)
+	d.release()
+
+	e := newDeadlineCtx(context.Background(), time.Now().Add(time.Hour))
+	early, cancelEarly := context.WithCancel(e)
+	cancelEarly()
+	<-early.Done()
+	e.release()
+}
