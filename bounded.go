@@ -66,6 +66,9 @@ func awaitWith[T any](pool *sync.Pool, ctx context.Context, until time.Time, cal
 		return v, err, nil
 	}
 	w := newBoundedWait[T](pool)
+	if pool == &releaseWaits {
+		releaseGoroutines.Add(1)
+	}
 	go func() {
 		v, err := call()
 		w.ch <- reply[T]{v, err}
@@ -302,14 +305,19 @@ func unavailableOr(err error) error {
 }
 
 // releaseBounded runs the release of the live parts, bounded by the
-// Client's unlock timeout. The call in flight works on its own copy of the
-// parts. On overrun each live part's error is errUnlockTimeout, and the
+// Client's unlock timeout: inline when go-redis enforces that bound itself
+// (see inline.go), else on a goroutine of its own. The call in flight then
+// works on its own copy of the parts. On overrun each live part's error is errUnlockTimeout, and the
 // returned channel (else nil) gets a reply when the release in flight has
 // returned; late then holds its outcome per part, to finish with in the
 // background.
 func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[struct{}], late []unlockPart) {
 	dctx := detached(ctx)
 	until := time.Now().Add(k.c.opts.unlockTimeout)
+	if k.inline() {
+		k.releaseInline(dctx, until)
+		return nil, nil
+	}
 	// The copy goes in the room unlockWith left; the call in flight
 	// captures t, not k, which would keep the unlockCall on the heap.
 	parts := append(k.parts[len(k.parts):], k.parts...)

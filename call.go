@@ -60,13 +60,15 @@ func (r result) Slice() ([]any, error) {
 
 // eval runs sc, what naming it in errors. A call whose context can end runs
 // alone: in a batch, its cancellation would fail the calls sent with it.
-// Every other call is coalesced (see coalescer).
+// Every other call is coalesced (see coalescer), and so is a call whose
+// context ends only at its deadline (a deadlineCtx), which the coalescer
+// respects.
 func (c *Client) eval(ctx context.Context, what string, sc scriptCall) result {
 	var cmd *redis.Cmd
-	if ctx.Done() != nil {
-		cmd = sc.run(ctx, c.rdb)
-	} else {
+	if _, bounded := ctx.(*deadlineCtx); bounded || ctx.Done() == nil {
 		cmd = c.coalesce.run(ctx, c.rdb, sc)
+	} else {
+		cmd = sc.run(ctx, c.rdb)
 	}
 	c.noteFault(cmd.Err())
 	return result{cmd, what}

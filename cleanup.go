@@ -73,24 +73,28 @@ func (c *Client) leaveQueue(ctx context.Context, call scriptCall) {
 // came back late, an Unlock) still gets its attempt, and Close never waits
 // for more than the attempts already running.
 func (c *Client) retryInBackground(op func(context.Context) error, until time.Time) {
-	started := c.goBackground(func() {
-		for n := 1; ; n++ {
-			err := op(context.Background())
-			if err == nil || !transient(err) {
-				return
-			}
-			pause := faultBackoff(n)
-			if time.Until(until) < pause {
-				return
-			}
-			select {
-			case <-c.closing:
-				return
-			case <-time.After(pause):
-			}
-		}
-	})
+	started := c.goBackground(func() { c.retryUntil(op, until) })
 	if !started {
 		_ = op(context.Background()) // its fault is noted by the funnel (call.go)
+	}
+}
+
+// retryUntil runs op, on the calling goroutine, until it succeeds, fails
+// for good, the Client closes or until has passed (see retryInBackground).
+func (c *Client) retryUntil(op func(context.Context) error, until time.Time) {
+	for n := 1; ; n++ {
+		err := op(context.Background())
+		if err == nil || !transient(err) {
+			return
+		}
+		pause := faultBackoff(n)
+		if time.Until(until) < pause {
+			return
+		}
+		select {
+		case <-c.closing:
+			return
+		case <-time.After(pause):
+		}
 	}
 }

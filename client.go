@@ -30,6 +30,9 @@ type Client struct {
 	log     *slog.Logger
 	err     error // construction error, returned by every call
 	sharded bool
+	// deadlines: rdb bounds every command by its context's deadline itself
+	// (see honoursDeadlines), so Unlock runs its release inline.
+	deadlines bool
 
 	holds    registry
 	coalesce coalescer // lock calls issued at the same time share a round trip
@@ -58,6 +61,10 @@ type Client struct {
 // *redis.Client, a *redis.ClusterClient or a Sentinel failover client. rdb
 // stays the caller's: Close does not close it.
 //
+// Made with ContextTimeoutEnabled, a go-redis client bounds each command by
+// its context's deadline itself, and Unlock then runs on the caller's
+// goroutine (see WithUnlockTimeout); relock works with either setting.
+//
 // New sends nothing to Redis. A nil rdb or an invalid option does not panic:
 // every call on the Client then returns an error wrapping ErrInvalidArgument
 // (see Err).
@@ -81,6 +88,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	}
 	_, isCluster := rdb.(*redis.ClusterClient)
 	c.sharded = isCluster
+	c.deadlines = honoursDeadlines(rdb)
 	if c.opts.sharded != nil {
 		c.sharded = *c.opts.sharded
 	}
@@ -182,6 +190,25 @@ func (c *Client) goSettle(f func()) {
 	if !c.goBackground(f) {
 		go f()
 	}
+}
+
+// honoursDeadlines reports whether rdb bounds a command by its context's
+// deadline itself: go-redis's own clients with ContextTimeoutEnabled, which
+// then bound the pool wait, the dial, the write and the read by it (without
+// it they ignore the context's deadline: baseClient.context returns
+// Background). A failover (Sentinel) client is a *redis.Client. Anything
+// else — a user's wrapper — is not known to, so its calls are bounded by a
+// goroutine of relock's own (bounded.go).
+func honoursDeadlines(rdb redis.UniversalClient) bool {
+	switch r := rdb.(type) {
+	case *redis.Client:
+		return r.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return r.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return r.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // errNilClient is what every call on a nil *Client returns: a caller's

@@ -2,7 +2,10 @@ package relock
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -34,6 +37,17 @@ import (
 // detached from their callers' contexts anyway; only values a hook reads
 // (a trace span) come from that call.
 //
+// Deadlines. A call whose context can end is coalesced only when it ends
+// at its deadline alone (a deadlineCtx: an inline release on a go-redis
+// client that enforces deadlines, see inline.go); any other runs alone
+// (Client.eval). For those:
+//   - a queued call whose deadline passes before its batch is taken leaves
+//     the queue and fails with errNotSent: not sent, a definite outcome
+//     (a release is then retried in the background);
+//   - a batch is sent under the earliest deadline among its calls (a call
+//     without one imposes none), so no call waits past its own; a batch
+//     cut there fails each of its calls as outcome unknown.
+//
 // go-redis's own auto-pipelining (v9.23, AutoPipeline, experimental) was
 // measured as this transport, half- and full-duplex, and left out: on the
 // shared-Client benchmark (BenchmarkSharedClient, 64 goroutines) neither
@@ -64,11 +78,18 @@ const (
 // pooled (queuedCalls), their channel with them: a busy Client queues most
 // of its calls, and two allocations each were a tenth of a cycle's.
 type queuedCall struct {
-	sc    scriptCall
-	cmd   *redis.Cmd
-	batch []*queuedCall // set when this call sends the batch (itself first)
-	ready chan struct{} // receives once: the reply is in cmd, or batch is set
+	sc       scriptCall
+	deadline time.Time // the call's context's, zero for none
+	cmd      *redis.Cmd
+	batch    []*queuedCall // set when this call sends the batch (itself first)
+	ready    chan struct{} // receives once: the reply is in cmd, or batch is set
 }
+
+// errNotSent fails a queued call whose deadline passed before its batch was
+// taken: it left the queue unsent, so its outcome is definite (it did not
+// run), and the call is retried as any that failed (a release, in the
+// background).
+var errNotSent = fmt.Errorf("%w: relock: the call's deadline passed while it waited for its batch; not sent", ErrUnavailable)
 
 var queuedCalls = sync.Pool{New: func() any { return &queuedCall{ready: make(chan struct{}, 1)} }}
 
@@ -95,9 +116,12 @@ func (co *coalescer) run(ctx context.Context, rdb redis.UniversalClient, sc scri
 	}
 	q := queuedCalls.Get().(*queuedCall)
 	q.sc = sc
+	q.deadline, _ = ctx.Deadline()
 	co.queue = append(co.queue, q)
 	co.mu.Unlock()
-	<-q.ready
+	if !co.await(ctx, q) {
+		return failedCmd(ctx, errNotSent)
+	}
 	if q.batch != nil {
 		send(ctx, rdb, q.batch)
 		co.handOn()
@@ -105,33 +129,94 @@ func (co *coalescer) run(ctx context.Context, rdb redis.UniversalClient, sc scri
 	return q.take()
 }
 
-// handOn is called when a send returns: its token goes to the calls queued
-// meanwhile, as one batch whose first call sends it, or back to the pool.
-func (co *coalescer) handOn() {
-	co.mu.Lock()
-	if len(co.queue) == 0 {
-		co.inFlight--
-		co.mu.Unlock()
-		return
+// await waits for q's turn and reports whether it came; false when q's
+// context ended (its deadline) first and q left the queue unsent. A q
+// already taken into a batch waits on: the batch is sent under a deadline
+// no later than q's.
+func (co *coalescer) await(ctx context.Context, q *queuedCall) bool {
+	select {
+	case <-q.ready:
+		return true
+	case <-ctx.Done(): // nil for a context that cannot end: never
 	}
-	n := min(len(co.queue), coalesceMaxBatch)
-	batch := co.queue[:n:n]
-	if n == len(co.queue) {
-		co.queue = nil
-	} else {
-		co.queue = co.queue[n:]
+	co.mu.Lock()
+	i := slices.Index(co.queue, q)
+	if i >= 0 {
+		co.queue = slices.Delete(co.queue, i, i+1)
 	}
 	co.mu.Unlock()
-	batch[0].batch = batch
-	batch[0].ready <- struct{}{}
+	if i < 0 {
+		<-q.ready
+		return true
+	}
+	*q = queuedCall{ready: q.ready}
+	queuedCalls.Put(q)
+	return false
 }
 
-// send sends a batch (one call: as it would go alone) and gives every call
-// but the sender's its reply.
+// handOn is called when a send returns: its token goes to the calls queued
+// meanwhile, as one batch whose first call sends it, or back to the pool.
+// Calls whose deadline has passed leave (expire) instead of joining it.
+func (co *coalescer) handOn() {
+	for {
+		co.mu.Lock()
+		if len(co.queue) == 0 {
+			co.inFlight--
+			co.mu.Unlock()
+			return
+		}
+		n := min(len(co.queue), coalesceMaxBatch)
+		batch := co.queue[:n:n]
+		if n == len(co.queue) {
+			co.queue = nil
+		} else {
+			co.queue = co.queue[n:]
+		}
+		co.mu.Unlock()
+		if batch = expire(batch); len(batch) > 0 {
+			batch[0].batch = batch
+			batch[0].ready <- struct{}{}
+			return
+		}
+	}
+}
+
+// expire fails the calls of batch whose deadline has passed (errNotSent)
+// and returns the others, in order.
+func expire(batch []*queuedCall) []*queuedCall {
+	var now time.Time
+	kept := batch[:0]
+	for _, q := range batch {
+		if !q.deadline.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if !now.Before(q.deadline) {
+				q.cmd = failedCmd(context.Background(), errNotSent)
+				q.ready <- struct{}{}
+				continue
+			}
+		}
+		kept = append(kept, q)
+	}
+	return kept
+}
+
+// send sends a batch (one call: as it would go alone) under the earliest
+// deadline of its calls, and gives every call but the sender's its reply.
 func send(ctx context.Context, rdb redis.UniversalClient, batch []*queuedCall) {
 	if len(batch) == 1 {
 		batch[0].cmd = batch[0].sc.run(ctx, rdb)
 		return
+	}
+	if first := earliest(batch); !first.IsZero() {
+		if d, ok := ctx.Deadline(); !ok || first.Before(d) {
+			// The sender's own deadline is among the batch's: only its
+			// values are kept, and nothing outlives the send.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), first)
+			defer cancel()
+		}
 	}
 	calls := make([]scriptCall, len(batch))
 	for i, q := range batch {
@@ -144,4 +229,15 @@ func send(ctx context.Context, rdb redis.UniversalClient, batch []*queuedCall) {
 			q.ready <- struct{}{}
 		}
 	}
+}
+
+// earliest is the earliest deadline of the calls of batch, zero for none.
+func earliest(batch []*queuedCall) time.Time {
+	var first time.Time
+	for _, q := range batch {
+		if !q.deadline.IsZero() && (first.IsZero() || q.deadline.Before(first)) {
+			first = q.deadline
+		}
+	}
+	return first
 }

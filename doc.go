@@ -64,7 +64,26 @@
 // ended for the caller (its context is cancelled with ErrUnlocked), is no
 // longer renewed, and the release is retried in the background — after the
 // request in flight has returned — until confirmed or until the lease runs
-// out. Unlock works with a cancelled context for the same reason. Inspect,
+// out. Unlock works with a cancelled context for the same reason.
+//
+// How Unlock is bounded depends on the go-redis client. By default go-redis
+// ignores a context's deadline, so Unlock runs its release on a goroutine of
+// relock's own and waits for it at most the unlock timeout. A go-redis client
+// made with ContextTimeoutEnabled (a *redis.Client, failover client,
+// *redis.ClusterClient or *redis.Ring; a wrapper of one is not recognised)
+// bounds the pool wait, dial, write and read by the context's deadline
+// itself: Unlock then runs the release on the caller's goroutine, under a
+// deadline of the unlock timeout, which saves the goroutine hand-off — about
+// a third of an uncontended Lock+Unlock on 2 cores
+// (BenchmarkUncontendedParts: 91-95 µs/op against 59-61 inline). A release
+// cut short there is handled as one that overran the bound: ErrNotConfirmed,
+// and the same request (its replay is recognised) is retried in the
+// background; the owner's per-lock semaphore is kept until that retry is
+// done, so its next call on that lock waits behind it. A RedLock's release
+// stays on goroutines (its masters' Clients and node timeouts). Lock keeps
+// its detached request either way: an acquire cut short by go-redis may
+// still run in Redis and leave a hold nobody knows of, which only a request
+// that is reconciled once it returns can undo. Inspect,
 // ListLocks and ForceUnlock return when their context ends. Invalid input
 // (a nil Client included) returns ErrInvalidArgument before anything is
 // sent.

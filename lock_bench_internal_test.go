@@ -18,6 +18,8 @@ import (
 // The uncontended cycle taken apart, each variant on the same server:
 //
 //   - client: Lock and Unlock, as a caller runs them;
+//   - inline: the same on a go-redis client with ContextTimeoutEnabled,
+//     where Unlock runs its release on the caller's goroutine (inline.go);
 //   - unfenced: the same with WithFencingTokens(false): no clock read, no
 //     tail (3 nested commands less), the price of strictly increasing tokens;
 //   - scripts: the same two script calls with the same keys and arguments
@@ -40,7 +42,13 @@ import (
 // Redis spent inside EVALSHA per cycle (INFO commandstats), the server's
 // own measure of what the scripts cost, which the round trips and the
 // client do not blur.
-var partsVariants = []string{"client", "unfenced", "scripts", "fair", "stubs", "seed", "floor"}
+var partsVariants = []string{"client", "inline", "unfenced", "scripts", "fair", "stubs", "seed", "floor"}
+
+// partsRedis returns the go-redis client variant runs on, closed when b
+// ends: one with ContextTimeoutEnabled for inline.
+func partsRedis(srv *redistest.Server, variant string) *redis.Client {
+	return srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = variant == "inline" })
+}
 
 // partsClient returns the Client variant runs on rdb.
 func partsClient(rdb redis.UniversalClient, variant string) *Client {
@@ -85,7 +93,7 @@ func partsCycle(c *Client, rdb redis.UniversalClient, variant, name string) func
 		}
 	case "seed":
 		return seedCycle(rdb, "seed:"+name, owner)
-	case "client", "unfenced":
+	case "client", "inline", "unfenced":
 		return func(ctx context.Context) error {
 			held, err := l.Lock(ctx)
 			if err != nil {
@@ -110,6 +118,10 @@ func BenchmarkUncontendedParts(b *testing.B) {
 	ctx := context.Background()
 	for _, variant := range partsVariants {
 		b.Run(variant, func(b *testing.B) {
+			rdb := rdb
+			if variant == "inline" {
+				rdb = partsRedis(srv, variant)
+			}
 			c := partsClient(rdb, variant)
 			b.Cleanup(func() { _ = c.Close() })
 			cycle := partsCycle(c, rdb, variant, "parts")
@@ -146,7 +158,7 @@ func BenchmarkOwnKeysParts(b *testing.B) {
 		b.Run(variant, func(b *testing.B) {
 			cycles := make([]func(context.Context) error, workers)
 			for i := range cycles {
-				rdb := srv.Client()
+				rdb := partsRedis(srv, variant)
 				c := partsClient(rdb, variant)
 				// Closed when this run ends, not the sub-benchmark: RunParallel
 				// calls it again for each b.N it tries, and idle Clients of

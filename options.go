@@ -170,6 +170,12 @@ func WithWaiterTimeout(d time.Duration) Option {
 // confirmed or the lease runs out. It also bounds how long Unlock waits
 // behind an earlier request of the same owner on the lock that is still in
 // flight; the Unlock then runs in the background, after it.
+//
+// With a go-redis client made with ContextTimeoutEnabled, go-redis enforces
+// the bound itself and Unlock runs its release on the caller's goroutine
+// (cheaper: no goroutine hand-off); otherwise the release runs on a
+// goroutine of relock's own that the caller stops waiting for at the bound
+// (see "Failure and cancellation" in the package doc).
 func WithUnlockTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock timeout", d); err != nil {

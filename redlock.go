@@ -587,7 +587,8 @@ func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 // (they retry after a jittered delay); a hold counts as gone driftFor(lease)
 // before its lease ends; and one round may take at most the acquire and the
 // undo or token phase, each bounded by the node timeout, which the engine
-// lets it take rather than cut it at the end of TryLock's wait.
+// lets it take rather than cut it at the end of TryLock's wait; its
+// requests run on every master's Client (otherClients).
 func (s redScheme) traits() traits {
-	return traits{driftRate: s.r.cfg.drift, driftFloor: redDriftFloor, attemptBound: 3 * s.r.cfg.nodeTimeout}
+	return traits{driftRate: s.r.cfg.drift, driftFloor: redDriftFloor, attemptBound: 3 * s.r.cfg.nodeTimeout, otherClients: true}
 }

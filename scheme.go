@@ -57,6 +57,10 @@ type traits struct {
 	// ends by itself: RedLock's node timeouts); TryLock's wait lets its last
 	// attempt finish.
 	attemptBound time.Duration
+	// otherClients: the scheme's requests run on other Clients' connections
+	// too, fanned out on goroutines of its own (RedLock's masters), so
+	// Unlock never runs its release inline (see unlockCall.inline).
+	otherClients bool
 }
 
 // drift is how much sooner than lease a hold of the scheme counts as gone.
@@ -184,10 +188,10 @@ type lockPart struct {
 // An unlockPart is one hold record an Unlock call works on: the entry it
 // ends; live when that has not ended yet, and then its request (whose op the
 // target's releaseParts sets), lease end, start and the release's outcome or
-// error.
+// error; cut when an inline release was cut short (see inline.go).
 type unlockPart struct {
 	e            *entry
-	live         bool
+	live, cut    bool
 	req          releaseReq
 	until, since time.Time
 	out          releaseOutcome

@@ -74,9 +74,12 @@ func (k *unlockCall) finish(ctx context.Context, taken int) error {
 		k.report(ctx)
 		fails = append(fails, k.settle()...)
 	}
-	if late != nil {
+	switch {
+	case late != nil:
 		k.finishLate(late, lateParts, taken)
-	} else {
+	case k.cut:
+		k.retryThenLeave(taken)
+	default:
 		leave(k.parts, taken)
 	}
 	if len(fails) == 0 {
@@ -90,6 +93,7 @@ type unlockCall struct {
 	t     target
 	c     *Client // t.client(): where the call is reported
 	parts []unlockPart
+	cut   bool // some part's inline release was cut short (see inline.go)
 	// onePart holds parts and releaseBounded's copy for an Unlock of one
 	// part (all but a MultiLock's): see unlockWith.
 	onePart [2]unlockPart
@@ -152,6 +156,10 @@ func (k *unlockCall) settle() []partFailure {
 			// Retried once the release in flight returns (finishLate).
 			c.unlockFailed(p.e, p.req, p.until, false)
 			fails = append(fails, partFailure{i, c.notConfirmed(nil)})
+		case p.cut:
+			// Retried, keeping the semaphores (retryThenLeave).
+			c.unlockFailed(p.e, p.req, p.until, false)
+			fails = append(fails, partFailure{i, c.notConfirmed(cutCause(p.err))})
 		case p.err != nil:
 			c.unlockFailed(p.e, p.req, p.until, true)
 			fails = append(fails, partFailure{i, c.notConfirmed(p.err)})

@@ -65,10 +65,14 @@ func (h goredisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// newGoredis returns a go-redis client with default options whose commands c
-// counts.
+// contextTimeout is the running comparison's Config.ContextTimeout (Run
+// sets it): Library.New has no Config.
+var contextTimeout atomic.Bool
+
+// newGoredis returns a go-redis client with default options, but for
+// ContextTimeoutEnabled (Config.ContextTimeout), whose commands c counts.
 func newGoredis(addr string, c *Counter) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: contextTimeout.Load()})
 	if c != nil {
 		rdb.AddHook(goredisHook{c})
 	}

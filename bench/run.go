@@ -24,6 +24,12 @@ type Config struct {
 	Libraries []Library     // default Libraries()
 	Scenarios []Scenario    // default Scenarios()
 	Progress  io.Writer     // one line per run; nil for none
+	// ContextTimeout sets go-redis's ContextTimeoutEnabled on the go-redis
+	// client of every library that uses one (all but rueidislock), alike:
+	// the client then bounds each command by its context's deadline itself,
+	// and relock's Unlock runs its release on the caller's goroutine
+	// instead of a goroutine of its own.
+	ContextTimeout bool
 }
 
 // Report is a run's results and what they were measured on.
@@ -55,6 +61,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Scenarios == nil {
 		cfg.Scenarios = Scenarios()
 	}
+	contextTimeout.Store(cfg.ContextTimeout)
 	cfg.Rounds = max(1, cfg.Rounds)
 	cfg.Clients = max(1, cfg.Clients)
 	if cfg.Progress == nil {

@@ -214,6 +214,9 @@ func (r *Report) WriteSetup(w io.Writer) {
 	for p := range r.Versions {
 		paths = append(paths, p)
 	}
+	fmt.Fprintf(w, "- go-redis clients (every library but rueidislock): ContextTimeoutEnabled %v (-ctxtimeout): "+
+		"with it go-redis bounds each command by its context's deadline, and relock's Unlock runs its release on the caller's goroutine; "+
+		"without it on a goroutine of relock's own\n", c.ContextTimeout)
 	sort.Strings(paths)
 	for _, p := range paths {
 		fmt.Fprintf(w, "- %s %s\n", p, r.Versions[p])

@@ -52,6 +52,7 @@ func run() error {
 	trials := flag.Int("trials", 100, "-overshoot: Lock calls per fault and library")
 	parallel := flag.Int("parallel", 10, "-overshoot: trials per library run at once, each on its own client")
 	deadline := flag.Duration("deadline", 500*time.Millisecond, "-overshoot: the deadline of each Lock's context")
+	ctxTimeout := flag.Bool("ctxtimeout", true, "set go-redis's ContextTimeoutEnabled on the go-redis client of every library that has one (all but rueidislock): go-redis then bounds each command by its context's deadline, and relock's Unlock runs inline instead of on a goroutine of its own; false: go-redis's default")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -77,7 +78,7 @@ func run() error {
 		return runOvershoot(ctx, bench.OvershootConfig{Trials: *trials, Parallel: *parallel, Deadline: *deadline,
 			Delay: time.Second, Libs: bench.OvershootLibraries(), Progress: progress(*quiet)})
 	}
-	cfg := bench.Config{Addr: *addr, Duration: *duration, Rounds: *rounds, Clients: *clients, Progress: os.Stderr}
+	cfg := bench.Config{Addr: *addr, Duration: *duration, Rounds: *rounds, Clients: *clients, Progress: os.Stderr, ContextTimeout: *ctxTimeout}
 	if *quiet {
 		cfg.Progress = nil
 	}

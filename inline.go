@@ -1,0 +1,177 @@
+package relock
+
+// Unlock's release on the caller's goroutine (issue 29).
+//
+// Unlock is always bounded (WithUnlockTimeout). By default go-redis ignores
+// a context's deadline, so relock bounds a release by running it on a
+// goroutine of its own and waiting for it at most the unlock timeout
+// (bounded.go). Handing the call to another goroutine wakes a second P: on
+// a small machine, where redis-server competes for the cores, that cost an
+// uncontended Lock+Unlock ~20-30% (BenchmarkUncontendedParts/client 155-173
+// µs/op against 112-134 inline, on 2 cores).
+//
+// A go-redis client made with ContextTimeoutEnabled bounds the pool wait,
+// the dial, the write and the read by the context's deadline itself
+// (honoursDeadlines). Unlock then runs its release on the caller's
+// goroutine, under a context whose deadline is the unlock bound, derived
+// from the caller's (detached) context so that its values reach hooks. A
+// release cut short there — the deadline passed, a network error: its
+// outcome is unknown, it may still run in Redis — is settled as one that
+// overran the bound on the other path: the caller is told ErrNotConfirmed
+// (ErrUnavailable) and the same request, with the same op id, is retried in
+// the background (the release scripts recognise a replay by op id and the
+// tail's latch). The hold records' semaphores stay taken until that retry
+// is done, so the owner's next request on the lock is sent only once its
+// release has been settled in Redis (it cannot, say, take its own stale
+// hold over ahead of the waiters the release hands the lock to).
+//
+// Lock keeps its detached request (bounded.go): an acquire cut short by
+// go-redis may still run in Redis later and leave a hold that nobody knows
+// of, so its caller stops waiting but the request is never abandoned.
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// releaseGoroutines counts the releases Unlock ran on a goroutine of its
+// own (awaitWith on releaseWaits): what the inline path saves, and what its
+// tests check.
+var releaseGoroutines atomic.Uint64
+
+// inline reports whether the Unlock's release can run on the caller's
+// goroutine: every part's Client honours deadlines, and the scheme sends
+// nothing through other Clients (a RedLock fans out on goroutines anyway,
+// bounded by its node timeout, not by the unlock timeout).
+func (k *unlockCall) inline() bool {
+	if k.t.traits().otherClients {
+		return false
+	}
+	for i := range k.parts {
+		if !k.parts[i].e.h.client().deadlines {
+			return false
+		}
+	}
+	return true
+}
+
+// A deadlineCtx is a context that ends only at its deadline: an inline
+// release's. The coalescer queues calls with such a context (a call whose
+// context can end otherwise runs alone: see Client.eval).
+//
+// It is relock's own rather than context.WithDeadline's, and pooled
+// (deadlineCtxs): that one, boxed, was five allocations per Unlock. Its
+// timer closes done at the deadline; a deadlineCtx whose timer was stopped
+// before it fired is reused, one whose timer fired is dropped (its done is
+// closed for good).
+type deadlineCtx struct {
+	parent   context.Context
+	deadline time.Time
+	done     chan struct{}
+	timer    *time.Timer
+}
+
+var deadlineCtxs sync.Pool
+
+// newDeadlineCtx returns a context that carries parent's values and ends
+// at deadline; the caller calls release once done with it.
+func newDeadlineCtx(parent context.Context, deadline time.Time) *deadlineCtx {
+	d, _ := deadlineCtxs.Get().(*deadlineCtx)
+	if d == nil {
+		d = &deadlineCtx{done: make(chan struct{})}
+		done := d.done
+		d.timer = time.AfterFunc(time.Until(deadline), func() { close(done) })
+	} else {
+		d.timer.Reset(time.Until(deadline))
+	}
+	d.parent, d.deadline = parent, deadline
+	return d
+}
+
+// release stops d's timer and, if it had not fired, gives d back to the
+// pool. Nothing may use d afterwards.
+func (d *deadlineCtx) release() {
+	d.parent = nil
+	if d.timer.Stop() {
+		deadlineCtxs.Put(d)
+	}
+}
+
+func (d *deadlineCtx) Deadline() (time.Time, bool) { return d.deadline, true }
+func (d *deadlineCtx) Done() <-chan struct{}       { return d.done }
+func (d *deadlineCtx) Value(key any) any           { return d.parent.Value(key) }
+
+// AfterFunc makes a context derived from d (context.WithTimeout in
+// go-redis's dial, say) watch d by a timer of its own, stopped when that
+// context is cancelled, rather than by a goroutine that could outlive the
+// call and meet d reused (see context.AfterFunc). d ends at its deadline
+// and nothing else, so a timer to it is the same; f waits for d's own
+// timer to have ended d (the two fire in either order).
+func (d *deadlineCtx) AfterFunc(f func()) (stop func() bool) {
+	done := d.done
+	return time.AfterFunc(time.Until(d.deadline), func() {
+		<-done
+		f()
+	}).Stop
+}
+
+func (d *deadlineCtx) Err() error {
+	select {
+	case <-d.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// releaseInline runs the release of the live parts on the caller's
+// goroutine, until the unlock bound at the latest, and marks the parts
+// whose release was cut short (see the top of this file).
+func (k *unlockCall) releaseInline(dctx context.Context, until time.Time) {
+	bctx := newDeadlineCtx(dctx, until)
+	k.t.releaseParts(bctx, k.parts)
+	bctx.release()
+	for i := range k.parts {
+		p := &k.parts[i]
+		if p.live && p.err != nil && (outcomeUnknown(p.err) || errors.Is(p.err, errNotSent)) {
+			p.cut = true
+			k.cut = true
+		}
+	}
+}
+
+// cutCause is why an inline release was cut short, as notConfirmed takes
+// it: nil when the unlock bound passed (the same words as an overrun on the
+// other path), else the error (a network error).
+func cutCause(err error) error {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return nil
+	}
+	return err
+}
+
+// retryThenLeave retries, in the background, the final releases cut short
+// (the same requests: a replay is recognised) until Redis answers them or
+// their leases run out, then leaves the records: their semaphores are kept
+// until then (see the top of this file).
+func (k *unlockCall) retryThenLeave(taken int) {
+	parts := k.parts
+	k.c.goSettle(func() {
+		for _, p := range parts {
+			if p.cut && p.req.final {
+				h := p.e.h
+				s := h.scheme
+				h.client().retryUntil(func(ctx context.Context) error {
+					_, err := s.release(ctx, p.req)
+					return err
+				}, p.until)
+			}
+		}
+		leave(parts, taken)
+	})
+}

@@ -1,0 +1,266 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// With a go-redis client that enforces context deadlines, Unlock runs its
+// release on the caller's goroutine: no goroutine of relock's is started
+// for it. With a default client (deadlines ignored) every Unlock still
+// starts one, which is how its bound holds (TestCallsReturnByTheCallersBound
+// checks the bound itself). Not parallel: the counter is the package's.
+func TestUnlockRunsInlineWhenGoRedisEnforcesDeadlines(t *testing.T) {
+	srv := redistest.Start(t)
+	const cycles = 20
+	for _, tc := range []struct {
+		name      string
+		enforced  bool
+		spawnsPer uint64
+	}{{"ContextTimeoutEnabled", true, 0}, {"Default", false, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = tc.enforced })
+			c := New(rdb)
+			t.Cleanup(func() { _ = c.Close() })
+			require.Equal(t, tc.enforced, c.deadlines)
+			kinds := []interface {
+				Lock(context.Context) (context.Context, error)
+				Unlock(context.Context) error
+			}{c.Lock("inline"), c.FairLock("inline-fair"), c.RWLock("inline-rw").WriteLock(), NewMultiLock(c.Lock("inline-a"), c.Lock("inline-b"))}
+			before := releaseGoroutines.Load()
+			for range cycles {
+				for _, l := range kinds {
+					held, err := l.Lock(context.Background())
+					require.NoError(t, err)
+					require.NoError(t, l.Unlock(held))
+				}
+			}
+			assert.Equal(t, tc.spawnsPer*cycles*uint64(len(kinds)), releaseGoroutines.Load()-before)
+		})
+	}
+}
+
+// honoursDeadlines knows go-redis's own clients by their option, and
+// nothing else.
+func TestHonoursDeadlinesReadsTheOption(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: on})
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: on})
+		r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, ContextTimeoutEnabled: on})
+		f := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: on})
+		for _, rdb := range []redis.UniversalClient{c, cc, r, f} {
+			assert.Equal(t, on, honoursDeadlines(rdb), "%T", rdb)
+			_ = rdb.Close()
+		}
+	}
+	assert.False(t, honoursDeadlines(wrapped{redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})}),
+		"a wrapper is not known to enforce deadlines")
+}
+
+type wrapped struct{ *redis.Client }
+
+// recordHook holds single EVALSHA commands until open is closed, and
+// records, per pipeline of script calls, each call's last argument and the
+// pipeline's context's deadline.
+type recordHook struct {
+	open      chan struct{}
+	mu        sync.Mutex
+	pipelines [][]string
+	deadlines []time.Time
+}
+
+func (h *recordHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *recordHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			<-h.open
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *recordHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if cmds[0].Name() != "evalsha" { // a connection's handshake
+			return next(ctx, cmds)
+		}
+		args := make([]string, len(cmds))
+		for i, cmd := range cmds {
+			a := cmd.Args()
+			args[i] = fmt.Sprint(a[len(a)-1])
+		}
+		d, _ := ctx.Deadline()
+		h.mu.Lock()
+		h.pipelines, h.deadlines = append(h.pipelines, args), append(h.deadlines, d)
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// coalesceRig is a coalescer whose send tokens are all taken by calls held
+// at the hook's gate, so that the calls run next queue.
+func coalesceRig(t *testing.T) (*coalescer, *redis.Client, *recordHook, *sync.WaitGroup) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	require.NoError(t, echoScript.Load(context.Background(), rdb).Err())
+	h := &recordHook{open: make(chan struct{})}
+	rdb.AddHook(h)
+	co := &coalescer{}
+	var wg sync.WaitGroup
+	for i := range coalesceInFlight {
+		wg.Go(func() {
+			_, err := co.run(context.Background(), rdb, echoCall(fmt.Sprint("held", i))).Text()
+			assert.NoError(t, err)
+		})
+	}
+	waitFor(co, func() bool { return co.inFlight == coalesceInFlight })
+	return co, rdb, h, &wg
+}
+
+func echoCall(arg string) scriptCall {
+	return scriptCall{script: echoScript, keys: []string{"k"}, args: []any{arg}}
+}
+
+// queueCall runs call on co in a goroutine once n calls are queued, waits
+// until it is queued too, and returns where its reply comes.
+func queueCall(co *coalescer, rdb *redis.Client, ctx context.Context, arg string) <-chan *redis.Cmd {
+	co.mu.Lock()
+	n := len(co.queue)
+	co.mu.Unlock()
+	out := make(chan *redis.Cmd, 1)
+	go func() { out <- co.run(ctx, rdb, echoCall(arg)) }()
+	waitFor(co, func() bool { return len(co.queue) == n+1 })
+	return out
+}
+
+// A queued call whose deadline passes before its batch is taken leaves the
+// queue at once, not sent (errNotSent: a definite outcome), while the calls
+// queued with it stay and later get their own replies.
+func TestCoalescedCallLeavesTheQueueAtItsDeadline(t *testing.T) {
+	co, rdb, h, wg := coalesceRig(t)
+	before := queueCall(co, rdb, context.Background(), "before")
+	expiring := queueCall(co, rdb, newDeadlineCtx(context.Background(), time.Now().Add(150*time.Millisecond)), "expiring")
+	after := queueCall(co, rdb, context.Background(), "after")
+
+	select {
+	case cmd := <-expiring:
+		require.ErrorIs(t, cmd.Err(), errNotSent)
+		require.ErrorIs(t, cmd.Err(), ErrUnavailable)
+		assert.False(t, outcomeUnknown(cmd.Err()), "not sent: the outcome is known")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call whose deadline passed is still queued (the gate is closed)")
+	}
+	co.mu.Lock()
+	assert.Len(t, co.queue, 2, "the other calls stay queued")
+	co.mu.Unlock()
+
+	close(h.open)
+	for arg, ch := range map[string]<-chan *redis.Cmd{"before": before, "after": after} {
+		v, err := (<-ch).Text()
+		require.NoError(t, err)
+		assert.Equal(t, arg, v)
+	}
+	wg.Wait()
+	assert.Equal(t, [][]string{{"before", "after"}}, h.pipelines, "the expired call was never sent")
+	assert.Zero(t, co.inFlight)
+}
+
+// A batch is sent under the earliest deadline of its calls — a call without
+// one imposes none — and each call gets its own reply.
+func TestCoalescedBatchIsSentUnderItsEarliestDeadline(t *testing.T) {
+	co, rdb, h, wg := coalesceRig(t)
+	soonAt, laterAt := time.Now().Add(20*time.Second), time.Now().Add(40*time.Second)
+	calls := []struct {
+		arg string
+		ctx context.Context
+	}{{"none", context.Background()}, {"later", newDeadlineCtx(context.Background(), laterAt)}, {"soon", newDeadlineCtx(context.Background(), soonAt)}, {"none2", context.Background()}}
+	replies := make([]<-chan *redis.Cmd, len(calls))
+	for i, c := range calls {
+		replies[i] = queueCall(co, rdb, c.ctx, c.arg)
+	}
+	close(h.open)
+	for i, c := range calls {
+		v, err := (<-replies[i]).Text()
+		require.NoError(t, err)
+		assert.Equal(t, c.arg, v, "each call's reply is its own")
+	}
+	wg.Wait()
+	want := soonAt
+	require.Len(t, h.pipelines, 1)
+	assert.Equal(t, []string{"none", "later", "soon", "none2"}, h.pipelines[0])
+	assert.True(t, want.Equal(h.deadlines[0]), "the batch is sent under %v, got %v", want, h.deadlines[0])
+
+	// A batch of calls without deadlines goes without one.
+	co2, rdb2, h2, wg2 := coalesceRig(t)
+	a, b := queueCall(co2, rdb2, context.Background(), "a"), queueCall(co2, rdb2, context.Background(), "b")
+	close(h2.open)
+	<-a
+	<-b
+	wg2.Wait()
+	require.Len(t, h2.deadlines, 1)
+	assert.True(t, h2.deadlines[0].IsZero())
+}
+
+type valueKey struct{}
+
+// A deadlineCtx ends at its deadline (Done closed, Err DeadlineExceeded),
+// carries its parent's values, and one released before its deadline is
+// reused with a fresh deadline, not ended.
+func TestDeadlineCtxEndsAtItsDeadlineAndIsReused(t *testing.T) {
+	parent := context.WithValue(context.Background(), valueKey{}, "v")
+	d := newDeadlineCtx(parent, time.Now().Add(50*time.Millisecond))
+	assert.Equal(t, "v", d.Value(valueKey{}))
+	assert.NoError(t, d.Err())
+	select {
+	case <-d.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not ended at its deadline")
+	}
+	assert.ErrorIs(t, d.Err(), context.DeadlineExceeded)
+	d.release() // fired: dropped, never reused
+
+	for range 3 {
+		at := time.Now().Add(time.Hour)
+		e := newDeadlineCtx(parent, at)
+		assert.NotSame(t, d, e, "a context that ended is not reused")
+		got, ok := e.Deadline()
+		assert.True(t, ok)
+		assert.True(t, at.Equal(got))
+		assert.NoError(t, e.Err())
+		e.release()
+	}
+}
+
+// A context derived from a deadlineCtx (go-redis's dial derives one)
+// watches it through AfterFunc, not a goroutine that could outlive the call
+// and meet the deadlineCtx reused: it ends at the deadline with its
+// parent's error (AfterFunc's f waits for the parent to have ended: the
+// context package panics otherwise), and one cancelled first simply ends.
+func TestContextDerivedFromADeadlineCtxEndsWithIt(t *testing.T) {
+	d := newDeadlineCtx(context.Background(), time.Now().Add(50*time.Millisecond))
+	child, cancel := context.WithTimeout(d, time.Hour)
+	defer cancel()
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the derived context did not end with its parent")
+	}
+	assert.ErrorIs(t, child.Err(), context.DeadlineExceeded)
+	d.release()
+
+	e := newDeadlineCtx(context.Background(), time.Now().Add(time.Hour))
+	early, cancelEarly := context.WithCancel(e)
+	cancelEarly()
+	<-early.Done()
+	e.release()
+}

@@ -1,0 +1,211 @@
+package relock_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// With a go-redis client that enforces context deadlines, Unlock runs its
+// release on the caller's goroutine, bounded by go-redis alone. On a hung
+// Redis (SIGSTOP) it still returns by the unlock timeout, not confirmed;
+// once Redis answers again, the release retried in the background (or the
+// one cut short, which Redis may still run: the same op id) frees the lock
+// and hands it to the waiter of another Client at once — not at the end of
+// the holder's lease (30 s), the fallback.
+func TestInlineUnlockOnAHungRedisReturnsByItsBoundAndHandsOver(t *testing.T) {
+	eachKind(t, func(t *testing.T, k lockKind) {
+		t.Parallel()
+		srv := redistest.Start(t)
+		rdb := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+		holder := relock.New(rdb, relock.WithUnlockTimeout(callBound), relock.WithLogger(quietLogger()))
+		t.Cleanup(func() { _ = holder.Close() })
+		waiter := relock.New(srv.Client(), append(farWaiter, relock.WithLogger(quietLogger()))...)
+		t.Cleanup(func() { _ = waiter.Close() })
+
+		l := k.open(holder, "hung")
+		hctx, err := l.Lock(context.Background())
+		require.NoError(t, err)
+		got := lockAsync(k.open(waiter, "hung"))
+		require.Eventually(t, func() bool { return queuedWaiters(t, srv.Client(), k, k.keyOf(holder, "hung")) == 1 },
+			5*time.Second, time.Millisecond, "the waiter queues, to be handed the lock")
+
+		srv.Pause()
+		start := time.Now()
+		err = l.Unlock(hctx)
+		took := time.Since(start)
+		require.ErrorIs(t, err, relock.ErrNotConfirmed)
+		require.ErrorIs(t, err, relock.ErrUnavailable)
+		assert.Less(t, took, callBound+boundSlack, "Unlock returns by its bound")
+		assert.GreaterOrEqual(t, took, callBound, "Redis never answered: only the bound ended it")
+		mustNotGet(t, got)
+
+		resumed := time.Now()
+		srv.Resume()
+		wctx := mustGet(t, got, 20*time.Second)
+		handOff := time.Since(resumed)
+		t.Logf("Unlock returned after %v; the waiter had the lock %v after Redis resumed", took, handOff)
+		assert.Less(t, handOff, 5*time.Second, "handed over by the release, not by the lease's end (30 s)")
+		require.NoError(t, k.open(waiter, "hung").Unlock(wctx))
+	})
+}
+
+// The same holder's next Lock on the lock waits for its release retried in
+// the background (the records' semaphores stay taken until then): it is
+// sent once Redis has settled the release, and finds the lock free.
+func TestInlineUnlockCutShortKeepsTheOwnersNextLockBehindItsRetry(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	c := relock.New(rdb, relock.WithUnlockTimeout(callBound), relock.WithLogger(quietLogger()))
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.Lock("behind")
+	owner, err := relock.WithOwner(context.Background(), "the-owner")
+	require.NoError(t, err)
+	hctx, err := l.Lock(owner)
+	require.NoError(t, err)
+	first, err := l.Token(hctx)
+	require.NoError(t, err)
+
+	srv.Pause()
+	require.ErrorIs(t, l.Unlock(hctx), relock.ErrNotConfirmed)
+	// Still paused: the same owner's Lock cannot get ahead of the release.
+	_, err = l.TryLock(owner, callBound, 0)
+	require.ErrorIs(t, err, relock.ErrNotObtained)
+	assert.ErrorContains(t, err, "earlier request of this owner on the lock was in flight")
+	srv.Resume()
+
+	again, err := l.TryLock(owner, 10*time.Second, 0)
+	require.NoError(t, err)
+	token, err := l.Token(again)
+	require.NoError(t, err)
+	assert.Greater(t, token, first, "a new hold, not the old one taken over")
+	require.NoError(t, l.Unlock(again))
+}
+
+// inlineAllocBudget is TestLockUnlockAllocBudget's for the inline path,
+// which saves the goroutine's allocations: 36 a cycle measured (37 with
+// -race), since its deadline context is relock's own and pooled;
+// context.WithDeadline made it 42.
+const inlineAllocBudget = lockUnlockAllocBudget - 3
+
+func TestInlineLockUnlockAllocBudget(t *testing.T) {
+	srv := redistest.Start(t)
+	c := relock.New(srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true }))
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.Lock("allocs")
+	ctx := context.Background()
+	cycle := func() {
+		held, err := l.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 50 {
+		cycle()
+	}
+	got := testing.AllocsPerRun(500, cycle)
+	budget := float64(inlineAllocBudget)
+	if raceEnabled {
+		budget += 2 // see race_on_test.go
+	}
+	t.Logf("Lock+Unlock inline: %.1f allocs (budget %.0f)", got, budget)
+	assert.LessOrEqual(t, got, budget)
+}
+
+type traceKey struct{}
+
+// tracingHook records the trace value of the context every script call
+// is sent with.
+type tracingHook struct {
+	mu   sync.Mutex
+	seen []any
+}
+
+func (h *tracingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *tracingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			h.mu.Lock()
+			h.seen = append(h.seen, ctx.Value(traceKey{}))
+			h.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *tracingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// An inline release is sent with a context derived from the caller's: a
+// hook sees its values (a trace span), as it does on the other path.
+func TestInlineReleaseCarriesTheCallersValues(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	h := &tracingHook{}
+	rdb.AddHook(h)
+	c := relock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.Lock("traced")
+	held, err := l.Lock(context.WithValue(context.Background(), traceKey{}, "span-1"))
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(held))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Equal(t, []any{"span-1", "span-1"}, h.seen, "the acquire's and the release's")
+}
+
+// TestCallsReturnByTheCallersBound again, on go-redis clients with
+// ContextTimeoutEnabled: every call of every lock type (Unlock inline, but
+// a RedLock's) returns by its bound whatever Redis does, and once Redis
+// answers again nothing is left held by the Client (a release cut short
+// is retried; an acquire stays detached and is reconciled).
+func TestCallsReturnByTheCallersBoundWithContextTimeouts(t *testing.T) {
+	for _, f := range deadlineFaults {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			rdb, admin, breakIt, heal := f.setup(t)
+			rdb.Options().ContextTimeoutEnabled = true // before its first command
+			c := relock.New(rdb, relock.WithUnlockTimeout(callBound), relock.WithLogger(quietLogger()))
+			t.Cleanup(func() { _ = c.Close() })
+			held := map[string]context.Context{}
+			if admin != nil {
+				for _, k := range deadlineKinds {
+					l := k.open(c, "warm:"+k.name)
+					hctx, err := l.Lock(context.Background())
+					require.NoError(t, err, k.name)
+					require.NoError(t, l.Unlock(hctx), k.name)
+					held[k.name], err = k.open(c, "Unlock:"+k.name).Lock(context.Background())
+					require.NoError(t, err, k.name)
+				}
+			}
+			breakIt()
+			var wg sync.WaitGroup
+			for _, k := range deadlineKinds {
+				for _, call := range boundedCalls {
+					if call.name == "Unlock" && admin == nil {
+						continue // nothing could be locked
+					}
+					wg.Go(func() { call.run(t, k.name, k.open(c, call.name+":"+k.name), held[k.name]) })
+				}
+			}
+			wg.Wait()
+			heal()
+			if admin != nil {
+				requireNothingOf(t, admin, c.ID(), 20*time.Second)
+			}
+		})
+	}
+}
