@@ -264,21 +264,21 @@ var (
 // (RedLock's rounds do not: no single master can hand a RedLock over).
 func lockAcquireCall(c *Client, k lockKeys, owner string, r acquireReq, queue bool) scriptCall {
 	return newCall(lockAcquireScript, k.acquireKeys,
-		owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, flagArg(queue))
+		strArg(owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), c.leaseArg(r.lease), c.args.fencing, flagArg(queue))
 }
 
 // lockReleaseCall releases one hold of owner's (request r) on the Lock whose
 // keys are k; a final release hands the lock over to its first queued waiter.
 func lockReleaseCall(c *Client, k lockKeys, owner string, r releaseReq) scriptCall {
 	return newCall(lockReleaseScript, k.releaseKeys,
-		owner, r.op, r.gen, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
+		strArg(owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
 }
 
 // fairAcquireCall takes, re-enters or queues for (request r) the FairLock
 // whose keys are k.
 func fairAcquireCall(c *Client, k fairKeys, r acquireReq) scriptCall {
 	return newCall(fairAcquireScript, k.acquireKeys,
-		r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, flagArg(r.waiter),
+		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), c.leaseArg(r.lease), c.args.fencing, flagArg(r.waiter),
 		c.args.waiterTimeout, c.args.publish, c.args.blind)
 }
 
@@ -287,7 +287,7 @@ func fairAcquireCall(c *Client, k fairKeys, r acquireReq) scriptCall {
 // that listens.
 func fairReleaseCall(c *Client, k fairKeys, r releaseReq) scriptCall {
 	return newCall(fairReleaseScript, k.releaseKeys,
-		r.owner, r.op, r.gen, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
+		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
 }
 
 // lockAbandonCall takes waiter (the op id its attempts sent) out of the
@@ -379,7 +379,7 @@ var rwReadAcquireScript = newScript("rw_read_acquire")
 // rwReadAcquireCall takes or re-enters a read hold.
 func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
 	return newCall(rwReadAcquireScript, k.acquireKeys,
-		r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.publish, c.args.blind)
+		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), c.leaseArg(r.lease), c.args.publish, c.args.blind)
 }
 
 var rwWriteAcquireScript = newScript("rw_write_acquire")
@@ -395,7 +395,7 @@ func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq, reading bool) scriptC
 		leftover = c.id + ":" // the prefix of the generations it makes (newOp)
 	}
 	return newCall(rwWriteAcquireScript, k.acquireKeys,
-		r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, c.args.waiterTimeout,
+		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), c.leaseArg(r.lease), c.args.fencing, c.args.waiterTimeout,
 		flagArg(r.waiter), c.args.publish, c.args.blind, leftover)
 }
 
@@ -405,7 +405,7 @@ var rwReleaseScript = newScript("rw_release")
 // release that frees the lock hands it over to the first queued writer.
 func rwReleaseCall(c *Client, k rwKeys, kind string, r releaseReq) scriptCall {
 	return newCall(rwReleaseScript, k.releaseKeys,
-		r.owner, r.op, r.gen, kind, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
+		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), kind, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
 }
 
 var rwRenewScript = newScript("rw_renew")
