@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,7 +258,10 @@ func withNewOwner(ctx context.Context, c *Client) (context.Context, *owner) {
 	if o := ownerFrom(ctx); o != nil {
 		return ctx, o
 	}
-	return withOwner(ctx, newOwner(c))
+	if c == nil {
+		return withOwner(ctx, owner{id: strconv.FormatUint(ownerSeq.Add(1), 10)})
+	}
+	return withNewOwnerOf(ctx, c)
 }
 
 func ownerFrom(ctx context.Context) *owner {
@@ -309,7 +313,7 @@ func NewOwner(ctx context.Context) context.Context {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, _ = withOwner(ctx, newOwner(nil))
+	ctx, _ = withOwner(ctx, owner{id: strconv.FormatUint(ownerSeq.Add(1), 10)})
 	return ctx
 }
 

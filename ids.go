@@ -77,12 +77,16 @@ func (c *Client) newOpRef() *string {
 // request, or a hold generation, in Redis. One allocation.
 func (c *Client) newOp() string { return *c.newOpRef() }
 
-// An ownerCtx is a context that carries an owner: the context and the
-// owner in one allocation (context.WithValue would box the owner in a
-// second one). It answers ownerKey with o and every other key as its parent.
+// An ownerCtx is a context that carries an owner: the context, the owner
+// and the bytes of its field in one allocation (context.WithValue would box
+// the owner in a second one, and the field is a third). It answers ownerKey
+// with o and every other key as its parent.
 type ownerCtx struct {
 	context.Context
 	o owner
+	// field holds o.homeField's bytes (see newOwnerCtx): written once,
+	// before o.homeField is made a view of them, and never again.
+	field [opIDCap]byte
 }
 
 func (c *ownerCtx) Value(key any) any {
@@ -100,15 +104,20 @@ func withOwner(ctx context.Context, o owner) (context.Context, *owner) {
 	return oc, &oc.o
 }
 
-// newOwner is a new owner, made for Client c (nil: none, see owner.home).
-// Its field on c is made in the same string as its id: "<c.id>:<n>", the id
-// being the "<n>".
-func newOwner(c *Client) owner {
-	var buf [20]byte
-	n := strconv.AppendUint(buf[:0], ownerSeq.Add(1), 10)
-	if c == nil {
-		return owner{id: string(n)}
+// withNewOwnerOf returns ctx carrying a new owner made for Client c (see
+// owner.home), and the owner. Its field on c, "<c.id>:<n>", lives in the
+// context's own bytes, its id being the "<n>": one allocation in all.
+func withNewOwnerOf(ctx context.Context, c *Client) (context.Context, *owner) {
+	seq := ownerSeq.Add(1)
+	if len(c.id) > opIDCap-21 { // not an id of newClientID's (a test's)
+		field := c.id + ":" + strconv.FormatUint(seq, 10)
+		return withOwner(ctx, owner{id: field[len(c.id)+1:], home: c, homeField: field})
 	}
-	field := c.id + ":" + string(n) // one allocation: string(n) is not kept
-	return owner{id: field[len(c.id)+1:], home: c, homeField: field}
+	oc := &ownerCtx{Context: ctx}
+	n := copy(oc.field[:], c.id)
+	oc.field[n] = ':'
+	n = len(strconv.AppendUint(oc.field[:n+1], seq, 10))
+	field := unsafe.String(&oc.field[0], n)
+	oc.o = owner{id: field[len(c.id)+1:], home: c, homeField: field}
+	return oc, &oc.o
 }
