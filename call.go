@@ -48,6 +48,23 @@ func (r result) Int64Slice() ([]int64, error) {
 	return v, wrapRedis(r.what, err)
 }
 
+// appendInt64s is Int64Slice appending to buf, which a caller keeps on its
+// stack: go-redis's Int64Slice allocates the slice at every reply.
+func (r result) appendInt64s(buf []int64) ([]int64, error) {
+	v, err := r.cmd.Slice()
+	if err != nil {
+		return nil, wrapRedis(r.what, err)
+	}
+	for _, x := range v {
+		n, ok := x.(int64)
+		if !ok { // not a script's integer reply: go-redis converts it, or says why not
+			return r.Int64Slice()
+		}
+		buf = append(buf, n)
+	}
+	return buf, nil
+}
+
 func (r result) StringSlice() ([]string, error) {
 	v, err := r.cmd.StringSlice()
 	return v, wrapRedis(r.what, err)
@@ -104,10 +121,10 @@ func failedCmd(ctx context.Context, err error) *redis.Cmd {
 }
 
 // runAcquire runs an acquire script's call (see evalReplicated) and returns
-// its integer reply.
-func (c *Client) runAcquire(ctx context.Context, sc scriptCall) (vals []int64, repl error, err error) {
+// its integer reply, appended to buf (which a caller keeps on its stack).
+func (c *Client) runAcquire(ctx context.Context, sc scriptCall, buf []int64) (vals []int64, repl error, err error) {
 	r, repl := c.evalReplicated(ctx, "acquire", sc)
-	vals, err = r.Int64Slice()
+	vals, err = r.appendInt64s(buf)
 	return vals, repl, err
 }
 

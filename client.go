@@ -259,20 +259,6 @@ func (c *Client) leaseFor(lease time.Duration) time.Duration {
 	return lease
 }
 
-// newOp returns an id unique to one request of this Client: it names a
-// request, or a hold generation, in Redis. One allocation: it is made twice
-// per Lock+Unlock.
-func (c *Client) newOp() string {
-	var n [20]byte
-	seq := strconv.AppendUint(n[:0], c.reqSeq.Add(1), 10)
-	var b strings.Builder
-	b.Grow(len(c.id) + 1 + len(seq))
-	b.WriteString(c.id)
-	b.WriteByte(':')
-	b.Write(seq)
-	return b.String()
-}
-
 // owner is what a context carries to identify the holder of a lock, the Go
 // counterpart of Redisson's thread id.
 type owner struct {
@@ -299,11 +285,10 @@ func withNewOwner(ctx context.Context, c *Client) (context.Context, *owner) {
 	if o := ownerFrom(ctx); o != nil {
 		return ctx, o
 	}
-	o := &owner{id: strconv.FormatUint(ownerSeq.Add(1), 10)}
-	if c != nil {
-		o.home, o.homeField = c, c.id+":"+o.id
+	if c == nil {
+		return withOwner(ctx, owner{id: strconv.FormatUint(ownerSeq.Add(1), 10)})
 	}
-	return context.WithValue(ctx, ownerKey{}, o), o
+	return withNewOwnerOf(ctx, c)
 }
 
 func ownerFrom(ctx context.Context) *owner {
@@ -339,7 +324,8 @@ func WithOwner(ctx context.Context, id string) (context.Context, error) {
 	if id == "" || strings.HasPrefix(id, "~") || strings.ContainsAny(id, "\x00") {
 		return ctx, fmt.Errorf("%w: owner id %q is empty, starts with '~' (reserved) or contains NUL", ErrInvalidArgument, id)
 	}
-	return context.WithValue(ctx, ownerKey{}, &owner{id: id, explicit: true}), nil
+	ctx, _ = withOwner(ctx, owner{id: id, explicit: true})
+	return ctx, nil
 }
 
 // NewOwner returns a context that keeps ctx's values, deadline and
@@ -354,8 +340,8 @@ func NewOwner(ctx context.Context) context.Context {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	o := &owner{id: strconv.FormatUint(ownerSeq.Add(1), 10)}
-	return context.WithValue(ctx, ownerKey{}, o)
+	ctx, _ = withOwner(ctx, owner{id: strconv.FormatUint(ownerSeq.Add(1), 10)})
+	return ctx
 }
 
 // OwnerOf reports the owner that ctx carries and whether it carries one. The

@@ -125,7 +125,8 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 			return attempt{}, overrun(ctx)
 		}
 		if waitAs == "" {
-			req.op = c.newOp()
+			req.refs.op = c.newOpRef()
+			req.op = *req.refs.op
 		} else {
 			req.waiter = c.subs.listening(k.queue.channel())
 		}
@@ -178,7 +179,8 @@ func (k *lockCall) queueAs(req *acquireReq, wait time.Duration) (waitAs string, 
 	if k.queue == nil || wait == 0 {
 		return "", strayRelease{}
 	}
-	req.op, req.waiter = k.c.newOp(), true
+	req.refs.op = k.c.newOpRef()
+	req.op, req.waiter = *req.refs.op, true
 	k.c.subs.expect(req.op)
 	return req.op, strayRelease{k.c, k.parts[0].h.scheme, k.queue}
 }
@@ -269,7 +271,8 @@ func (k *lockCall) record(dctx context.Context, req acquireReq, a attempt, start
 func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 	c := k.c
 	req := k.request()
-	req.op = c.newOp()
+	req.refs.op = c.newOpRef()
+	req.op = *req.refs.op
 	started := time.Now()
 	a, err := k.acquireBounded(ctx, detached(ctx), req)
 	if k.late != nil {

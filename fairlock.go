@@ -140,7 +140,8 @@ func (s fairScheme) info() LockInfo { return LockInfo{Name: s.l.ks.name, Kind: K
 
 func (s fairScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := s.l
-	res, repl, err := l.c.runAcquire(ctx, fairAcquireCall(l.c, l.keys, r))
+	var buf [4]int64 // the reply, on the stack
+	res, repl, err := l.c.runAcquire(ctx, fairAcquireCall(l.c, l.keys, r), buf[:0])
 	if err != nil {
 		return attempt{}, err
 	}

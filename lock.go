@@ -133,7 +133,8 @@ func (s lockScheme) info() LockInfo  { return LockInfo{Name: s.l.ks.name, Kind: 
 
 func (s lockScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := s.l
-	res, repl, err := l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, r.waiter))
+	var buf [4]int64 // the reply, on the stack
+	res, repl, err := l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, r.waiter), buf[:0])
 	if err != nil {
 		return attempt{}, err
 	}

@@ -111,7 +111,8 @@ func partsCycle(c *Client, rdb redis.UniversalClient, variant, name string) func
 
 // BenchmarkUncontendedParts splits an uncontended Lock+Unlock on a real
 // Redis, one caller at a time, into the variants of partsVariants: where
-// the latency goes.
+// the latency goes, and the CPU this process spends per cycle
+// (client-µs/op, getrusage; the Redis server runs elsewhere).
 func BenchmarkUncontendedParts(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client()
@@ -130,14 +131,19 @@ func BenchmarkUncontendedParts(b *testing.B) {
 			}
 			b.ReportAllocs()
 			calls0, usec0 := evalshaStats(b, rdb)
+			client0 := processCPUOrZero()
 			for b.Loop() {
 				if err := cycle(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}
+			// One caller at a time: a fixed -benchtime Nx makes this the
+			// steadier figure of a Client's own CPU on a busy machine.
+			clientCPU := processCPUOrZero() - client0
 			calls1, usec1 := evalshaStats(b, rdb)
 			b.ReportMetric((usec1-usec0)/float64(b.N), "script-µs/op")
 			b.ReportMetric((calls1-calls0)/float64(b.N), "evalsha/op")
+			b.ReportMetric(clientCPU.Seconds()*1e6/float64(b.N), "client-µs/op")
 		})
 	}
 }

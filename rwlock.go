@@ -306,7 +306,8 @@ func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 		reading := l.c.holds.tracked(readID, r.owner)
 		call, channel = rwWriteAcquireCall(l.c, k, r, reading), k.waitChannel
 	}
-	res, repl, err := l.c.runAcquire(ctx, call)
+	var buf [4]int64 // the reply, on the stack
+	res, repl, err := l.c.runAcquire(ctx, call, buf[:0])
 	if err != nil {
 		return attempt{}, err
 	}

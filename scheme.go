@@ -140,6 +140,7 @@ func (t sole[S]) record(int) scheme { return t.s }
 
 func (t sole[S]) acquireParts(ctx context.Context, req acquireReq, parts []lockPart) (attempt, error) {
 	req.owner, req.gen, req.lease = parts[0].h.key.owner, parts[0].held, t.client().leaseFor(req.lease)
+	req.refs.owner, req.refs.gen = &parts[0].h.key.owner, &parts[0].held
 	return t.s.acquire(ctx, req)
 }
 
@@ -164,7 +165,8 @@ func (t sole[S]) takeBack(ctx context.Context, req acquireReq, parts []lockPart,
 
 func (t sole[S]) releaseParts(ctx context.Context, parts []unlockPart) {
 	p := &parts[0]
-	p.req.op = t.client().newOp()
+	op := t.client().newOpRef()
+	p.req.op, p.req.refs = *op, argRefs{owner: &p.e.h.key.owner, op: op, gen: &p.e.gen}
 	p.out, p.err = t.s.release(ctx, p.req)
 }
 
@@ -244,6 +246,9 @@ type acquireReq struct {
 	// wait, see waitQueue), so a busy attempt queues it. A TryLock that
 	// does not wait never queues, and so leaves nothing to take back.
 	waiter bool
+	// refs: where owner, op and gen are kept, for sending them unboxed
+	// (see strArg); set where that is known, on the paths every Lock takes.
+	refs argRefs
 }
 
 // releaseReq is one run of a release script; final says the Client has no
@@ -254,6 +259,7 @@ type releaseReq struct {
 	// until is when the hold's lease ends at the latest (zero: unknown): a
 	// scheme that retries part of a release in the background stops then.
 	until time.Time
+	refs  argRefs // as acquireReq's
 }
 
 type outcome int

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -74,7 +75,7 @@ type keySet struct {
 func newCall(script *redis.Script, keys keySet, args ...any) scriptCall {
 	nk := len(keys.boxed)
 	argv := make([]any, 3+nk+len(args))
-	argv[0], argv[1], argv[2] = "evalsha", scriptSHA(script), nk
+	argv[0], argv[1], argv[2] = "evalsha", scriptSHA(script), numKeysArg(nk)
 	copy(argv[3:], keys.boxed)
 	copy(argv[3+nk:], args)
 	return scriptCall{script: script, keys: keys.names, args: argv[3+nk:], argv: argv}
@@ -86,7 +87,7 @@ func (sc scriptCall) evalshaArgv() []any {
 		return sc.argv
 	}
 	argv := make([]any, 3, 3+len(sc.keys)+len(sc.args))
-	argv[0], argv[1], argv[2] = "evalsha", scriptSHA(sc.script), len(sc.keys)
+	argv[0], argv[1], argv[2] = "evalsha", scriptSHA(sc.script), numKeysArg(len(sc.keys))
 	for _, k := range sc.keys {
 		argv = append(argv, k)
 	}
@@ -264,21 +265,21 @@ var (
 // (RedLock's rounds do not: no single master can hand a RedLock over).
 func lockAcquireCall(c *Client, k lockKeys, owner string, r acquireReq, queue bool) scriptCall {
 	return newCall(lockAcquireScript, k.acquireKeys,
-		owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, flagArg(queue))
+		strArg(owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), c.leaseArg(r.lease), c.args.fencing, flagArg(queue))
 }
 
 // lockReleaseCall releases one hold of owner's (request r) on the Lock whose
 // keys are k; a final release hands the lock over to its first queued waiter.
 func lockReleaseCall(c *Client, k lockKeys, owner string, r releaseReq) scriptCall {
 	return newCall(lockReleaseScript, k.releaseKeys,
-		owner, r.op, r.gen, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
+		strArg(owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
 }
 
 // fairAcquireCall takes, re-enters or queues for (request r) the FairLock
 // whose keys are k.
 func fairAcquireCall(c *Client, k fairKeys, r acquireReq) scriptCall {
 	return newCall(fairAcquireScript, k.acquireKeys,
-		r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, flagArg(r.waiter),
+		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), c.leaseArg(r.lease), c.args.fencing, flagArg(r.waiter),
 		c.args.waiterTimeout, c.args.publish, c.args.blind)
 }
 
@@ -287,7 +288,7 @@ func fairAcquireCall(c *Client, k fairKeys, r acquireReq) scriptCall {
 // that listens.
 func fairReleaseCall(c *Client, k fairKeys, r releaseReq) scriptCall {
 	return newCall(fairReleaseScript, k.releaseKeys,
-		r.owner, r.op, r.gen, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
+		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
 }
 
 // lockAbandonCall takes waiter (the op id its attempts sent) out of the
@@ -379,7 +380,7 @@ var rwReadAcquireScript = newScript("rw_read_acquire")
 // rwReadAcquireCall takes or re-enters a read hold.
 func rwReadAcquireCall(c *Client, k rwKeys, r acquireReq) scriptCall {
 	return newCall(rwReadAcquireScript, k.acquireKeys,
-		r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.publish, c.args.blind)
+		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), c.leaseArg(r.lease), c.args.publish, c.args.blind)
 }
 
 var rwWriteAcquireScript = newScript("rw_write_acquire")
@@ -395,7 +396,7 @@ func rwWriteAcquireCall(c *Client, k rwKeys, r acquireReq, reading bool) scriptC
 		leftover = c.id + ":" // the prefix of the generations it makes (newOp)
 	}
 	return newCall(rwWriteAcquireScript, k.acquireKeys,
-		r.owner, r.op, r.gen, c.leaseArg(r.lease), c.args.fencing, c.args.waiterTimeout,
+		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), c.leaseArg(r.lease), c.args.fencing, c.args.waiterTimeout,
 		flagArg(r.waiter), c.args.publish, c.args.blind, leftover)
 }
 
@@ -405,7 +406,7 @@ var rwReleaseScript = newScript("rw_release")
 // release that frees the lock hands it over to the first queued writer.
 func rwReleaseCall(c *Client, k rwKeys, kind string, r releaseReq) scriptCall {
 	return newCall(rwReleaseScript, k.releaseKeys,
-		r.owner, r.op, r.gen, kind, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
+		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), kind, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
 }
 
 var rwRenewScript = newScript("rw_renew")
@@ -486,13 +487,35 @@ func (c *Client) newScriptArgs() scriptArgs {
 	}
 	return scriptArgs{
 		publish:       publish,
-		latch:         c.opts.unlockLatch.Milliseconds(),
+		latch:         msArg(c.opts.unlockLatch),
 		blind:         flagArg(c.isCluster() && !c.sharded),
 		fencing:       flagArg(c.opts.fencing),
-		watchdogLease: c.opts.watchdogLease.Milliseconds(),
-		waiterTimeout: c.opts.waiterTimeout.Milliseconds(),
+		watchdogLease: msArg(c.opts.watchdogLease),
+		waiterTimeout: msArg(c.opts.waiterTimeout),
 	}
 }
+
+// msArg is d in ms as a script argument, in decimal: Redis gives a script
+// every argument as a string anyway, and go-redis writes a string as it is
+// where it formats an integer at each send (measured: 3.4 ns against 8.7).
+// For the arguments boxed once.
+func msArg(d time.Duration) any { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// numKeysArg is n, EVALSHA's count of keys, as an argument: a string boxed
+// once for the counts the scripts use (see msArg), else the int.
+func numKeysArg(n int) any {
+	if n < len(numKeysArgs) {
+		return numKeysArgs[n]
+	}
+	return n
+}
+
+var numKeysArgs = func() (a [16]any) {
+	for i := range a {
+		a[i] = strconv.Itoa(i)
+	}
+	return a
+}()
 
 // flagArg is a flag as the scripts take it, "1" or "0", boxed once.
 func flagArg(b bool) any {

@@ -231,7 +231,8 @@ func (a semaScheme) info() LockInfo { return LockInfo{Name: a.s.ks.name, Kind: K
 
 func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	s := a.s
-	res, repl, err := s.c.runAcquire(ctx, semaAcquireCall(s.c, s.hash, r, a.n, s.Permits()))
+	var buf [4]int64 // the reply, on the stack
+	res, repl, err := s.c.runAcquire(ctx, semaAcquireCall(s.c, s.hash, r, a.n, s.Permits()), buf[:0])
 	if err != nil {
 		return attempt{}, err
 	}
