@@ -33,7 +33,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -63,11 +62,11 @@ func (k *unlockCall) inline() bool {
 // release's. The coalescer queues calls with such a context (a call whose
 // context can end otherwise runs alone: see Client.eval).
 //
-// It is relock's own rather than context.WithDeadline's, and pooled
-// (deadlineCtxs): that one, boxed, was five allocations per Unlock. Its
-// timer closes done at the deadline; a deadlineCtx whose timer was stopped
-// before it fired is reused, one whose timer fired is dropped (its done is
-// closed for good).
+// It is relock's own rather than context.WithDeadline's: that one, boxed,
+// was five allocations per Unlock. It is not pooled, though a pool saved
+// two more: go-redis hooks (tracing) may keep a command's context past the
+// call, and a reused one would hand them another call's values and
+// deadline.
 type deadlineCtx struct {
 	parent   context.Context
 	deadline time.Time
@@ -75,29 +74,20 @@ type deadlineCtx struct {
 	timer    *time.Timer
 }
 
-var deadlineCtxs sync.Pool
-
 // newDeadlineCtx returns a context that carries parent's values and ends
 // at deadline; the caller calls release once done with it.
 func newDeadlineCtx(parent context.Context, deadline time.Time) *deadlineCtx {
-	d, _ := deadlineCtxs.Get().(*deadlineCtx)
-	if d == nil {
-		d = &deadlineCtx{done: make(chan struct{})}
-		done := d.done
-		d.timer = time.AfterFunc(time.Until(deadline), func() { close(done) })
-	} else {
-		d.timer.Reset(time.Until(deadline))
-	}
-	d.parent, d.deadline = parent, deadline
+	done := make(chan struct{})
+	d := &deadlineCtx{parent: parent, deadline: deadline, done: done}
+	d.timer = time.AfterFunc(time.Until(deadline), func() { close(done) })
 	return d
 }
 
-// release stops d's timer and, if it had not fired, gives d back to the
-// pool. Nothing may use d afterwards.
+// release ends d before its deadline, as a cancel func does: its call is
+// done. (A context derived from d then ends at d's deadline: see AfterFunc.)
 func (d *deadlineCtx) release() {
-	d.parent = nil
 	if d.timer.Stop() {
-		deadlineCtxs.Put(d)
+		close(d.done)
 	}
 }
 
@@ -108,7 +98,7 @@ func (d *deadlineCtx) Value(key any) any           { return d.parent.Value(key) 
 // AfterFunc makes a context derived from d (context.WithTimeout in
 // go-redis's dial, say) watch d by a timer of its own, stopped when that
 // context is cancelled, rather than by a goroutine that could outlive the
-// call and meet d reused (see context.AfterFunc). d ends at its deadline
+// call (see context.AfterFunc). d ends at its deadline
 // and nothing else, so a timer to it is the same; f waits for d's own
 // timer to have ended d (the two fire in either order).
 func (d *deadlineCtx) AfterFunc(f func()) (stop func() bool) {
@@ -122,6 +112,9 @@ func (d *deadlineCtx) AfterFunc(f func()) (stop func() bool) {
 func (d *deadlineCtx) Err() error {
 	select {
 	case <-d.done:
+		if time.Now().Before(d.deadline) {
+			return context.Canceled // released
+		}
 		return context.DeadlineExceeded
 	default:
 		return nil
