@@ -70,7 +70,8 @@ func (k *unlockCall) inline() bool {
 type deadlineCtx struct {
 	parent   context.Context
 	deadline time.Time
-	done     chan struct{}
+	done     chan struct{} // closed at the deadline
+	released chan struct{} // closed when the call is done (release)
 	timer    *time.Timer
 }
 
@@ -78,17 +79,18 @@ type deadlineCtx struct {
 // at deadline; the caller calls release once done with it.
 func newDeadlineCtx(parent context.Context, deadline time.Time) *deadlineCtx {
 	done := make(chan struct{})
-	d := &deadlineCtx{parent: parent, deadline: deadline, done: done}
+	d := &deadlineCtx{parent: parent, deadline: deadline, done: done, released: make(chan struct{})}
 	d.timer = time.AfterFunc(time.Until(deadline), func() { close(done) })
 	return d
 }
 
-// release ends d before its deadline, as a cancel func does: its call is
-// done. (A context derived from d then ends at d's deadline: see AfterFunc.)
+// release stops d's timer, its call done. d does not end then, unlike a
+// context.WithDeadline at its cancel: go-redis may finish a dial started
+// under d for another caller (its pool hands a late connection on), and a
+// d that ended would fail that dial.
 func (d *deadlineCtx) release() {
-	if d.timer.Stop() {
-		close(d.done)
-	}
+	d.timer.Stop()
+	close(d.released)
 }
 
 func (d *deadlineCtx) Deadline() (time.Time, bool) { return d.deadline, true }
@@ -98,23 +100,24 @@ func (d *deadlineCtx) Value(key any) any           { return d.parent.Value(key) 
 // AfterFunc makes a context derived from d (context.WithTimeout in
 // go-redis's dial, say) watch d by a timer of its own, stopped when that
 // context is cancelled, rather than by a goroutine that could outlive the
-// call (see context.AfterFunc). d ends at its deadline
-// and nothing else, so a timer to it is the same; f waits for d's own
-// timer to have ended d (the two fire in either order).
+// call (see context.AfterFunc). d ends at its deadline and nothing else,
+// so a timer to it is the same; f waits for d's own timer to have ended d
+// (the two fire in either order), and is not called when d was released
+// first (d never ends then).
 func (d *deadlineCtx) AfterFunc(f func()) (stop func() bool) {
-	done := d.done
+	done, released := d.done, d.released
 	return time.AfterFunc(time.Until(d.deadline), func() {
-		<-done
-		f()
+		select {
+		case <-done:
+			f()
+		case <-released:
+		}
 	}).Stop
 }
 
 func (d *deadlineCtx) Err() error {
 	select {
 	case <-d.done:
-		if time.Now().Before(d.deadline) {
-			return context.Canceled // released
-		}
 		return context.DeadlineExceeded
 	default:
 		return nil
