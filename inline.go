@@ -85,9 +85,11 @@ func newDeadlineCtx(parent context.Context, deadline time.Time) *deadlineCtx {
 }
 
 // release stops d's timer, its call done. d does not end then, unlike a
-// context.WithDeadline at its cancel: go-redis may finish a dial started
-// under d for another caller (its pool hands a late connection on), and a
-// d that ended would fail that dial.
+// context.WithDeadline at its cancel: a d ended at release failed other
+// callers' Locks with its error under a hung or slow Redis
+// (TestCallsReturnByTheCallersBoundWithContextTimeouts: something keeps
+// using a call's context past the call; not traced further), while the
+// bound needs d to end at its deadline only.
 func (d *deadlineCtx) release() {
 	d.timer.Stop()
 	close(d.released)
