@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,17 +19,32 @@ import (
 // are per Lock+Unlock cycle, all goroutines together. detached: a default
 // go-redis client (Unlock's release on a goroutine of relock's); inline:
 // one with ContextTimeoutEnabled (the release on the caller's, see
-// inline.go).
+// inline.go). It reports, per cycle, the CPU time Redis used (INFO cpu) and
+// the test process used (getrusage), and the coalescer's batch size achieved
+// (script calls per send).
 func BenchmarkSharedClient(b *testing.B) {
 	srv := redistest.Start(b)
+	admin := srv.Client()
 	for _, mode := range []string{"detached", "inline"} {
 		b.Run(mode, func(b *testing.B) {
 			rdb := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = mode == "inline" })
 			c := relock.New(rdb)
 			b.Cleanup(func() { _ = c.Close() })
+			redis0, client0 := relock.RedisCPU(b, admin), processCPU()
+			sends0, calls0 := c.CoalesceStats()
 			sharedClientCycles(b, c)
+			n := float64(b.N)
+			b.ReportMetric((relock.RedisCPU(b, admin)-redis0).Seconds()*1e6/n, "redis-µs/op")
+			b.ReportMetric((processCPU()-client0).Seconds()*1e6/n, "client-µs/op")
+			sends, calls := c.CoalesceStats()
+			b.ReportMetric(float64(calls-calls0)/float64(max(sends-sends0, 1)), "calls/send")
 		})
 	}
+}
+
+func processCPU() time.Duration {
+	d, _ := relock.ProcessCPU()
+	return d
 }
 
 func sharedClientCycles(b *testing.B, c *relock.Client) {

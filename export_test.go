@@ -40,6 +40,17 @@ func (c *Client) QueuedWaiters(channel string) int {
 	return 0
 }
 
+// CoalesceStats reports how many sends c's coalescer made and how many
+// script calls they carried.
+func (c *Client) CoalesceStats() (sends, calls uint64) {
+	c.coalesce.mu.Lock()
+	defer c.coalesce.mu.Unlock()
+	return c.coalesce.sends, c.coalesce.calls
+}
+
+// RedisCPU returns the CPU time (user + system) the server has used.
+var RedisCPU = redisCPU
+
 // CoalesceMaxBatch is the largest batch of coalesced script calls.
 const CoalesceMaxBatch = coalesceMaxBatch
 
