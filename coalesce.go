@@ -44,9 +44,15 @@ import (
 //   - a queued call whose deadline passes before its batch is taken leaves
 //     the queue and fails with errNotSent: not sent, a definite outcome
 //     (a release is then retried in the background);
-//   - a batch is sent under the earliest deadline among its calls (a call
-//     without one imposes none), so no call waits past its own; a batch
-//     cut there fails each of its calls as outcome unknown.
+//   - calls with a deadline and calls without one never share a batch (a
+//     batch takes the queued calls of its first call's kind, in order), so
+//     no call is cut by another's deadline: an acquire cut by a release's
+//     deadline failed its Lock with ErrUnavailable where the Lock's own
+//     bound was to end it (TestCallsReturnByTheCallersBoundWithContextTimeouts
+//     failed so under load);
+//   - a batch of calls with deadlines is sent under the earliest of them,
+//     so no call waits past its own; a batch cut there fails each of its
+//     calls as outcome unknown (releases all, retried in the background).
 //
 // go-redis's own auto-pipelining (v9.23, AutoPipeline, experimental) was
 // measured as this transport, half- and full-duplex, and left out: on the
@@ -193,6 +199,34 @@ func (co *coalescer) handOn() {
 			return
 		}
 	}
+}
+
+// takeBatch takes the next batch from the queue (co.mu held): up to
+// coalesceMaxBatch calls of the first queued call's kind (with a deadline
+// or without), in queue order; the others keep their order in the queue.
+// When the first calls are all of one kind, as they are but while inline
+// releases and other calls meet, the batch is the queue's front, as is.
+func (co *coalescer) takeBatch() []*queuedCall {
+	n := min(len(co.queue), coalesceMaxBatch)
+	bounded := !co.queue[0].deadline.IsZero()
+	if i := slices.IndexFunc(co.queue[:n], func(q *queuedCall) bool { return !q.deadline.IsZero() != bounded }); i < 0 {
+		batch := co.queue[:n:n]
+		co.queue = co.queue[n:]
+		if len(co.queue) == 0 {
+			co.queue = nil
+		}
+		return batch
+	}
+	var batch, rest []*queuedCall
+	for _, q := range co.queue {
+		if len(batch) < coalesceMaxBatch && !q.deadline.IsZero() == bounded {
+			batch = append(batch, q)
+		} else {
+			rest = append(rest, q)
+		}
+	}
+	co.queue = rest
+	return batch
 }
 
 // expire fails the calls of batch whose deadline has passed (errNotSent)
