@@ -183,15 +183,9 @@ func (co *coalescer) handOn() {
 			co.mu.Unlock()
 			return
 		}
-		n := min(len(co.queue), coalesceMaxBatch)
+		batch := co.takeBatch()
 		co.sends++
-		co.calls += uint64(n)
-		batch := co.queue[:n:n]
-		if n == len(co.queue) {
-			co.queue = nil
-		} else {
-			co.queue = co.queue[n:]
-		}
+		co.calls += uint64(len(batch))
 		co.mu.Unlock()
 		if batch = expire(batch); len(batch) > 0 {
 			batch[0].batch = batch
