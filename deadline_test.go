@@ -141,12 +141,18 @@ var boundedCalls = []struct {
 		ctx, cancel := context.WithTimeout(context.Background(), callBound)
 		defer cancel()
 		start := time.Now()
-		_, err := l.Lock(ctx)
+		hctx, err := l.Lock(ctx)
+		if obtainedOnANewConnection(t, l, start, hctx, err) {
+			return
+		}
 		checkBound(t, kind+" Lock", start, err, context.DeadlineExceeded)
 	}},
 	{"TryLock", func(t *testing.T, kind string, l deadlineLocker, _ context.Context) {
 		start := time.Now()
-		_, err := l.TryLock(context.Background(), callBound, 0)
+		hctx, err := l.TryLock(context.Background(), callBound, 0)
+		if obtainedOnANewConnection(t, l, start, hctx, err) {
+			return
+		}
 		checkBound(t, kind+" TryLock", start, err, nil)
 	}},
 	{"Do", func(t *testing.T, kind string, l deadlineLocker, _ context.Context) {
@@ -155,6 +161,9 @@ var boundedCalls = []struct {
 		start := time.Now()
 		ran := false
 		err := l.Do(ctx, func(context.Context) error { ran = true; return nil })
+		if err == nil && ran && newConnectionsWork(t) {
+			return // see obtainedOnANewConnection; Do unlocked
+		}
 		assert.False(t, ran, "%s Do: fn ran without the lock", kind)
 		checkBound(t, kind+" Do", start, err, context.DeadlineExceeded)
 	}},
@@ -169,6 +178,30 @@ var boundedCalls = []struct {
 		}
 		assert.ErrorIs(t, context.Cause(held), relock.ErrUnlocked, "%s Unlock: the hold ends for the caller", kind)
 	}},
+}
+
+// newConnectionsWork reports whether t's fault leaves new connections
+// working while go-redis, enforcing the caller's deadline itself
+// (ContextTimeoutEnabled), closes the connection a call was cut on: a
+// blackholed connection. A call may then obtain the lock on a connection
+// dialed after the cut (a RedLock's node timeout cuts its attempt, and its
+// retry, or any call queued for the pool's one connection, goes on a new
+// one), which is no failure of the bound.
+func newConnectionsWork(t *testing.T) bool {
+	return strings.Contains(t.Name(), "WithContextTimeouts/Blackholed")
+}
+
+// obtainedOnANewConnection unlocks a hold a call (started at start)
+// obtained where newConnectionsWork, having checked that it came within the
+// bound, and reports whether it did: then there is no failure to check.
+func obtainedOnANewConnection(t *testing.T, l deadlineLocker, start time.Time, hctx context.Context, err error) bool {
+	if err != nil || !newConnectionsWork(t) {
+		return false
+	}
+	took := time.Since(start)
+	assert.Less(t, took, callBound+boundSlack, "obtained after %v", took)
+	assert.NoError(t, l.Unlock(hctx))
+	return true
 }
 
 // checkBound asserts that a Lock call failed by its bound, not obtained,
