@@ -125,8 +125,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 			return attempt{}, overrun(ctx)
 		}
 		if waitAs == "" {
-			req.refs.op = c.newOpRef()
-			req.op = *req.refs.op
+			req.newOp(c)
 		} else {
 			req.waiter = c.subs.listening(k.queue.channel())
 		}
@@ -179,8 +178,8 @@ func (k *lockCall) queueAs(req *acquireReq, wait time.Duration) (waitAs string, 
 	if k.queue == nil || wait == 0 {
 		return "", strayRelease{}
 	}
-	req.refs.op = k.c.newOpRef()
-	req.op, req.waiter = *req.refs.op, true
+	req.newOp(k.c)
+	req.waiter = true
 	k.c.subs.expect(req.op)
 	return req.op, strayRelease{k.c, k.parts[0].h.scheme, k.queue}
 }
@@ -271,8 +270,7 @@ func (k *lockCall) record(dctx context.Context, req acquireReq, a attempt, start
 func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 	c := k.c
 	req := k.request()
-	req.refs.op = c.newOpRef()
-	req.op = *req.refs.op
+	req.newOp(c)
 	started := time.Now()
 	a, err := k.acquireBounded(ctx, detached(ctx), req)
 	if k.late != nil {

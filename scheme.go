@@ -251,6 +251,12 @@ type acquireReq struct {
 	refs argRefs
 }
 
+// newOp gives r a new op id of c's, with its reference (see strArg).
+func (r *acquireReq) newOp(c *Client) {
+	r.refs.op = c.newOpRef()
+	r.op = *r.refs.op
+}
+
 // releaseReq is one run of a release script; final says the Client has no
 // other entry of this hold, so the lock is freed whatever the count says.
 type releaseReq struct {
