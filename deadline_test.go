@@ -95,39 +95,43 @@ func TestCallsReturnByTheCallersBound(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
 			rdb, admin, breakIt, heal := f.setup(t)
-			c := relock.New(rdb, relock.WithUnlockTimeout(callBound), relock.WithLogger(quietLogger()))
-			t.Cleanup(func() { _ = c.Close() })
-			held := map[string]context.Context{}
-			if admin != nil { // warm up, and take the holds the Unlock case releases
-				for _, k := range deadlineKinds {
-					l := k.open(c, "warm:"+k.name)
-					hctx, err := l.Lock(context.Background())
-					require.NoError(t, err, k.name)
-					require.NoError(t, l.Unlock(hctx), k.name)
-					held[k.name], err = k.open(c, "Unlock:"+k.name).Lock(context.Background())
-					require.NoError(t, err, k.name)
-				}
-			}
-			breakIt()
-			var wg sync.WaitGroup
-			for _, k := range deadlineKinds {
-				for _, call := range boundedCalls {
-					if call.name == "Unlock" && admin == nil {
-						continue // nothing could be locked
-					}
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						call.run(t, k.name, k.open(c, call.name+":"+k.name), held[k.name])
-					}()
-				}
-			}
-			wg.Wait()
-			heal()
-			if admin != nil {
-				requireNothingOf(t, admin, c.ID(), 20*time.Second)
-			}
+			runBoundedCalls(t, rdb, admin, breakIt, heal)
 		})
+	}
+}
+
+// runBoundedCalls takes, on a Client of rdb, the holds the Unlock case
+// releases (when admin, the fault's direct client, is set: Redis could be
+// reached), breaks Redis, makes every call of boundedCalls on every lock
+// type at once, heals it, and checks that nothing is left held.
+func runBoundedCalls(t *testing.T, rdb, admin *redis.Client, breakIt, heal func()) {
+	c := relock.New(rdb, relock.WithUnlockTimeout(callBound), relock.WithLogger(quietLogger()))
+	t.Cleanup(func() { _ = c.Close() })
+	held := map[string]context.Context{}
+	if admin != nil { // warm up, and take the holds the Unlock case releases
+		for _, k := range deadlineKinds {
+			l := k.open(c, "warm:"+k.name)
+			hctx, err := l.Lock(context.Background())
+			require.NoError(t, err, k.name)
+			require.NoError(t, l.Unlock(hctx), k.name)
+			held[k.name], err = k.open(c, "Unlock:"+k.name).Lock(context.Background())
+			require.NoError(t, err, k.name)
+		}
+	}
+	breakIt()
+	var wg sync.WaitGroup
+	for _, k := range deadlineKinds {
+		for _, call := range boundedCalls {
+			if call.name == "Unlock" && admin == nil {
+				continue // nothing could be locked
+			}
+			wg.Go(func() { call.run(t, k.name, k.open(c, call.name+":"+k.name), held[k.name]) })
+		}
+	}
+	wg.Wait()
+	heal()
+	if admin != nil {
+		requireNothingOf(t, admin, c.ID(), 20*time.Second)
 	}
 }
 

@@ -179,34 +179,7 @@ func TestCallsReturnByTheCallersBoundWithContextTimeouts(t *testing.T) {
 			t.Parallel()
 			rdb, admin, breakIt, heal := f.setup(t)
 			rdb.Options().ContextTimeoutEnabled = true // before its first command
-			c := relock.New(rdb, relock.WithUnlockTimeout(callBound), relock.WithLogger(quietLogger()))
-			t.Cleanup(func() { _ = c.Close() })
-			held := map[string]context.Context{}
-			if admin != nil {
-				for _, k := range deadlineKinds {
-					l := k.open(c, "warm:"+k.name)
-					hctx, err := l.Lock(context.Background())
-					require.NoError(t, err, k.name)
-					require.NoError(t, l.Unlock(hctx), k.name)
-					held[k.name], err = k.open(c, "Unlock:"+k.name).Lock(context.Background())
-					require.NoError(t, err, k.name)
-				}
-			}
-			breakIt()
-			var wg sync.WaitGroup
-			for _, k := range deadlineKinds {
-				for _, call := range boundedCalls {
-					if call.name == "Unlock" && admin == nil {
-						continue // nothing could be locked
-					}
-					wg.Go(func() { call.run(t, k.name, k.open(c, call.name+":"+k.name), held[k.name]) })
-				}
-			}
-			wg.Wait()
-			heal()
-			if admin != nil {
-				requireNothingOf(t, admin, c.ID(), 20*time.Second)
-			}
+			runBoundedCalls(t, rdb, admin, breakIt, heal)
 		})
 	}
 }

@@ -55,18 +55,8 @@ const keyRoot = "relockbench:"
 // gets fresh Lockers (connections), a key prefix of its own that is deleted
 // afterwards, and its own INFO commandstats delta.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
-	if cfg.Libraries == nil {
-		cfg.Libraries = Libraries()
-	}
-	if cfg.Scenarios == nil {
-		cfg.Scenarios = Scenarios()
-	}
+	cfg = cfg.withDefaults()
 	contextTimeout.Store(cfg.ContextTimeout)
-	cfg.Rounds = max(1, cfg.Rounds)
-	cfg.Clients = max(1, cfg.Clients)
-	if cfg.Progress == nil {
-		cfg.Progress = io.Discard
-	}
 	admin := redis.NewClient(&redis.Options{Addr: cfg.Addr})
 	defer admin.Close()
 	rep := &Report{
@@ -114,6 +104,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// withDefaults is cfg with what was left unset filled in.
+func (cfg Config) withDefaults() Config {
+	if cfg.Libraries == nil {
+		cfg.Libraries = Libraries()
+	}
+	if cfg.Scenarios == nil {
+		cfg.Scenarios = Scenarios()
+	}
+	cfg.Rounds = max(1, cfg.Rounds)
+	cfg.Clients = max(1, cfg.Clients)
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	return cfg
 }
 
 // runOne runs one scenario for one library.
