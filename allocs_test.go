@@ -32,21 +32,7 @@ const lockUnlockAllocBudget = 31
 func TestLockUnlockAllocBudget(t *testing.T) {
 	bk := newReal(t)
 	c := bk.newClient(t)
-	l := c.Lock("allocs")
-	ctx := context.Background()
-	cycle := func() {
-		held, err := l.Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Unlock(held); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range 50 { // warm the pools, load the scripts
-		cycle()
-	}
-	got := testing.AllocsPerRun(500, cycle)
+	got := lockUnlockAllocs(t, c)
 	budget := float64(lockUnlockAllocBudget)
 	if raceEnabled {
 		budget += 4 // see race_on_test.go
@@ -83,4 +69,24 @@ func TestEachLockFindsItsEntryInANestedContext(t *testing.T) {
 	held, err = b.IsLocked(context.Background())
 	require.NoError(t, err)
 	assert.False(t, held)
+}
+
+// lockUnlockAllocs is the allocations of one uncontended Lock+Unlock on c,
+// its pools warmed and its scripts loaded first.
+func lockUnlockAllocs(t *testing.T, c *relock.Client) float64 {
+	l := c.Lock("allocs")
+	ctx := context.Background()
+	cycle := func() {
+		held, err := l.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 50 { // warm the pools, load the scripts
+		cycle()
+	}
+	return testing.AllocsPerRun(500, cycle)
 }

@@ -101,21 +101,7 @@ func TestInlineLockUnlockAllocBudget(t *testing.T) {
 	srv := redistest.Start(t)
 	c := relock.New(srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true }))
 	t.Cleanup(func() { _ = c.Close() })
-	l := c.Lock("allocs")
-	ctx := context.Background()
-	cycle := func() {
-		held, err := l.Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Unlock(held); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range 50 {
-		cycle()
-	}
-	got := testing.AllocsPerRun(500, cycle)
+	got := lockUnlockAllocs(t, c)
 	budget := float64(inlineAllocBudget)
 	if raceEnabled {
 		budget += 2 // see race_on_test.go

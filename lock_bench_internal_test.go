@@ -196,22 +196,11 @@ func BenchmarkOwnKeysParts(b *testing.B) {
 
 // redisCPU returns the CPU time (user + system) the server has used.
 func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
-	info, err := rdb.Info(context.Background(), "cpu").Result()
+	d, err := redistest.CPU(context.Background(), rdb)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var sum float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if k == "used_cpu_sys" || k == "used_cpu_user" {
-			s, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			sum += s
-		}
-	}
-	return time.Duration(sum * float64(time.Second))
+	return d
 }
 
 func processCPUOrZero() time.Duration {

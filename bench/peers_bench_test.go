@@ -74,24 +74,13 @@ func BenchmarkSharedClientPeers(b *testing.B) {
 	}
 }
 
-// serverCPU is the CPU time (user + system) the server has used.
+// serverCPU returns the CPU time (user + system) the server has used.
 func serverCPU(b *testing.B, rdb *redis.Client) time.Duration {
-	info, err := rdb.Info(context.Background(), "cpu").Result()
+	d, err := redistest.CPU(context.Background(), rdb)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var sum float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if k == "used_cpu_sys" || k == "used_cpu_user" {
-			s, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			sum += s
-		}
-	}
-	return time.Duration(sum * float64(time.Second))
+	return d
 }
 
 // scriptTime is the time the server has spent running EVALSHA and EVAL
