@@ -48,10 +48,16 @@ func (c *Client) unlockFailed(e *entry, req releaseReq, until time.Time, retry b
 // the lease has run out and the lock is free anyway. It is how an Unlock that
 // failed and an acquire of unknown outcome are cleaned up.
 func (c *Client) releaseInBackground(s scheme, req releaseReq, until time.Time) {
-	c.retryInBackground(func(ctx context.Context) error {
+	c.retryInBackground(releaseOp(s, req), until)
+}
+
+// releaseOp is req's release on s as a retryable op (the same request each
+// time: its replay is recognised by op id).
+func releaseOp(s scheme, req releaseReq) func(context.Context) error {
+	return func(ctx context.Context) error {
 		_, err := s.release(ctx, req)
 		return err
-	}, until)
+	}
 }
 
 // leaveQueue runs call, a waitQueue's abandon script for a waiter that

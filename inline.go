@@ -163,11 +163,7 @@ func (k *unlockCall) retryThenLeave(taken int) {
 		for _, p := range parts {
 			if p.cut && p.req.final {
 				h := p.e.h
-				s := h.scheme
-				h.client().retryUntil(func(ctx context.Context) error {
-					_, err := s.release(ctx, p.req)
-					return err
-				}, p.until)
+				h.client().retryUntil(releaseOp(h.scheme, p.req), p.until)
 			}
 		}
 		leave(parts, taken)
