@@ -368,12 +368,20 @@ func doWith(ctx context.Context, lock func(context.Context) (context.Context, er
 	if err != nil {
 		return err
 	}
+	ran := false
 	defer func() {
-		if uerr := unlock(hctx); uerr != nil {
+		uerr := unlock(hctx)
+		switch {
+		case uerr == nil:
+		case ran && err == nil:
+			err = &ReleaseError{Err: uerr}
+		default:
 			err = errors.Join(err, uerr)
 		}
 	}()
-	return fn(hctx)
+	err = fn(hctx)
+	ran = true
+	return err
 }
 
 // tokenOf returns the fencing token of the hold that ctx's owner has on s.

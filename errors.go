@@ -53,6 +53,27 @@ var (
 	ErrNotConfirmed = errors.New("relock: unlock not confirmed")
 )
 
+// ReleaseError is what Do returns when fn returned nil and the release that
+// followed failed: fn's work is done, and only the release (Unlock or
+// Release) went wrong. Err is the release's error: ErrLockLost when the hold
+// was gone before fn returned (fn then ran without the lock for a while),
+// ErrNotConfirmed when Redis did not confirm the release in time. A caller
+// that must not repeat fn's work tests for it with errors.As:
+//
+//	var rel *relock.ReleaseError
+//	if errors.As(err, &rel) { /* fn succeeded; the release did not */ }
+//
+// When fn itself fails, Do returns fn's error joined (errors.Join) with the
+// release's, never a ReleaseError, so errors.As reports true exactly when fn
+// succeeded.
+type ReleaseError struct{ Err error }
+
+func (e *ReleaseError) Error() string {
+	return "relock: fn succeeded, its release failed: " + e.Err.Error()
+}
+
+func (e *ReleaseError) Unwrap() error { return e.Err }
+
 // unavailable marks an error that came without a reply from Redis (network,
 // timeout) as ErrUnavailable, keeping the cause for errors.Is/As.
 func unavailable(err error) error {

@@ -154,8 +154,8 @@ func (s *Semaphore) Release(hctx context.Context) error {
 	return s.unlock(hctx, soleOf(acq))
 }
 
-// Do runs fn under n permits, always given back, even when fn panics. fn's
-// error comes first.
+// Do runs fn under n permits, always given back, even when fn panics; its
+// errors are Lock.Do's (a *ReleaseError when only the release failed).
 func (s *Semaphore) Do(ctx context.Context, n int, fn func(context.Context) error) error {
 	return doWith(ctx, func(ctx context.Context) (context.Context, error) { return s.Acquire(ctx, n) }, s.Release, fn)
 }
