@@ -11,8 +11,8 @@ import (
 
 // base is what every lock type of one name has: its Client, its key space
 // and the error that makes every method fail (an invalid name, a Client that
-// cannot be used). Lock, FairLock and RWLock embed it; it carries what their
-// methods share, so that each type's file holds only what differs.
+// cannot be used). Lock, FairLock, RWLock, Semaphore and CountDownLatch
+// embed it; it carries what their methods share, so that each type's file holds only what differs.
 type base struct {
 	c   *Client
 	ks  keyspace
