@@ -134,12 +134,20 @@ func (c *Client) Err() error {
 	return nil
 }
 
-// Close stops the watchdog and the subscriber and waits for every goroutine
-// the Client started to exit. It does not release held locks: their leases run
-// out in Redis. The contexts of holds still open are cancelled with cause
-// ErrClientClosed, since nothing renews them any more. Waiters return an error
-// wrapping ErrClientClosed; later calls to Lock fail the same way, while Unlock
-// still releases holds so that a deferred Unlock frees the lock at once.
+// Close shuts the Client down gracefully. It releases every hold the
+// Client has in Redis, each with one release whatever its re-entry count,
+// all at once and bounded together by the unlock timeout (WithUnlockTimeout),
+// so that waiters in other processes are served at once rather than after
+// the leases. The contexts of those holds are cancelled with a cause
+// wrapping ErrClientClosed, no loss is reported for them, and a later
+// Unlock or Release of such a context returns nil. A hold whose release
+// Redis does not confirm in that time (Redis unreachable, or an earlier
+// request of its owner still in flight) is left to its lease: its context
+// is cancelled with ErrClientClosed as well, and its Unlock still tries to
+// release it. Then Close stops the watchdog and the subscriber and waits
+// for every goroutine the Client started to exit. Waiters return an error
+// wrapping ErrClientClosed, and so do later acquires; Unlock, Release and
+// the queries still work.
 //
 // A Lock (or TryLock) in flight when Close is called, whose grant comes back
 // after Close has cancelled the open holds, returns an error wrapping
@@ -147,11 +155,11 @@ func (c *Client) Err() error {
 // returns: nothing is left held that no context stands for. Close does not
 // wait for such calls. Of the background clean-ups (a release retried after
 // a failed Unlock, a MultiLock rollback or a RedLock undo), it waits only
-// for the attempt each is making, bounded by the go-redis client's
-// timeouts; none starts once Close has begun waiting. A clean-up asked for
-// after that (the release of such a late grant failed, or an Unlock's) makes
-// one attempt in the calling goroutine instead of retrying in the
-// background; if Redis cannot be reached then, the lease frees the lock.
+// for the attempt each is making; none starts once Close has begun
+// waiting. A clean-up asked for after that (the release of such a late
+// grant failed, or an Unlock's) makes one attempt in the calling goroutine
+// instead of retrying in the background; if Redis cannot be reached then,
+// the lease frees the lock.
 //
 // Close is safe to call more than once; calls after the first return nil.
 func (c *Client) Close() error {
@@ -160,6 +168,7 @@ func (c *Client) Close() error {
 		close(c.closing)
 		c.dog.close()
 		c.subs.close()
+		c.releaseHolds()
 		c.cancelAll(ErrClientClosed)
 		c.bgMu.Lock()
 		c.bgStopped = true

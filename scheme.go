@@ -205,7 +205,7 @@ func (p unlockPart) record() *hold { return p.e.h }
 
 // part is a lockPart or an unlockPart: what serialise and leave work on.
 type part interface {
-	lockPart | unlockPart
+	lockPart | unlockPart | closePart
 	record() *hold
 }
 

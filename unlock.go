@@ -65,6 +65,9 @@ func (k *unlockCall) finish(ctx context.Context, taken int) error {
 	fails, live := k.prepare()
 	if live == 0 && len(fails) == 0 {
 		leave(k.parts, taken)
+		if k.releasedByClose() {
+			return nil
+		}
 		return ErrNotHeld
 	}
 	var late <-chan reply[struct{}]
@@ -97,6 +100,21 @@ type unlockCall struct {
 	// onePart holds parts and releaseBounded's copy for an Unlock of one
 	// part (all but a MultiLock's): see unlockWith.
 	onePart [2]unlockPart
+}
+
+// releasedByClose reports whether Close released every part's hold: the
+// Unlock the caller defers after it has nothing left to do.
+func (k *unlockCall) releasedByClose() bool {
+	for _, p := range k.parts {
+		r := &p.e.h.client().holds
+		r.mu.Lock()
+		ended := p.e.ended
+		r.mu.Unlock()
+		if !releasedByClose(ended) {
+			return false
+		}
+	}
+	return true
 }
 
 // prepare marks the parts whose entry is live and sets their requests. An

@@ -1,0 +1,100 @@
+package relock
+
+// Close's release of the Client's holds: a closing process hands its locks
+// and permits to the next owner at once instead of leaving them to their
+// leases.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// errClosedReleased is the cause of a hold that Close released in Redis: it
+// wraps ErrClientClosed, and an Unlock of such a hold returns nil.
+var errClosedReleased = fmt.Errorf("%w: the hold was released by Close", ErrClientClosed)
+
+// releasedByClose reports whether cause is that of a hold Close released.
+func releasedByClose(cause error) bool { return errors.Is(cause, errClosedReleased) }
+
+// releaseHolds releases every live hold of the Client in Redis, each with
+// one final release (whatever its re-entry count), all at once and bounded
+// together by the unlock timeout. A hold whose release is confirmed ends
+// with errClosedReleased; one with a request in flight past the bound, or
+// whose release failed, is left to cancelAll and its lease.
+func (c *Client) releaseHolds() {
+	holds := c.holds.live(false)
+	if len(holds) == 0 {
+		return
+	}
+	until := time.Now().Add(c.opts.unlockTimeout)
+	var wg sync.WaitGroup
+	for _, h := range holds {
+		wg.Go(func() { c.releaseAtClose(h, until) })
+	}
+	wg.Wait()
+}
+
+// releaseAtClose releases hold h, in its turn behind any request of its
+// owner in flight, and ends it when Redis confirms.
+func (c *Client) releaseAtClose(h *hold, until time.Time) {
+	c.holds.use(h)
+	parts := []closePart{{h}}
+	taken, err := serialiseBy(context.Background(), parts, until)
+	if err != nil {
+		leave(parts, taken)
+		return
+	}
+	c.holds.mu.Lock()
+	req := &releaseReq{owner: h.key.owner, op: c.newOp(), gen: h.gen, final: true, until: h.expiresAt}
+	if req.gen != "" {
+		h.releasing = true
+	}
+	c.holds.mu.Unlock()
+	if req.gen == "" {
+		leave(parts, taken)
+		return
+	}
+	req.refs = argRefs{owner: &req.owner, op: &req.op, gen: &req.gen}
+	out, err, late := awaitBounded(context.Background(), until, func() (releaseOutcome, error) {
+		return h.scheme.release(context.Background(), *req)
+	})
+	if late != nil { // the owner's next request waits for this one
+		go func() {
+			r := <-late
+			c.settleClose(h, req.gen, r.v, r.err)
+			leave(parts, taken)
+		}()
+		return
+	}
+	c.settleClose(h, req.gen, out, err)
+	leave(parts, taken)
+}
+
+// settleClose ends hold h of generation gen as its release at Close tells.
+func (c *Client) settleClose(h *hold, gen string, out releaseOutcome, err error) {
+	switch {
+	case err != nil:
+		c.closeFailed(h)
+	case out == notHeld:
+		c.end(h, gen, fmt.Errorf("%w: the hold was gone when Close released it", ErrLockLost))
+	default:
+		c.emitReleased(context.Background(), h, h.since, true, nil)
+		c.end(h, gen, errClosedReleased)
+	}
+}
+
+// closeFailed leaves a hold whose release at Close failed as it was: its
+// Unlock still releases it (see cancelAll).
+func (c *Client) closeFailed(h *hold) {
+	c.holds.mu.Lock()
+	h.releasing = false
+	c.holds.mu.Unlock()
+}
+
+// closePart is a hold as serialiseBy and leave take it.
+type closePart struct{ h *hold }
+
+func (p closePart) record() *hold { return p.h }

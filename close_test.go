@@ -1,0 +1,131 @@
+package relock_test
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/stretchr/testify/require"
+)
+
+// Close is a graceful shutdown: it releases the Client's holds in Redis, so
+// that a waiter in another Client is served at once (the hold's lease is the
+// watchdog's 30 s: a waiter that got the lock by the lease would take that
+// long). The holder's contexts end with ErrClientClosed, their Unlock (or
+// Release) afterwards returns nil, and no loss is logged or observed.
+func TestCloseHandsEveryHoldOverAtOnce(t *testing.T) {
+	b := newReal(t)
+	ctx := context.Background()
+	warnings := &countingHandler{match: "lost"}
+	var lostEvents atomic.Int64
+	holder := b.newClient(t, relock.WithLogger(slog.New(warnings)),
+		relock.WithObserver(&relock.Observer{Lost: func(relock.LostEvent) { lostEvents.Add(1) }}))
+	waiter := b.newClient(t)
+
+	type held struct {
+		ctxs    []context.Context
+		unlock  func(context.Context) error
+		granted <-chan error
+	}
+	var all []held
+	for _, k := range exclusiveKinds {
+		name := "close-" + k.name
+		own := k.open(holder, name)
+		outer, err := own.Lock(ctx)
+		require.NoError(t, err)
+		inner, err := own.Lock(outer) // a re-entry: Close releases it with the rest
+		require.NoError(t, err)
+		got := make(chan error, 1)
+		go func() {
+			h, err := k.open(waiter, name).Lock(ctx)
+			if err == nil {
+				err = k.open(waiter, name).Unlock(h)
+			}
+			got <- err
+		}()
+		require.Eventually(t, func() bool { return k.waiterSubscribed(b.rdb, waiter, name) }, 5*time.Second, 5*time.Millisecond)
+		all = append(all, held{[]context.Context{inner, outer}, own.Unlock, got})
+	}
+	sema := holder.Semaphore("close-sema", 1)
+	permit, err := sema.Acquire(ctx, 1)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		s := waiter.Semaphore("close-sema", 1)
+		h, err := s.Acquire(ctx, 1)
+		if err == nil {
+			err = s.Release(h)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool {
+		st, err := sema.State(ctx)
+		return err == nil && st.Waiters == 1
+	}, 5*time.Second, 5*time.Millisecond)
+	all = append(all, held{[]context.Context{permit}, sema.Release, got})
+
+	start := time.Now()
+	require.NoError(t, holder.Close())
+	closed := time.Since(start)
+	for i, h := range all {
+		select {
+		case err := <-h.granted:
+			require.NoError(t, err, "waiter %d", i)
+		case <-time.After(time.Until(start.Add(closed + 100*time.Millisecond))):
+			t.Fatalf("waiter %d was not served within 100 ms of Close (which took %v)", i, closed)
+		}
+	}
+	t.Logf("Close took %v; every waiter served %v after it began", closed, time.Since(start))
+	for i, h := range all {
+		for _, hctx := range h.ctxs {
+			require.ErrorIs(t, context.Cause(hctx), relock.ErrClientClosed, "hold %d", i)
+			require.NoError(t, h.unlock(hctx), "an Unlock after Close has nothing left to do (hold %d)", i)
+		}
+	}
+	require.Zero(t, warnings.n.Load(), "no loss logged for holds Close ended itself")
+	require.Zero(t, lostEvents.Load(), "no Lost event for holds Close ended itself")
+	require.Eventually(t, func() bool {
+		keys, err := b.rdb.Keys(ctx, "*").Result()
+		if err != nil {
+			return false
+		}
+		for _, k := range keys {
+			if b.rdb.PTTL(ctx, k).Val() < 0 {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Second, 10*time.Millisecond, "nothing held is left in Redis")
+}
+
+// Close on a hung Redis is bounded by the unlock timeout: it cannot confirm
+// the releases, so the holds are left to their leases, their contexts end
+// with ErrClientClosed (a loss, reported as such), and a deferred Unlock
+// still releases them once Redis answers again.
+func TestCloseOnAHungRedisIsBoundedAndLeavesUnlockToRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	c := relock.New(rdb, relock.WithUnlockTimeout(300*time.Millisecond))
+	l := c.Lock("close-hung")
+	hctx, err := l.Lock(ctx)
+	require.NoError(t, err)
+
+	// The subscriber's connection (dialed at the first hold) is up: Close
+	// waits for a dial in flight by go-redis's own timeouts.
+	presence := "relock:client:" + c.ID()
+	require.Eventually(t, func() bool { return rdb.PubSubNumSub(ctx, presence).Val()[presence] == 1 }, 5*time.Second, 5*time.Millisecond)
+	srv.Pause()
+	start := time.Now()
+	require.NoError(t, c.Close())
+	took := time.Since(start)
+	srv.Resume()
+	require.Less(t, took, 2*time.Second, "Close is bounded by the unlock timeout (300 ms), not go-redis's timeouts")
+	require.ErrorIs(t, context.Cause(hctx), relock.ErrClientClosed)
+	require.NoError(t, l.Unlock(hctx), "the deferred Unlock releases what Close could not")
+	require.Empty(t, hgetall(t, rdb, l.Key()))
+}
