@@ -34,16 +34,16 @@ import (
 type Observer struct {
 	// Acquired is called when a Lock or TryLock succeeds, re-entries included.
 	Acquired func(context.Context, AcquiredEvent)
-	// Released is called when an Unlock ends one hold (Err == nil) or fails.
-	// It is not called for a hold already reported by Lost (an Unlock after
-	// Close, or one that raced with the lease's end).
+	// Released is called when an Unlock ends one hold (Err == nil) or fails,
+	// and when Close releases a hold (Final). It is not called for a hold
+	// already reported by Lost (one that raced with the lease's end).
 	Released func(context.Context, ReleasedEvent)
 	// Renewed is called after each watchdog tick that renewed holds.
 	Renewed func(RenewedEvent)
 	// Lost is called when a hold ends without Unlock: lease expired, key
 	// gone, force-unlocked, renewals failed past the lease, or the Client
-	// closed while it was held (Close does not release it, but nothing
-	// renews it any more and its context is cancelled).
+	// closed while it was held and Close could not release it in Redis
+	// (nothing renews it any more and its context is cancelled).
 	Lost func(LostEvent)
 	// WaitStarted is called when a Lock finds the lock busy and starts to
 	// wait, before its first sleep. Exactly one WaitEnded follows, so that a
