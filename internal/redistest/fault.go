@@ -35,6 +35,13 @@ func (d *ReplyDropper) Arm(command string, n int) {
 	d.mu.Unlock()
 }
 
+// Disarm drops no more replies than those already taken.
+func (d *ReplyDropper) Disarm() {
+	d.mu.Lock()
+	clear(d.armed)
+	d.mu.Unlock()
+}
+
 // Dropped returns how many replies were dropped so far.
 func (d *ReplyDropper) Dropped() int64 { return d.dropped.Load() }
 
