@@ -20,9 +20,10 @@ import (
 )
 
 // A waiter asking for more permits than a capacity set while it waits
-// fails at once with ErrInvalidArgument, while every permit is still held,
-// and leaves no claim in the queue: whether its own Semaphore value or
-// another process's set the capacity.
+// fails at once with ErrInvalidArgument, while every permit is still held
+// and from behind another waiter, and leaves no claim in the queue:
+// whether its own Semaphore value or another process's set the capacity.
+// The waiter ahead of it stays queued and is served.
 func TestSemaphoreSetPermitsBelowAWaiterRefusesIt(t *testing.T) {
 	for _, by := range []string{"same value", "other process"} {
 		t.Run(by, func(t *testing.T) {
@@ -36,6 +37,12 @@ func TestSemaphoreSetPermitsBelowAWaiterRefusesIt(t *testing.T) {
 				require.NoError(t, err)
 				holds = append(holds, h)
 			}
+			setter := ws
+			if by == "other process" {
+				setter = hs
+			}
+			small := acquireAsync(setter, 1) // at the head, blocked; the setter's, whose capacity then agrees
+			requireWaiters(t, hs, 1)
 			got := make(chan error, 1)
 			go func() {
 				wctx, cancel := context.WithTimeout(ctx, 8*time.Second)
@@ -43,11 +50,7 @@ func TestSemaphoreSetPermitsBelowAWaiterRefusesIt(t *testing.T) {
 				_, err := ws.Acquire(wctx, 3)
 				got <- err
 			}()
-			requireWaiters(t, hs, 1)
-			setter := ws
-			if by == "other process" {
-				setter = hs
-			}
+			requireWaiters(t, hs, 2)
 			set := time.Now()
 			require.NoError(t, setter.SetPermits(ctx, 2))
 			select {
@@ -60,10 +63,11 @@ func TestSemaphoreSetPermitsBelowAWaiterRefusesIt(t *testing.T) {
 			}
 			st, err := hs.State(ctx)
 			require.NoError(t, err)
-			assert.Equal(t, relock.SemaphoreState{Permits: 2, Used: 3, Holds: 3, Waiters: 0}, st, "no claim left queued")
+			assert.Equal(t, relock.SemaphoreState{Permits: 2, Used: 3, Holds: 3, Waiters: 1}, st, "the refused claim left the queue")
 			for _, h := range holds {
 				require.NoError(t, hs.Release(h))
 			}
+			require.NoError(t, setter.Release(mustGet(t, small, 5*time.Second)))
 			requireOnlyExpiringLeftovers(t, b.rdb)
 		})
 	}

@@ -88,35 +88,37 @@ local function sema_client(w)
 	return string.match(w, '^(.*):')
 end
 
--- sema_refuse takes out of the queue every waiter asking for more than the
--- capacity (a smaller one set while it waited) and wakes each: its next
--- attempt is refused (see sema_acquire), so it fails at once instead of
--- waiting for permits that can never be free.
-local function sema_refuse(hash, st, pub)
-	local kept = {}
-	for _, e in ipairs(st.q) do
-		if e.n > st.cap then
-			local client = sema_client(e.w)
-			if client then
-				redis.call(pub, hash .. ':w:' .. client, e.w)
-			end
-		else
-			kept[#kept + 1] = e
-		end
-	end
-	st.q = kept
-end
-
--- sema_wake tells every Client with a waiter still queued to have its
--- waiters try again ('all' on its channel, once per Client).
-local function sema_wake(hash, st, pub)
+-- sema_wake tells every Client with a waiter among entries to have its
+-- waiters on the semaphore try again: 'all' on its channel, once per
+-- Client, which also reaches a waiter between two attempts (it sees the
+-- broadcast when it goes back to sleep).
+local function sema_wake(hash, entries, pub)
 	local told = {}
-	for _, e in ipairs(st.q) do
+	for _, e in ipairs(entries) do
 		local client = sema_client(e.w)
 		if client and not told[client] then
 			told[client] = true
 			redis.call(pub, hash .. ':w:' .. client, 'all')
 		end
+	end
+end
+
+-- sema_refuse takes out of the queue every waiter asking for more than the
+-- capacity (a smaller one set while it waited) and wakes each: its next
+-- attempt is refused (see sema_acquire), so it fails at once instead of
+-- waiting for permits that can never be free.
+local function sema_refuse(hash, st, pub)
+	local kept, refused = {}, {}
+	for _, e in ipairs(st.q) do
+		if e.n > st.cap then
+			refused[#refused + 1] = e
+		else
+			kept[#kept + 1] = e
+		end
+	end
+	if #refused > 0 then
+		st.q = kept
+		sema_wake(hash, refused, pub)
 	end
 end
 
@@ -155,7 +157,7 @@ local function sema_serve(hash, st, now, pub, trust, self)
 		end
 	end
 	if soonest and #st.q > 0 and (not st.first or soonest < st.first) then
-		sema_wake(hash, st, pub)
+		sema_wake(hash, st.q, pub)
 	end
 	return served
 end
