@@ -114,7 +114,8 @@ func (s *Semaphore) Permits() int { return int(s.permits.Load()) }
 // the watchdog. On failure it returns ctx and an error wrapping
 // ErrNotObtained (and ctx's cause) when ctx ended first, ErrInvalidArgument
 // for n outside 1..Permits() or a capacity mismatch (nothing sent, or
-// nothing changed), ErrClientClosed, or a Redis error; it then holds
+// nothing changed) or when a capacity below n is set while it waits (at
+// once: it is woken), ErrClientClosed, or a Redis error; it then holds
 // nothing and has left the queue.
 func (s *Semaphore) Acquire(ctx context.Context, n int) (context.Context, error) {
 	return s.TryAcquire(ctx, n, WaitForever, 0)
