@@ -206,7 +206,12 @@
 //     token orders nothing among them.
 //   - The capacity is recorded in Redis while anyone holds or waits, and a
 //     different one is refused (ErrInvalidArgument); SetPermits changes it.
-//     Nothing outlives the last holder and waiter, capacity included.
+//     Nothing outlives the last holder and waiter, capacity included. A
+//     Semaphore value's SetPermits excludes its own acquire attempts (a
+//     read-write mutex over each script's round trip), so a value never
+//     refuses itself; a replayed acquire is recognised before any check;
+//     a waiter asking for more than a capacity set while it waits is taken
+//     out of the queue and woken, and its next attempt is refused.
 //   - Order is FIFO and strict, as x/sync/semaphore's: a head that needs more
 //     than is free blocks those behind it, so large requests never starve.
 //     The script that frees permits (a release, a waiter leaving, a larger

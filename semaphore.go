@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -20,8 +21,12 @@ const maxPermits = 1 << 30
 // anyone holds or waits, Redis records it, and an Acquire with another
 // capacity fails with an error wrapping ErrInvalidArgument; SetPermits is
 // the explicit change (the other processes then need the new number too).
-// When nobody holds or waits, the semaphore leaves nothing in Redis and the
-// next user records its own.
+// The check is between Semaphore values: an Acquire never fails because a
+// SetPermits of its own Semaphore value ran at the same time (a refusal
+// that crossed one is tried again, with the capacity it set). A waiter
+// whose request exceeds a capacity set while it waits leaves the queue at
+// once and fails with ErrInvalidArgument. When nobody holds or waits, the
+// semaphore leaves nothing in Redis and the next user records its own.
 //
 // Permits are holds. Each Acquire (or TryAcquire) is a hold of its own: it
 // returns a hold context that carries it, renewed by the Client's watchdog
@@ -48,7 +53,9 @@ const maxPermits = 1 << 30
 // once. Permits that come back by expiry go to the head waiters at their
 // next attempt, which comes no later than the earliest hold's lease end (and
 // at least every third of the waiter timeout, WithWaiterTimeout, which also
-// bounds how long a dead waiter's claim lasts).
+// bounds how long a dead waiter's claim lasts). A hand-over to a lease that
+// ends before every hold the queue slept on wakes the waiters left, so
+// that their next attempt comes by that lease's end too.
 //
 // It runs on the one acquisition engine of every lock type (see doc.go):
 // the wait loop, the registry of holds, the watchdog's batches, the shared
@@ -63,6 +70,12 @@ type Semaphore struct {
 	base
 	hash, tail, waitChannel string
 	permits                 atomic.Int64
+	// setting serialises this value's SetPermits (writers) with its
+	// acquire attempts (readers), each held over its script's round trip:
+	// the capacity an attempt sends is then the one this value last set
+	// in Redis, and no attempt records a capacity read before a change
+	// of its own that ran on an unused semaphore (where nothing is kept).
+	setting sync.RWMutex
 }
 
 // Semaphore returns the semaphore called name, with permits permits. It
@@ -101,7 +114,8 @@ func (s *Semaphore) Permits() int { return int(s.permits.Load()) }
 // the watchdog. On failure it returns ctx and an error wrapping
 // ErrNotObtained (and ctx's cause) when ctx ended first, ErrInvalidArgument
 // for n outside 1..Permits() or a capacity mismatch (nothing sent, or
-// nothing changed), ErrClientClosed, or a Redis error; it then holds
+// nothing changed) or when a capacity below n is set while it waits (at
+// once: it is woken), ErrClientClosed, or a Redis error; it then holds
 // nothing and has left the queue.
 func (s *Semaphore) Acquire(ctx context.Context, n int) (context.Context, error) {
 	return s.TryAcquire(ctx, n, WaitForever, 0)
@@ -198,8 +212,17 @@ func (s *Semaphore) Available(ctx context.Context) (int, error) {
 // SetPermits changes the capacity to n, in Redis (when the semaphore is in
 // use there) and for this Semaphore. More permits serve waiters at once;
 // fewer take nothing back: the holds go on, and nobody is admitted until
-// the permits in use fall below n. Other processes must use n too, or their
-// Acquire fails with ErrInvalidArgument.
+// the permits in use fall below n. A waiter asking for more than n leaves
+// the queue and its Acquire fails at once with ErrInvalidArgument. Other
+// processes must use n too, or their Acquire fails with ErrInvalidArgument;
+// Acquires of this Semaphore running at the same time never fail because
+// of it.
+//
+// It returns by ctx's deadline. Bad input returns ErrInvalidArgument and
+// sends nothing; a ctx that has ended sends nothing and returns its cause.
+// When ctx ends before Redis answers, it returns an error wrapping ctx's
+// cause and ErrUnavailable: the change may still apply, and if it does,
+// this Semaphore takes n then.
 func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	ctx, err := s.check(ctx)
 	if err != nil {
@@ -208,7 +231,24 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	if err := checkPermits(n); err != nil {
 		return err
 	}
-	if err := s.c.eval(context.WithoutCancel(ctx), "set permits", semaSetCall(s.c, s.hash, n)).Err(); err != nil {
+	if ctx.Err() != nil {
+		return fmt.Errorf("relock: set permits: %w", context.Cause(ctx))
+	}
+	dctx := context.WithoutCancel(ctx)
+	_, err, late := awaitBounded(ctx, time.Time{}, func() (struct{}, error) { return struct{}{}, s.set(dctx, n) })
+	if late != nil {
+		s.c.goSettle(func() { <-late })
+		return fmt.Errorf("relock: set permits: %w: %w: Redis had not answered (the change may still apply)", context.Cause(ctx), ErrUnavailable)
+	}
+	return err
+}
+
+// set records capacity n in Redis, then in this Semaphore, with no acquire
+// attempt of this value in flight.
+func (s *Semaphore) set(ctx context.Context, n int) error {
+	s.setting.Lock()
+	defer s.setting.Unlock()
+	if err := s.c.eval(ctx, "set permits", semaSetCall(s.c, s.hash, n)).Err(); err != nil {
 		return err
 	}
 	s.permits.Store(int64(n))
@@ -232,13 +272,15 @@ func (a semaScheme) info() LockInfo { return LockInfo{Name: a.s.ks.name, Kind: K
 func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	s := a.s
 	var buf [4]int64 // the reply, on the stack
-	res, repl, err := s.c.runAcquire(ctx, semaAcquireCall(s.c, s.hash, r, a.n, s.Permits()), buf[:0])
+	s.setting.RLock()
+	capacity := s.Permits()
+	res, repl, err := s.c.runAcquire(ctx, semaAcquireCall(s.c, s.hash, r, a.n, capacity), buf[:0])
+	s.setting.RUnlock()
 	if err != nil {
 		return attempt{}, err
 	}
-	if len(res) == 2 && res[0] == -3 {
-		return attempt{}, fmt.Errorf("%w: semaphore %q has %d permits in Redis, this Semaphore %d (all users pass the same; SetPermits changes it)",
-			ErrInvalidArgument, s.ks.name, res[1], s.Permits())
+	if len(res) == 2 && res[0] < 0 {
+		return attempt{}, a.refused(res, capacity)
 	}
 	at, err := parseAcquire(res, s.waitChannel)
 	if at.outcome == acquired {
@@ -249,6 +291,19 @@ func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 		at.retryIn = s.c.refreshWithin(at.retryIn)
 	}
 	return at, err
+}
+
+// refused is the error of an attempt the script refused (res): capacity
+// is the one it sent.
+func (a semaScheme) refused(res []int64, capacity int) error {
+	if res[0] == -4 {
+		return fmt.Errorf("%w: asked for %d permits of semaphore %q, whose capacity is %d now", ErrInvalidArgument, a.n, a.s.ks.name, res[1])
+	}
+	if res[0] == -3 {
+		return fmt.Errorf("%w: semaphore %q has %d permits in Redis, this Semaphore %d (all users pass the same; SetPermits changes it)",
+			ErrInvalidArgument, a.s.ks.name, res[1], capacity)
+	}
+	return fmt.Errorf("relock: semaphore acquire script returned status %d", res[0])
 }
 
 func (a semaScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {

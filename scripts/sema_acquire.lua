@@ -21,20 +21,19 @@
 --                        3 not queued (queue_common's Q_KEPT, Q_ANEW,
 --                        Q_ABSENT, which the wait loop reads)
 --         {-3, cap}      Redis records another capacity: nothing changed
+--         {-4, cap}      n is more than the capacity cap: nothing changed
 --
 -- Idempotent under replay: a request whose op already holds (a replay, or
 -- the claim of a grant that reached the waiter late) is acquired again,
--- its lease counted from now. A newcomer never passes a waiter: it takes
--- permits only when nobody is left in the queue after the waiters the free
--- permits serve (they are handed theirs in the same call).
+-- its lease counted from now, before any check: a replay gets the first
+-- run's reply even when the capacity changed in between. A newcomer never
+-- passes a waiter: it takes permits only when nobody is left in the queue
+-- after the waiters the free permits serve (they are handed theirs in the
+-- same call).
 local hash, owner, op = KEYS[1], ARGV[1], ARGV[2]
 local n, cap, lease = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = math.floor(now_us() / 1000)
 local st = sema_scan(hash, now)
-if st.cap and st.cap ~= cap then
-	return {-3, st.cap}
-end
-st.cap = cap
 local h = st.holds[op]
 if h then
 	if now + lease > h.dl then
@@ -43,6 +42,13 @@ if h then
 	end
 	sema_store(hash, st, now)
 	return {1, 0, h.n}
+end
+if st.cap and st.cap ~= cap then
+	return {-3, st.cap}
+end
+st.cap = cap
+if n > cap then
+	return {-4, cap}
 end
 local served = sema_serve(hash, st, now, ARGV[8], ARGV[9], op)
 local at = sema_queued(st, op)

@@ -25,9 +25,10 @@
 local SEMA_ENTRY = '(([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z)'
 
 -- sema_scan reads the hash (one HGETALL) and returns its live state: cap,
--- used (live permits), holds (gen -> {n, dl}), q (live claims, in order),
--- gone (fields of expired holds, for sema_store to delete) and set (fields
--- to write).
+-- used (live permits), holds (gen -> {n, dl}), first (the earliest live
+-- hold's deadline, nil for none: what the queued waiters sleep on), q (live
+-- claims, in order), gone (fields of expired holds, for sema_store to
+-- delete) and set (fields to write).
 local function sema_scan(hash, now)
 	local all = redis.call('hgetall', hash)
 	local f = {}
@@ -42,6 +43,9 @@ local function sema_scan(hash, now)
 			if dl > now then
 				st.holds[g] = {n = n, dl = dl}
 				st.used = st.used + n
+				if not st.first or dl < st.first then
+					st.first = dl
+				end
 			else
 				table.insert(st.gone, 'n:' .. g)
 				table.insert(st.gone, 'd:' .. g)
@@ -79,6 +83,45 @@ local function sema_drop(st, gen)
 	end
 end
 
+-- sema_client is the Client id of waiter id w ("<client id>:<n>"), or nil.
+local function sema_client(w)
+	return string.match(w, '^(.*):')
+end
+
+-- sema_wake tells every Client with a waiter among entries to have its
+-- waiters on the semaphore try again: 'all' on its channel, once per
+-- Client, which also reaches a waiter between two attempts (it sees the
+-- broadcast when it goes back to sleep).
+local function sema_wake(hash, entries, pub)
+	local told = {}
+	for _, e in ipairs(entries) do
+		local client = sema_client(e.w)
+		if client and not told[client] then
+			told[client] = true
+			redis.call(pub, hash .. ':w:' .. client, 'all')
+		end
+	end
+end
+
+-- sema_refuse takes out of the queue every waiter asking for more than the
+-- capacity (a smaller one set while it waited) and wakes each: its next
+-- attempt is refused (see sema_acquire), so it fails at once instead of
+-- waiting for permits that can never be free.
+local function sema_refuse(hash, st, pub)
+	local kept, refused = {}, {}
+	for _, e in ipairs(st.q) do
+		if e.n > st.cap then
+			refused[#refused + 1] = e
+		else
+			kept[#kept + 1] = e
+		end
+	end
+	if #refused > 0 then
+		st.q = kept
+		sema_wake(hash, refused, pub)
+	end
+end
+
 -- sema_serve hands free permits to the head of the queue, in order, while
 -- they suffice. Each waiter served is told alone, on its Client's channel
 -- for the semaphore (<hash>:w:<client id>, "<waiter id> 0": semaphores
@@ -87,31 +130,34 @@ end
 -- closed, gone) is skipped, never granted (unless trust is '1': classic
 -- pub/sub on a Cluster counts one node only). The entry of self (the
 -- caller of an acquire) is granted without a message. A waiter asking for
--- more than the capacity can never be served and is dropped. It returns
--- whether self was served (its hold is granted too, with the lease and owner
--- it queued with).
+-- more than the capacity can never be served and is refused (sema_refuse).
+-- When a grant ends before every hold the queue knew of (st.first: each
+-- waiter sleeps until the earliest hold's end at most), the waiters left
+-- are woken to re-check: nothing is published when that shorter lease runs
+-- out, and they would sleep past it. It returns whether self was served
+-- (its hold is granted too, with the lease and owner it queued with).
 local function sema_serve(hash, st, now, pub, trust, self)
-	local served = false
+	sema_refuse(hash, st, pub)
+	local served, soonest = false, nil
 	while #st.q > 0 do
 		local e = st.q[1]
-		if e.n > st.cap then
-			table.remove(st.q, 1)
-		elseif e.n > st.cap - st.used then
+		if e.n > st.cap - st.used then
 			break
-		else
-			table.remove(st.q, 1)
-			if e.w == self then
-				-- Granted here, so that the walk goes on with its permits
-				-- counted.
-				sema_grant(st, e.w, e.n, e.lease, e.owner, now)
-				served = true
-			else
-				local client = string.match(e.w, '^(.*):')
-				if client and (redis.call(pub, hash .. ':w:' .. client, e.w .. ' 0') > 0 or trust == '1') then
-					sema_grant(st, e.w, e.n, e.lease, e.owner, now)
-				end
+		end
+		table.remove(st.q, 1)
+		local client = sema_client(e.w)
+		if e.w == self or (client and (redis.call(pub, hash .. ':w:' .. client, e.w .. ' 0') > 0 or trust == '1')) then
+			-- Granted here, so that the walk goes on with its permits
+			-- counted.
+			sema_grant(st, e.w, e.n, e.lease, e.owner, now)
+			served = served or e.w == self
+			if not soonest or now + e.lease < soonest then
+				soonest = now + e.lease
 			end
 		end
+	end
+	if soonest and #st.q > 0 and (not st.first or soonest < st.first) then
+		sema_wake(hash, st.q, pub)
 	end
 	return served
 end
