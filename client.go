@@ -222,6 +222,15 @@ func (c *Client) usable() error {
 	return c.Err()
 }
 
+// queryable is usable for the calls that work after Close: the queries
+// and the releases, which only read or end what exists.
+func (c *Client) queryable() error {
+	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
+		return err
+	}
+	return nil
+}
+
 // isNil reports whether rdb is nil, also when it is a typed nil pointer in
 // the interface ((*redis.Client)(nil)), which would panic on first use.
 func isNil(rdb redis.UniversalClient) bool {
