@@ -138,8 +138,12 @@ func (c *Client) Err() error {
 // the Client started to exit. It does not release held locks: their leases run
 // out in Redis. The contexts of holds still open are cancelled with cause
 // ErrClientClosed, since nothing renews them any more. Waiters return an error
-// wrapping ErrClientClosed; later calls to Lock fail the same way, while Unlock
-// still releases holds so that a deferred Unlock frees the lock at once.
+// wrapping ErrClientClosed; later calls to Lock fail the same way, as does
+// every call that may start something new (Acquire, a latch's Wait,
+// TrySetCount, CountDown and Delete, SetPermits, ForceUnlock), while Unlock
+// and Release still release holds, so that a deferred Unlock frees the lock
+// at once, and the queries (IsLocked, TTL, HoldCount, State, Available,
+// Count, Inspect, ListLocks) still read Redis.
 //
 // A Lock (or TryLock) in flight when Close is called, whose grant comes back
 // after Close has cancelled the open holds, returns an error wrapping
