@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,7 +97,10 @@ func waitSubscribed(t *testing.T, rdb *redis.Client, channel string, n int64) {
 func TestCountDownLatchDeleteFailsItsWaiters(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
-	c := relock.New(rdb, relock.WithWatchdogLease(600*time.Millisecond))
+	var asleep atomic.Int32 // waiters that saw the latch closed and sleep
+	c := relock.New(rdb, relock.WithWatchdogLease(600*time.Millisecond), relock.WithObserver(&relock.Observer{
+		WaitStarted: func(context.Context, relock.LockInfo) { asleep.Add(1) },
+	}))
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
 	l := c.CountDownLatch("deleted")
@@ -106,7 +110,7 @@ func TestCountDownLatchDeleteFailsItsWaiters(t *testing.T) {
 	defer cancel()
 	waiters := []<-chan waited{startWaiter(wctx, l), startWaiter(wctx, l)}
 	waitSubscribed(t, rdb, "relock:{deleted}:latch:ch", 1)
-	time.Sleep(1500 * time.Millisecond) // past two re-checks: the waiters saw it closed
+	require.Eventually(t, func() bool { return asleep.Load() == 2 }, 5*time.Second, time.Millisecond)
 	deleted, err := l.Delete(ctx)
 	require.NoError(t, err)
 	require.True(t, deleted)
