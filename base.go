@@ -63,13 +63,24 @@ func (l *base) token(ctx context.Context, s scheme) (int64, error) {
 	return tokenOf(ctx, s)
 }
 
-// check validates a query's arguments and returns the context to run it on.
+// check validates the arguments of a call that changes Redis and returns
+// the context to run it on. It refuses a closed Client: such a call may
+// start something new (see checkQuery for what works after Close).
 func (l *base) check(ctx context.Context) (context.Context, error) {
+	if l.err == nil {
+		if err := l.c.usable(); err != nil {
+			return nil, err
+		}
+	}
+	return l.checkQuery(ctx)
+}
+
+// checkQuery validates a query's arguments and returns the context to run
+// it on. A query only reads, so it works after Close, as Unlock does: the
+// Client's connection to Redis is the caller's, not closed with it.
+func (l *base) checkQuery(ctx context.Context) (context.Context, error) {
 	if l.err != nil {
 		return nil, l.err
-	}
-	if err := l.c.usable(); err != nil {
-		return nil, err
 	}
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
@@ -125,7 +136,7 @@ func (l *base) forceUnlock(ctx context.Context, id string, call scriptCall) (boo
 
 // pttl returns the remaining lease of key, 0 when it has none.
 func (l *base) pttl(ctx context.Context, key string) (time.Duration, error) {
-	ctx, err := l.check(ctx)
+	ctx, err := l.checkQuery(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -154,7 +165,7 @@ func (l *exclusive) Key() string { return l.hash }
 
 // IsLocked reports whether anyone holds the lock.
 func (l *exclusive) IsLocked(ctx context.Context) (bool, error) {
-	ctx, err := l.check(ctx)
+	ctx, err := l.checkQuery(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -167,7 +178,7 @@ func (l *exclusive) IsLocked(ctx context.Context) (bool, error) {
 // HoldCount returns how many holds ctx's owner has on the lock, as Redis
 // sees it (0 when it holds none, or ctx carries no owner).
 func (l *exclusive) HoldCount(ctx context.Context) (int, error) {
-	ctx, err := l.check(ctx)
+	ctx, err := l.checkQuery(ctx)
 	if err != nil {
 		return 0, err
 	}

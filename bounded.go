@@ -376,9 +376,20 @@ func (k *unlockCall) unlockLater(ctx context.Context, taken int) error {
 // (go-redis does not stop a read when a context ends): a query has nothing
 // to undo, so one cut short is simply left to finish.
 func queryBounded[T any](ctx context.Context, what string, call func() (T, error)) (T, error) {
+	return bounded(ctx, what, "", call)
+}
+
+// changeBounded is queryBounded for a request that changes Redis and needs
+// no undoing (a replay-safe latch call): call must run detached from ctx;
+// one cut short goes on, and its error says it may still apply.
+func changeBounded[T any](ctx context.Context, what string, call func() (T, error)) (T, error) {
+	return bounded(ctx, what, " (the request may still apply)", call)
+}
+
+func bounded[T any](ctx context.Context, what, tail string, call func() (T, error)) (T, error) {
 	v, err, late := awaitBounded(ctx, time.Time{}, call)
 	if late != nil {
-		return v, fmt.Errorf("relock: %s: %w: %w: Redis had not answered", what, context.Cause(ctx), ErrUnavailable)
+		return v, fmt.Errorf("relock: %s: %w: %w: Redis had not answered%s", what, context.Cause(ctx), ErrUnavailable, tail)
 	}
 	return v, err
 }

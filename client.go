@@ -146,8 +146,11 @@ func (c *Client) Err() error {
 // is cancelled with ErrClientClosed as well, and its Unlock still tries to
 // release it. Then Close stops the watchdog and the subscriber and waits
 // for every goroutine the Client started to exit. Waiters return an error
-// wrapping ErrClientClosed, and so do later acquires; Unlock, Release and
-// the queries still work.
+// wrapping ErrClientClosed, and so does every later call that may start
+// something new (Lock, Acquire, a latch's Wait, TrySetCount, CountDown and
+// Delete, SetPermits, ForceUnlock), while Unlock and Release still work and
+// the queries (IsLocked, TTL, HoldCount, State, Available, Count, Inspect,
+// ListLocks) still read Redis.
 //
 // A Lock (or TryLock) in flight when Close is called, whose grant comes back
 // after Close has cancelled the open holds, returns an error wrapping
@@ -229,6 +232,15 @@ func (c *Client) usable() error {
 		return errNilClient
 	}
 	return c.Err()
+}
+
+// queryable is usable for the calls that work after Close: the queries
+// and the releases, which only read or end what exists.
+func (c *Client) queryable() error {
+	if err := c.usable(); err != nil && !errors.Is(err, ErrClientClosed) {
+		return err
+	}
+	return nil
 }
 
 // isNil reports whether rdb is nil, also when it is a typed nil pointer in

@@ -383,8 +383,8 @@ func TestContractHandOverToAShortLeaseStrandsNobody(t *testing.T) {
 			h := relock.New(srv.Client())
 			t.Cleanup(func() { _ = h.Close() })
 			held := hold(t, open(h, name))
-			w1, _ := startWaiter(t, srv, open, name, try, shortLease)
-			w2, c2 := startWaiter(t, srv, open, name, try, 0)
+			w1, _ := startLeasedWaiter(t, srv, open, name, try, shortLease)
+			w2, c2 := startLeasedWaiter(t, srv, open, name, try, 0)
 			quiet(t, srv) // both asleep on H's lease
 
 			released := time.Now()
@@ -421,9 +421,9 @@ func leasedAcquire(v any) string {
 	return ""
 }
 
-// startWaiter starts, in a Client of its own, a wait for the kind called
+// startLeasedWaiter starts, in a Client of its own, a wait for the kind called
 // name with lease, and returns once it waits.
-func startWaiter(t *testing.T, srv *redistest.Server, open func(*relock.Client, string) any, name, try string, lease time.Duration) (<-chan granted, *relock.Client) {
+func startLeasedWaiter(t *testing.T, srv *redistest.Server, open func(*relock.Client, string) any, name, try string, lease time.Duration) (<-chan granted, *relock.Client) {
 	waiting := make(chan struct{}, 1)
 	c := relock.New(srv.Client(), relock.WithObserver(&relock.Observer{
 		WaitStarted: func(context.Context, relock.LockInfo) { waiting <- struct{}{} },

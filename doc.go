@@ -221,9 +221,12 @@
 //     waiters it serves. Grants are trusted or claimed by the same rules.
 //
 // A CountDownLatch's Wait uses the same wait loop with an attempt that
-// reads the count: it sleeps on the latch's channel through the shared
-// subscriber, and the CountDown that opens the latch deletes it and wakes
-// every waiter at once.
+// reads the count and the latch's generation (bounded by the caller's
+// context, as every attempt): it sleeps on the latch's channel through the
+// shared subscriber, and the CountDown that opens the latch (or a Delete)
+// deletes it, leaves a mark of what became of its generation, and wakes
+// every waiter at once. A waiter that saw a generation closed and finds
+// neither it nor its mark reports the latch lost (see CountDownLatch).
 //
 // # Observing
 //

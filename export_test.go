@@ -59,3 +59,6 @@ const (
 	DefaultWatchdogLease = defaultWatchdogLease
 	DefaultUnlockTimeout = defaultUnlockTimeout
 )
+
+// LatchMarkTTL is how long a CountDownLatch's mark lives at least.
+const LatchMarkTTL = latchMarkTTL

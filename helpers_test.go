@@ -181,12 +181,32 @@ func leftover(k string) bool {
 	return strings.HasSuffix(k, ":last")
 }
 
+// latchMark reports whether k is a CountDownLatch's mark, which outlives
+// the latch by design for relock.LatchMarkTTL.
+func latchMark(k string) bool { return strings.HasSuffix(k, ":latch:done") }
+
+// requireLatchMarkExpires checks that the latch mark k expires within
+// relock.LatchMarkTTL.
+func requireLatchMarkExpires(t testing.TB, rdb redis.UniversalClient, k string) {
+	t.Helper()
+	ttl := pttl(t, rdb, k)
+	if ttl == -2 {
+		return // expired since it was listed
+	}
+	require.Greater(t, ttl, time.Duration(0), "%s must expire", k)
+	require.LessOrEqual(t, ttl, relock.LatchMarkTTL, "%s outlives its TTL", k)
+}
+
 // keysLeft lists the keys that are not tails or latches, and checks that
 // every tail and latch expires within the default unlock latch.
 func keysLeft(t testing.TB, rdb redis.UniversalClient) []string {
 	t.Helper()
 	var out []string
 	for _, k := range allKeys(t, rdb) {
+		if latchMark(k) {
+			requireLatchMarkExpires(t, rdb, k)
+			continue
+		}
 		if !leftover(k) {
 			out = append(out, k)
 			continue

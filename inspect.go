@@ -32,7 +32,7 @@ import (
 // error wrapping context.Cause(ctx) and ErrUnavailable, whether Redis has
 // answered or not.
 func (c *Client) Inspect(ctx context.Context, name string) (*inspect.State, error) {
-	if err := c.usable(); err != nil {
+	if err := c.queryable(); err != nil {
 		return nil, err
 	}
 	if ctx == nil {
@@ -305,7 +305,7 @@ func kindOfSuffix(suffix string) inspect.Kind {
 // left out. Only locks under the Client's key prefix are listed. Like
 // Inspect, it returns when ctx ends.
 func (c *Client) ListLocks(ctx context.Context, pattern string) ([]inspect.Summary, error) {
-	if err := c.usable(); err != nil {
+	if err := c.queryable(); err != nil {
 		return nil, err
 	}
 	if ctx == nil {

@@ -4,40 +4,67 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // CountDownLatch is a latch shared by every process that uses the same name
 // on the same Redis, like Redisson's RCountDownLatch: TrySetCount closes it
-// with a count, each CountDown takes one off, and Wait returns once the
-// count reaches 0.
+// with a count, each CountDown takes one off, and the CountDown that takes
+// the last one opens it, releasing every Wait.
+//
+// The contract of Wait: it returns nil only when CountDowns opened the
+// latch it saw closed, or at once when the latch is not closed as it
+// starts (never set, or passed already) — so a waiter must not start
+// before the TrySetCount it waits for has returned. A waiter that saw the
+// latch closed and then finds it gone without having been opened returns
+// an error wrapping ErrNotObtained: after Delete, that is all; when Redis
+// lost it (a restart without its data, a failover to a replica that missed
+// the TrySetCount), the error also wraps ErrLockLost, and the waiter
+// returns within a few seconds of Redis coming back (at its re-subscription,
+// or its next re-check).
 //
 // Wait sleeps on the latch's channel through the Client's shared subscriber
 // (the one wait loop of every lock type): the CountDown that opens the latch
-// tells every waiter at once, and each returns after one read of the count.
-// A waiter re-checks when its subscription is (re)confirmed — so a
-// CountDown missed during a reconnection is not missed — and at least every
-// watchdog lease otherwise; it never polls faster.
+// (or a Delete) tells every waiter at once, and each returns after one read.
+// A waiter re-checks when its subscription is (re)confirmed — so a message
+// missed during a reconnection is not missed — and at least every 10 s
+// (every watchdog lease when that is shorter) otherwise.
 //
-// Keys: "<prefix>:{name}:latch" (the count, and the op id of every
-// CountDown applied, so that go-redis resending one never counts twice)
-// exists while the latch is closed, with no TTL: a latch waits for its
-// count, however long (Redisson's does too); the CountDown that opens it
-// deletes it, so an open latch leaves nothing. A latch that will never open
-// (its counters died) is removed by Delete. Its channel, ":latch:ch", shares
-// the name's hash tag: one Cluster slot.
+// Keys: "<prefix>:{name}:latch" (the count, its generation, and the op id
+// of every CountDown applied, so that go-redis resending one never counts
+// twice) exists while the latch is closed, with no TTL: a latch waits for
+// its count, however long (Redisson's does too). The CountDown that opens
+// it deletes it, and so does Delete, each leaving its mark in
+// ":latch:done", a small sorted set that says which generations were
+// opened or deleted; each entry lives at least 2 minutes, and the key
+// expires with its newest. Nothing else is left once the latch
+// has passed. A waiter that cannot reach Redis for longer than that after
+// the latch opened no longer finds the mark, and reports the latch lost. A
+// latch that will never open (its counters died) is removed by Delete. Its
+// channel, ":latch:ch", shares the name's hash tag: one Cluster slot.
 //
-// A latch is only as durable as Redis: one that restarts without its data
-// (no persistence), or fails over to a replica that missed the TrySetCount,
-// forgets the count, and the latch then reads as open — Wait returns. Use
-// AOF with fsync where that matters. A CountDown resent by go-redis after
-// the latch opened and was set again counts on the new latch: each op id is
-// recorded only while its latch is closed.
+// Every call returns by its context's end (see "Failure and cancellation"
+// in the package doc); TrySetCount, CountDown and Delete are replay-safe —
+// a request resent by go-redis after its reply was lost returns what its
+// first run returned — and one cut short by the context may still apply.
+// A CountDown resent after the latch opened and was set again counts on
+// the new latch: each op id is recorded only while its latch is closed.
+// After Close, Count still works; the other calls fail with
+// ErrClientClosed.
 type CountDownLatch struct {
 	base
-	key, channel string
+	key, channel, mark string
 }
+
+// latchMarkTTL is how long, at least, a CountDownLatch's mark of an opening
+// or a Delete lives in Redis (see CountDownLatch).
+const latchMarkTTL = 2 * time.Minute
+
+// latchRecheck bounds a latch waiter's sleep: well within latchMarkTTL, so
+// that every waiter still finds the mark of an opening it missed.
+const latchRecheck = 10 * time.Second
 
 // CountDownLatch returns the latch called name. It sends nothing to Redis.
 // An invalid name does not panic: every method then fails with
@@ -45,7 +72,7 @@ type CountDownLatch struct {
 func (c *Client) CountDownLatch(name string) *CountDownLatch {
 	l := &CountDownLatch{}
 	if l.init(c, name) {
-		l.key, l.channel = l.ks.key("latch"), l.ks.key("latch:ch")
+		l.key, l.channel, l.mark = l.ks.key("latch"), l.ks.key("latch:ch"), l.ks.key("latch:done")
 	}
 	return l
 }
@@ -53,8 +80,11 @@ func (c *Client) CountDownLatch(name string) *CountDownLatch {
 // Key returns the Redis key of the latch.
 func (l *CountDownLatch) Key() string { return l.key }
 
-// TrySetCount closes the latch with count n (at least 1) and reports true,
-// or reports false, changing nothing, when it is closed already.
+// TrySetCount closes the latch with count n (1 to 2^30) and reports true,
+// or reports false, changing nothing, when it is closed already. Bad n
+// returns ErrInvalidArgument before anything is sent. When ctx ends before
+// Redis answers, it returns an error wrapping context.Cause(ctx) and
+// ErrUnavailable, and the latch may still be set (Count tells).
 func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	ctx, err := l.check(ctx)
 	if err != nil {
@@ -63,77 +93,167 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	if n < 1 || n > maxPermits {
 		return false, fmt.Errorf("%w: a latch's count is 1 to %d, not %d", ErrInvalidArgument, maxPermits, n)
 	}
-	set, err := l.c.eval(ctx, "latch set count", scriptCall{script: latchSetScript, keys: []string{l.key}, args: []any{n}}).Int64()
-	if err != nil {
-		return false, err
-	}
-	return set == 1, nil
+	call := latchSetCall(l.key, l.mark, n, l.c.newOp())
+	set, err := changeBounded(ctx, "latch set count", func() (int64, error) {
+		return l.c.eval(context.WithoutCancel(ctx), "latch set count", call).Int64()
+	})
+	return set == 1, err
 }
 
 // CountDown takes one off the count; the one that reaches 0 opens the latch
-// and wakes every waiter. On an open latch it does nothing. It is
-// replay-safe: a request resent by go-redis counts once.
+// and wakes every waiter. On an open latch it does nothing. When ctx ends
+// before Redis answers, it returns an error wrapping context.Cause(ctx) and
+// ErrUnavailable, and the CountDown may still apply.
 func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	ctx, err := l.check(ctx)
 	if err != nil {
 		return err
 	}
-	call := scriptCall{script: latchCountDownScript, keys: []string{l.key, l.channel}, args: []any{l.c.newOp(), l.c.args.publish}}
-	return l.c.eval(context.WithoutCancel(ctx), "latch count down", call).Err()
+	call := latchCountDownCall(l.c, l.key, l.channel, l.mark, l.c.newOp())
+	_, err = changeBounded(ctx, "latch count down", func() (struct{}, error) {
+		return struct{}{}, l.c.eval(context.WithoutCancel(ctx), "latch count down", call).Err()
+	})
+	return err
 }
 
-// Count returns the count left (0: open).
+// Count returns the count left (0: open, never set, or deleted). When ctx
+// ends before Redis answers, it returns an error wrapping
+// context.Cause(ctx) and ErrUnavailable. It works after Close.
 func (l *CountDownLatch) Count(ctx context.Context) (int, error) {
-	ctx, err := l.check(ctx)
+	ctx, err := l.checkQuery(ctx)
 	if err != nil {
 		return 0, err
 	}
-	n, err := request(l.c, "latch count", l.c.rdb.HGet(ctx, l.key, "n").Int)
+	n, err := queryBounded(ctx, "latch count", func() (int, error) {
+		return request(l.c, "latch count", l.c.rdb.HGet(context.WithoutCancel(ctx), l.key, "n").Int)
+	})
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
 	return n, err
 }
 
-// Delete removes the latch, opening it for nobody: waiters go on waiting
-// until a TrySetCount and its CountDowns open it, or their ctx ends. It
-// reports whether the latch was closed.
+// Delete removes a closed latch without opening it, and reports whether it
+// was closed. Every waiter that saw it closed returns an error wrapping
+// ErrNotObtained (not ErrLockLost), at once; a Wait that starts after it
+// returns nil at once, as on a latch never set, and a TrySetCount may close
+// the latch again. It leaves the mark of the deletion (see
+// CountDownLatch). When ctx ends before Redis answers, it returns an error
+// wrapping context.Cause(ctx) and ErrUnavailable, and the Delete may still
+// apply.
 func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
 	ctx, err := l.check(ctx)
 	if err != nil {
 		return false, err
 	}
-	n, err := request(l.c, "latch delete", l.c.rdb.Del(ctx, l.key).Result)
+	call := latchDeleteCall(l.c, l.key, l.channel, l.mark, l.c.newOp())
+	n, err := changeBounded(ctx, "latch delete", func() (int64, error) {
+		return l.c.eval(context.WithoutCancel(ctx), "latch delete", call).Int64()
+	})
 	return n == 1, err
 }
 
-// Wait blocks until the latch is open (its count is 0, or it was never
-// set) or ctx ends; then it returns an error wrapping ErrNotObtained and
-// ctx's cause.
+// Wait blocks until the CountDowns open the latch, and then returns nil; it
+// returns nil at once when the latch is not closed as it starts (never
+// set, passed already, or deleted), so start it only after TrySetCount has
+// returned. It fails with an error wrapping ErrNotObtained: with ctx's
+// cause when ctx ended first (and ErrUnavailable when a request was in
+// flight then, or Redis failed); when the latch it saw closed was deleted;
+// and with ErrLockLost when Redis lost it (see CountDownLatch). It returns
+// ErrClientClosed after Close, or when the Client closes while it waits.
 func (l *CountDownLatch) Wait(ctx context.Context) error {
 	if l.err != nil {
 		return l.err
 	}
+	if err := l.c.usable(); err != nil {
+		return err
+	}
 	if err := checkLockArgs(ctx, WaitForever, 0); err != nil {
 		return err
 	}
-	dctx := context.WithoutCancel(ctx) // as every attempt of the wait loop
-	try := func() (attempt, error) {
-		n, err := l.Count(dctx)
-		if err != nil || n == 0 {
-			return attempt{outcome: acquired}, err
-		}
-		return attempt{outcome: busy, retryIn: -1, channel: l.channel}, nil
-	}
+	w := &latchWaiter{l: l}
 	start := l.c.observedNow()
-	a, slept, err := l.c.wait(ctx, waitSpec{wait: WaitForever, obs: l}, try)
+	a, slept, err := l.c.wait(ctx, waitSpec{wait: WaitForever, obs: l}, func() (attempt, error) { return w.try(ctx) })
+	switch {
+	case err != nil:
+		err = waitFailed(err)
+	case a.outcome != acquired:
+		err = fmt.Errorf("relock: unexpected latch outcome %d", a.outcome)
+	default:
+		err = w.verdict
+	}
 	if slept > 0 {
 		l.c.emitWait(ctx, l, start, 1, err)
 	}
-	if err == nil && a.outcome != acquired {
-		err = fmt.Errorf("relock: unexpected latch outcome %d", a.outcome)
-	}
 	return err
+}
+
+// waitFailed makes the error of a wait that failed wrap ErrNotObtained,
+// unless it was the caller's mistake or the Client's end.
+func waitFailed(err error) error {
+	if errors.Is(err, ErrNotObtained) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClientClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotObtained, err)
+}
+
+// A latchWaiter is one Wait: the generation of the latch it saw closed
+// ("" until it has), and, once an attempt ends the wait, how it ends.
+type latchWaiter struct {
+	l       *CountDownLatch
+	seen    string
+	verdict error
+}
+
+// try is one attempt of the wait, bounded by ctx: busy while the latch it
+// saw closed (or the first it finds closed) still is; else the wait ends
+// (outcome acquired), with verdict saying how.
+func (w *latchWaiter) try(ctx context.Context) (attempt, error) {
+	l := w.l
+	call := latchStateCall(l.key, l.mark, w.seen)
+	res, err := queryBounded(ctx, "latch wait", func() ([]any, error) {
+		return l.c.eval(context.WithoutCancel(ctx), "latch wait", call).Slice()
+	})
+	if err != nil {
+		return attempt{}, err
+	}
+	n, gen, passed, err := parseLatchState(res)
+	if err != nil {
+		return attempt{}, err
+	}
+	if n > 0 && (w.seen == "" || gen == w.seen) {
+		w.seen = gen
+		return attempt{outcome: busy, retryIn: latchRecheck, channel: l.channel}, nil
+	}
+	w.verdict = w.passed(passed)
+	return attempt{outcome: acquired}, nil
+}
+
+// passed is how a wait ends once the latch it saw closed is gone (or
+// another took its place), given what its mark says of it.
+func (w *latchWaiter) passed(mark string) error {
+	switch {
+	case w.seen == "" || mark == "o":
+		return nil
+	case mark == "x":
+		return fmt.Errorf("%w: latch %q was deleted before it opened", ErrNotObtained, w.l.ks.name)
+	}
+	return fmt.Errorf("%w: %w: latch %q is gone from Redis without having been opened (Redis lost it: a restart without its data, or a failover to a replica that missed it)",
+		ErrNotObtained, ErrLockLost, w.l.ks.name)
+}
+
+// parseLatchState reads latch_state's reply.
+func parseLatchState(res []any) (n int64, gen, passed string, err error) {
+	if len(res) == 3 {
+		var ok1, ok2, ok3 bool
+		n, ok1 = res[0].(int64)
+		gen, ok2 = res[1].(string)
+		passed, ok3 = res[2].(string)
+		if ok1 && ok2 && ok3 {
+			return n, gen, passed, nil
+		}
+	}
+	return 0, "", "", fmt.Errorf("relock: latch state script returned %v, want {count, generation, passed}", res)
 }
 
 // info makes a latch observed: its waits are reported as a lock's are.
@@ -145,4 +265,26 @@ func (l *CountDownLatch) info() LockInfo {
 var (
 	latchSetScript       = newScript("latch_set")
 	latchCountDownScript = newScript("latch_count_down")
+	latchDeleteScript    = newScript("latch_delete")
+	latchStateScript     = newScript("latch_state")
 )
+
+// latchSetCall closes the latch with count n, as generation op.
+func latchSetCall(key, mark string, n int, op string) scriptCall {
+	return scriptCall{script: latchSetScript, keys: []string{key, mark}, args: []any{n, op}}
+}
+
+// latchCountDownCall takes one off the count (request op).
+func latchCountDownCall(c *Client, key, channel, mark, op string) scriptCall {
+	return scriptCall{script: latchCountDownScript, keys: []string{key, channel, mark}, args: []any{op, c.args.publish, latchMarkTTL.Milliseconds()}}
+}
+
+// latchDeleteCall removes a closed latch (request op).
+func latchDeleteCall(c *Client, key, channel, mark, op string) scriptCall {
+	return scriptCall{script: latchDeleteScript, keys: []string{key, channel, mark}, args: []any{op, c.args.publish, latchMarkTTL.Milliseconds()}}
+}
+
+// latchStateCall reads {count, generation, what became of seen}.
+func latchStateCall(key, mark, seen string) scriptCall {
+	return scriptCall{script: latchStateScript, keys: []string{key, mark}, args: []any{seen}}
+}

@@ -304,6 +304,9 @@ var errNodeTimeout = fmt.Errorf("%w: no answer within the node timeout", ErrUnav
 // node timeout: a master that has not answered by then counts as failed, and
 // its call finishes in the background. go-redis does not stop a read on a
 // context deadline unless ContextTimeoutEnabled is set, hence the select.
+// A master whose Client has closed still takes part in releases (as Unlock
+// works after Close); f refuses it where the call would start or extend a
+// hold.
 func fanOut[T any](r *RedLock, ctx context.Context, f func(context.Context, *Lock) (T, error)) ([]T, []error) {
 	type result struct {
 		i   int
@@ -316,7 +319,7 @@ func fanOut[T any](r *RedLock, ctx context.Context, f func(context.Context, *Loc
 		go func() {
 			nctx, cancel := context.WithTimeout(ctx, r.cfg.nodeTimeout)
 			defer cancel()
-			if err := l.c.usable(); err != nil {
+			if err := l.c.queryable(); err != nil {
 				ch <- result{i: i, err: err}
 				return
 			}
@@ -370,6 +373,9 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 	fencing := r.home.opts.fencing
 	start := time.Now()
 	replies, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) ([]int64, error) {
+		if err := l.c.usable(); err != nil {
+			return nil, err // a closed master's Client takes part in no new round
+		}
 		// The home Client decides fencing; no master queues a waiter (no
 		// single master can hand a RedLock over).
 		res, err := l.c.eval(ctx, "acquire", lockAcquireCall(r.home, l.keys, field, req, false)).Int64Slice()
@@ -551,6 +557,9 @@ func (s redScheme) renewal(owner, gen string, lease time.Duration) renewal {
 	return renewal{run: func(ctx context.Context) (int64, error) {
 		start := time.Now()
 		res, errs := fanOut(r, ctx, func(ctx context.Context, l *Lock) (int64, error) {
+			if err := l.c.usable(); err != nil {
+				return 0, err // a closed Client renews nothing
+			}
 			v, err := l.c.eval(ctx, "renew", lockRenewCall(l.keys.hash, gen, lease)).Int64Slice()
 			if err == nil && len(v) != 1 {
 				err = fmt.Errorf("renewal script returned %d values, want 1", len(v))

@@ -224,7 +224,7 @@ func (m rwMode) forceUnlock(ctx context.Context) (bool, error) {
 
 // state runs rw_state: {readers, writer, owner's reads, owner's writes}.
 func (m rwMode) state(ctx context.Context) ([]int64, error) {
-	ctx, err := m.l.check(ctx)
+	ctx, err := m.l.checkQuery(ctx)
 	if err != nil {
 		return nil, err
 	}

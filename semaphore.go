@@ -182,13 +182,18 @@ type SemaphoreState struct {
 	Waiters int // waiters queued
 }
 
-// State reads the semaphore's state in Redis, counting live holds only.
+// State reads the semaphore's state in Redis, counting live holds only. It
+// returns by ctx's end, with an error wrapping context.Cause(ctx) and
+// ErrUnavailable when Redis has not answered by then, and it works after
+// Close.
 func (s *Semaphore) State(ctx context.Context) (SemaphoreState, error) {
-	ctx, err := s.check(ctx)
+	ctx, err := s.checkQuery(ctx)
 	if err != nil {
 		return SemaphoreState{}, err
 	}
-	res, err := s.c.eval(ctx, "semaphore state", semaStateCall(s.hash)).Int64Slice()
+	res, err := queryBounded(ctx, "semaphore state", func() ([]int64, error) {
+		return s.c.eval(context.WithoutCancel(ctx), "semaphore state", semaStateCall(s.hash)).Int64Slice()
+	})
 	if err != nil {
 		return SemaphoreState{}, err
 	}
@@ -203,7 +208,8 @@ func (s *Semaphore) State(ctx context.Context) (SemaphoreState, error) {
 }
 
 // Available returns how many permits are free now (the capacity less the
-// permits of live holds). Waiters may be about to take them.
+// permits of live holds). Waiters may be about to take them. It fails as
+// State does.
 func (s *Semaphore) Available(ctx context.Context) (int, error) {
 	st, err := s.State(ctx)
 	return st.Permits - st.Used, err
