@@ -216,6 +216,7 @@ func testForceSemaphore(t *testing.T, d deployment) {
 	assert.Equal(t, owner(t, c, h3), js.Released[0].Holders[0].Owner)
 	assert.Equal(t, 1, js.Released[0].Holders[0].Count)
 	<-h3.Done()
+	assert.ErrorIs(t, s.Release(h3), relock.ErrLockLost)
 	st, err = s.State(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, relock.SemaphoreState{Permits: 3}, st)
