@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -116,4 +117,19 @@ func TestSemaphoreForceReleaseHonoursItsContext(t *testing.T) {
 	st, err := s.State(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, st.Holds)
+}
+
+// The README's least-privilege ACL is enough for ForceRelease.
+func TestSemaphoreForceReleaseUnderTheLeastPrivilegeACL(t *testing.T) {
+	srv := redistest.Start(t)
+	setUser(t, srv.Client(), "relock", leastPrivilege)
+	c := relock.New(srv.Client(func(o *redis.Options) { o.Username, o.Password = "relock", "s3cret" }))
+	t.Cleanup(func() { _ = c.Close() })
+	s := c.Semaphore("acl", 2)
+	hctx, err := s.Acquire(context.Background(), 2)
+	require.NoError(t, err)
+	freed, err := s.ForceRelease(context.Background())
+	require.NoError(t, err)
+	assert.True(t, freed)
+	assert.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
 }
