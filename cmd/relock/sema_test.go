@@ -264,4 +264,17 @@ func testForceLatch(t *testing.T, d deployment) {
 	st, err := c.Inspect(ctx, name)
 	require.NoError(t, err)
 	assert.False(t, st.Exists())
+
+	// --json: the deleted latch with its count.
+	set, err = l.TrySetCount(ctx, 4)
+	require.NoError(t, err)
+	require.True(t, set)
+	r = d.cmd(t, "", "--json", "--yes", "--delete-latch", "force-unlock", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	var js jsonForce
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &js))
+	assert.Equal(t, jsonForce{Name: name, Released: []jsonReleased{{Kind: "countdownlatch", Holders: []jsonHolder{}, Count: 4}}}, js)
+	n, err = l.Count(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, n)
 }
