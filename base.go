@@ -108,6 +108,13 @@ func queryContext(ctx context.Context) context.Context {
 // lock to a waiter of this very Client, whose grant can be recorded before
 // the reply arrives: that hold is Redis's newest, and stays.
 func (l *base) forceUnlock(ctx context.Context, id string, call scriptCall) (bool, error) {
+	return l.forceRelease(ctx, call, func(gens []string, cause error) { l.c.endForced(id, gens, cause) })
+}
+
+// forceRelease runs call, a force-release script that replies with the
+// generations it removed, bounded by ctx, and hands them to end (with the
+// cause their holds end with) once it has run.
+func (l *base) forceRelease(ctx context.Context, call scriptCall, endGens func(gens []string, cause error)) (bool, error) {
 	ctx, err := l.check(ctx)
 	if err != nil {
 		return false, err
@@ -115,7 +122,7 @@ func (l *base) forceUnlock(ctx context.Context, id string, call scriptCall) (boo
 	// The script runs detached (a force-release cut short may still run);
 	// the caller waits for it until ctx ends, and this Client's holds that
 	// it removed end once it has run.
-	end := func(gens []string) { l.c.endForced(id, gens, fmt.Errorf("%w: force-unlocked", ErrLockLost)) }
+	end := func(gens []string) { endGens(gens, fmt.Errorf("%w: force-unlocked", ErrLockLost)) }
 	gens, err, late := awaitBounded(ctx, time.Time{}, func() ([]string, error) {
 		return l.c.eval(context.WithoutCancel(ctx), "force unlock", call).StringSlice()
 	})

@@ -84,7 +84,7 @@
 // its detached request either way: an acquire cut short by go-redis may
 // still run in Redis and leave a hold nobody knows of, which only a request
 // that is reconciled once it returns can undo. Inspect,
-// ListLocks and ForceUnlock return when their context ends. Invalid input
+// ListLocks, ForceUnlock and Semaphore.ForceRelease return when their context ends. Invalid input
 // (a nil Client included) returns ErrInvalidArgument before anything is
 // sent.
 //

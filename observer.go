@@ -136,7 +136,8 @@ const (
 	// or an Unlock looked: deleted, expired there, forgotten in a restart
 	// or a failover.
 	LossGone LossReason = "gone"
-	// LossForceUnlocked: ForceUnlock of this Client ended it.
+	// LossForceUnlocked: ForceUnlock (a Semaphore's ForceRelease) of this
+	// Client ended it.
 	LossForceUnlocked LossReason = "force_unlocked"
 	// LossClientClosed: the Client was closed while it was held.
 	LossClientClosed LossReason = "client_closed"

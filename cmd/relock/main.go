@@ -7,7 +7,7 @@
 //	relock [flags] inspect NAME        holders, waiters, leases and tokens of every kind of lock NAME
 //	relock [flags] list [PATTERN]      the locks that exist now, one line per lock (PATTERN: a Redis glob on names)
 //	relock [flags] watch NAME          live view of NAME, re-printed when it changes
-//	relock [flags] force-unlock NAME   release NAME whoever holds it (asks first unless --yes)
+//	relock [flags] force-unlock NAME   release NAME whoever holds it, a Semaphore's permits too (asks first unless --yes)
 //
 // Redis comes from --redis or REDIS_URL: redis://host:port[/db],
 // rediss://... (TLS), host:port, a comma-separated list of host:port or
@@ -16,7 +16,8 @@
 //
 // Exit status: 0 when the command did its job — including when the lock does
 // not exist ("no lock NAME"; with --json an object whose "exists" is false) —
-// 1 when a Redis command failed or force-unlock was not confirmed, 2 for a
+// 1 when a Redis command failed, force-unlock was not confirmed or found a
+// closed CountDownLatch without --delete-latch (it then releases nothing), 2 for a
 // usage error, a bad URL or a Redis that cannot be reached.
 package main
 
@@ -64,7 +65,8 @@ commands:
   inspect NAME        holders, waiters, leases and fencing tokens of the locks called NAME
   list [PATTERN]      the locks that exist now, one line each (PATTERN: Redis glob on names)
   watch NAME          live view of NAME: re-printed when it changes, until Ctrl-C (or --for)
-  force-unlock NAME   release NAME whoever holds it; asks first unless --yes
+  force-unlock NAME   release NAME whoever holds it (a Semaphore's permits too); asks first
+                      unless --yes; refuses a closed CountDownLatch unless --delete-latch
 
 Redis: --redis or REDIS_URL, one of
   redis://[user:pass@]host:port[/db]   rediss://... (TLS)   host:port
@@ -79,10 +81,11 @@ type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 
-	json    bool
-	yes     bool
-	forDur  time.Duration
-	refresh time.Duration
+	json        bool
+	yes         bool
+	deleteLatch bool
+	forDur      time.Duration
+	refresh     time.Duration
 
 	target *target
 	rdb    redis.UniversalClient
@@ -136,6 +139,7 @@ func (cl *cli) parseArgs(args []string) (conn connSettings, cmd string, cargs []
 	fs.DurationVar(&conn.timeout, "timeout", 5*time.Second, "how long to wait for Redis to answer the first time")
 	fs.BoolVar(&cl.json, "json", false, "print JSON instead of a table (inspect, list, watch: one object per line; force-unlock)")
 	fs.BoolVar(&cl.yes, "yes", false, "force-unlock without asking")
+	fs.BoolVar(&cl.deleteLatch, "delete-latch", false, "force-unlock: delete a closed CountDownLatch of that name too (refused without it)")
 	fs.DurationVar(&cl.forDur, "for", 0, "watch: stop after this long (default: until interrupted)")
 	fs.DurationVar(&cl.refresh, "refresh", 5*time.Second, "watch: re-read the lock this often too (lease expiry publishes nothing)")
 	fs.Usage = func() {

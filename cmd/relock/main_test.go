@@ -113,6 +113,8 @@ func suite(t *testing.T, d deployment) {
 	t.Run("Semaphore", func(t *testing.T) { testSemaphore(t, d) })
 	t.Run("WatchSemaphore", func(t *testing.T) { testWatchSemaphore(t, d) })
 	t.Run("CountDownLatch", func(t *testing.T) { testLatch(t, d) })
+	t.Run("ForceUnlockSemaphore", func(t *testing.T) { testForceSemaphore(t, d) })
+	t.Run("ForceUnlockLatch", func(t *testing.T) { testForceLatch(t, d) })
 }
 
 func testInspectLock(t *testing.T, d deployment) {

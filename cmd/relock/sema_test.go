@@ -140,3 +140,141 @@ func testLatch(t *testing.T, d deployment) {
 	t.Logf("\n%s", out.String())
 	assert.Regexp(t, `(?m)^-- [0-9:.]+ message "all" on clilatch:\{`+name+`\}:latch:ch\nno lock `+name+`$`, out.String())
 }
+
+// testForceSemaphore: force-unlock frees every permit of a Semaphore,
+// whoever holds them: the holders' contexts learn the loss (here at their
+// next renewal, in another Client) and the queued waiter is handed the
+// permits.
+func testForceSemaphore(t *testing.T, d deployment) {
+	ctx := context.Background()
+	name := "cli/forcesema-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	c := d.client(t, relock.WithWatchdogLease(900*time.Millisecond))
+	s := c.Semaphore(name, 3)
+	h1, err := s.Acquire(ctx, 2)
+	require.NoError(t, err)
+	h2, err := s.Acquire(ctx, 1)
+	require.NoError(t, err)
+	waiter := d.client(t)
+	type acquired struct {
+		ctx context.Context
+		err error
+	}
+	got := make(chan acquired, 1)
+	wait, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go func() {
+		wctx, err := waiter.Semaphore(name, 3).Acquire(wait, 3)
+		got <- acquired{wctx, err}
+	}()
+	require.Eventually(t, func() bool { st, err := s.State(ctx); return err == nil && st.Waiters == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	r := d.cmd(t, "n\n", "force-unlock", name)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "not confirmed; nothing released")
+	st, err := s.State(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, relock.SemaphoreState{Permits: 3, Used: 3, Holds: 2, Waiters: 1}, st)
+
+	r = d.cmd(t, "", "--yes", "force-unlock", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	t.Logf("\n%s", r.stdout)
+	assert.Regexp(t, `^released Semaphore `+name+` held by \S+ \(\d permits?\), \S+ \(\d permits?\); 1 queued waiter may take the permits\n$`, r.stdout)
+	assert.Contains(t, r.stdout, owner(t, c, h1)+" (2 permits)")
+	assert.Contains(t, r.stdout, owner(t, c, h2)+" (1 permit)")
+	for _, h := range []context.Context{h1, h2} {
+		select {
+		case <-h.Done():
+			assert.ErrorIs(t, context.Cause(h), relock.ErrLockLost)
+		case <-time.After(5 * time.Second):
+			t.Fatal("a holder did not learn it lost its permits")
+		}
+	}
+	var wctx context.Context
+	select {
+	case a := <-got:
+		require.NoError(t, a.err)
+		wctx = a.ctx
+	case <-time.After(5 * time.Second):
+		t.Fatal("the queued waiter was not handed the permits")
+	}
+	st, err = s.State(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, relock.SemaphoreState{Permits: 3, Used: 3, Holds: 1}, st)
+	assert.ErrorIs(t, s.Release(h1), relock.ErrLockLost)
+	require.NoError(t, waiter.Semaphore(name, 3).Release(wctx))
+
+	// --json
+	h3, err := s.Acquire(ctx, 1)
+	require.NoError(t, err)
+	r = d.cmd(t, "", "--json", "--yes", "force-unlock", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	var js jsonForce
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &js))
+	require.Len(t, js.Released, 1)
+	assert.Equal(t, "semaphore", js.Released[0].Kind)
+	require.Len(t, js.Released[0].Holders, 1)
+	assert.Equal(t, owner(t, c, h3), js.Released[0].Holders[0].Owner)
+	assert.Equal(t, 1, js.Released[0].Holders[0].Count)
+	<-h3.Done()
+	assert.ErrorIs(t, s.Release(h3), relock.ErrLockLost)
+	st, err = s.State(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, relock.SemaphoreState{Permits: 3}, st)
+}
+
+// testForceLatch: force-unlock refuses a closed CountDownLatch — opening
+// it would tell its waiters the work is done — with a non-zero exit and
+// nothing changed, unless --delete-latch says to delete it.
+func testForceLatch(t *testing.T, d deployment) {
+	ctx := context.Background()
+	name := "cli/forcelatch-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	c := d.client(t)
+	l := c.CountDownLatch(name)
+	set, err := l.TrySetCount(ctx, 2)
+	require.NoError(t, err)
+	require.True(t, set)
+	hctx, err := c.Lock(name).Lock(ctx)
+	require.NoError(t, err)
+
+	for _, json := range []bool{false, true} {
+		args := []string{"--yes", "force-unlock", name}
+		if json {
+			args = append([]string{"--json"}, args...)
+		}
+		r := d.cmd(t, "", args...)
+		assert.Equal(t, 1, r.code)
+		assert.Empty(t, r.stdout)
+		assert.Equal(t, "relock: "+name+" is a closed CountDownLatch (count 2); force-unlock does not open a latch: pass --delete-latch to delete it; nothing released\n", r.stderr)
+		n, err := l.Count(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 2, n)
+		held, err := c.Lock(name).HeldBy(hctx)
+		require.NoError(t, err)
+		assert.True(t, held, "nothing is released when the latch is refused")
+	}
+
+	r := d.cmd(t, "", "--yes", "--delete-latch", "force-unlock", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	t.Logf("\n%s", r.stdout)
+	assert.Contains(t, r.stdout, "released Lock "+name+" held by "+owner(t, c, hctx)+" (1 hold)\n")
+	assert.Contains(t, r.stdout, "deleted CountDownLatch "+name+" (count 2)\n")
+	n, err := l.Count(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, n)
+	st, err := c.Inspect(ctx, name)
+	require.NoError(t, err)
+	assert.False(t, st.Exists())
+
+	// --json: the deleted latch with its count.
+	set, err = l.TrySetCount(ctx, 4)
+	require.NoError(t, err)
+	require.True(t, set)
+	r = d.cmd(t, "", "--json", "--yes", "--delete-latch", "force-unlock", name)
+	require.Equal(t, 0, r.code, r.stderr)
+	var js jsonForce
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &js))
+	assert.Equal(t, jsonForce{Name: name, Released: []jsonReleased{{Kind: "countdownlatch", Holders: []jsonHolder{}, Count: 4}}}, js)
+	n, err = l.Count(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, n)
+}

@@ -48,9 +48,9 @@ func reportCrossUnlock(pass *analysis.Pass, c call, id *ast.Ident, v *types.Var,
 	pass.Report(analysis.Diagnostic{
 		Pos: c.call.Pos(),
 		End: c.call.End(),
-		Message: b + ".Unlock is given " + id.Name + ", a hold context of " + a + " (from " + a + "." + methodName(other.acq.call) +
+		Message: b + "." + namesOf(c.call).release + " is given " + id.Name + ", a hold context of " + a + " (from " + a + "." + methodName(other.acq.call) +
 			"), not of " + b + ": it does not release " + b + "'s hold; pass " + b + "'s own hold context (" +
-			own[0].v.Name() + ") to " + b + ".Unlock",
+			own[0].v.Name() + ") to " + b + "." + namesOf(c.call).release,
 	})
 	return true
 }

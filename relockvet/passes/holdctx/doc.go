@@ -2,14 +2,17 @@
 // returned by a relock lock's Lock or TryLock is used.
 //
 // In github.com/relock-go/relock the context returned by Lock/TryLock is the
-// hold: Unlock must be given that context (or one derived from it). The
-// analyzer reports six mistakes:
+// hold: Unlock must be given that context (or one derived from it). A
+// Semaphore's Acquire/TryAcquire and Release follow the same contract and
+// are checked the same way, except by checks 3 and 4: an Acquire takes
+// permits of its own, never re-enters. The analyzer reports six mistakes:
 //
 //  1. a discarded hold context: `_, err := l.Lock(ctx)`, or a Lock/TryLock
 //     call whose results are all ignored. Nothing can Unlock that hold; the
 //     watchdog keeps renewing it for the life of the process. Not reported
 //     in _test.go files unless -testfiles is set: tests often try a lock
-//     they expect not to get.
+//     they expect not to get; nor for a Semaphore permit with a constant
+//     lease (an expirable permit, a rate limit).
 //  2. an Unlock given a context that is not the hold: the function takes
 //     the same lock expression with Lock/TryLock, keeps the hold in a local
 //     variable, never releases that hold nor hands it on (return, channel
@@ -33,12 +36,17 @@
 //     a variable the acquisition declares, and a path from there reaches a
 //     return with no Unlock of it (a deferred one counts) and without
 //     handing it on (returned, stored, sent, or passed to a function that
-//     is not of relock or context, which may release it). The path where
-//     the acquisition's error is not nil (if err != nil, errors.Is(err,
-//     ...)) holds nothing; a path through any other condition on err, and a
-//     hold used in a function literal other than a deferred one, are not
-//     followed. Not reported in _test.go files unless -testfiles is set:
-//     tests often keep a hold on purpose.
+//     may release it: one of this package is read, one of another package,
+//     an interface method or a function value may). A value that cannot
+//     carry the hold (an error, a number) computed from it is not the hold:
+//     `if err := validate(hctx); err != nil { return err }` leaks. A
+//     ForceUnlock of the lock ends the hold too. The path where the
+//     acquisition's error is not nil (if err != nil, errors.Is(err, ...))
+//     holds nothing until err is assigned again; a path through any other
+//     condition on err, a hold used in a function literal other than a
+//     deferred one, and a hold with a constant lease (it ends by itself)
+//     are not followed. Not reported in _test.go files unless -testfiles is
+//     set: tests often keep a hold on purpose.
 //
 // The checks are local to one function (a function declaration together with
 // the function literals inside it) and stay quiet when they cannot be sure.
@@ -49,8 +57,8 @@ package holdctx
 const doc = `check the hold contexts of relock locks
 
 The context returned by Lock or TryLock of a github.com/relock-go/relock lock
-is the hold; Unlock must be given that context (or one derived from it).
-holdctx reports a discarded hold context (_, err := l.Lock(ctx)), an Unlock
+is the hold; Unlock must be given that context (or one derived from it); a
+Semaphore's Acquire/TryAcquire and Release likewise. holdctx reports a discarded hold context (_, err := l.Lock(ctx)), an Unlock
 given another context while the hold the function took on that lock is never
 released, ctx, err = l.Lock(ctx) inside a loop (silent re-entry on every
 iteration), a hold context shared into goroutines (go statements,

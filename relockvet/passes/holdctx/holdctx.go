@@ -38,11 +38,12 @@ type kind int
 
 const (
 	notLock kind = iota
-	acquire      // Lock or TryLock: returns (hold context.Context, error)
-	release      // Unlock(hold context.Context) error
+	acquire      // Lock, TryLock, Acquire or TryAcquire: returns (hold context.Context, error)
+	release      // Unlock or Release(hold context.Context) error
 )
 
-// call is one Lock/TryLock/Unlock call on a relock lock.
+// call is one Lock/TryLock/Unlock (or a Semaphore's Acquire/TryAcquire/
+// Release) call on a relock lock.
 type call struct {
 	cur  inspector.Cursor // the *ast.CallExpr
 	call *ast.CallExpr
@@ -72,7 +73,9 @@ func run(pass *analysis.Pass) (any, error) {
 		c := call{cur: cur, call: ce, kind: k, recv: recv, key: exprKey(pass.TypesInfo, recv)}
 		if k == acquire {
 			checkDiscarded(pass, c)
-			checkLoopReassign(pass, c)
+			if !isSemaphoreCall(ce) { // an Acquire is never a re-entry
+				checkLoopReassign(pass, c)
+			}
 		}
 		fn, ok := outermostFunc(cur)
 		if !ok {
@@ -86,8 +89,9 @@ func run(pass *analysis.Pass) (any, error) {
 		}
 		u.calls = append(u.calls, c)
 	}
+	x := newCallees(pass.TypesInfo, pass.Pkg, in.Root())
 	for _, u := range units {
-		checkUnlocks(pass, u.cur, u.calls)
+		checkUnlocks(pass, u.cur, u.calls, x)
 	}
 	for cur := range in.Root().Preorder((*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)) {
 		if fn, ok := outermostFunc(cur); ok && fn == cur {
@@ -98,9 +102,10 @@ func run(pass *analysis.Pass) (any, error) {
 }
 
 // classify says whether ce calls Lock/TryLock (acquire) or Unlock (release)
-// of a relock lock type, and returns the lock expression. A method counts
-// by its package and signature, so every lock type of the library (and any
-// later one) is covered, while (*relock.Client).Lock(name) *Lock is not.
+// of a relock lock type, or a Semaphore's Acquire/TryAcquire or Release,
+// and returns the lock expression. A method counts by its package and
+// signature, so every lock type of the library (and any later one) is
+// covered, while (*relock.Client).Lock(name) *Lock is not.
 func classify(info *types.Info, ce *ast.CallExpr) (kind, ast.Expr) {
 	sel, ok := ast.Unparen(ce.Fun).(*ast.SelectorExpr)
 	if !ok {
@@ -116,18 +121,41 @@ func classify(info *types.Info, ce *ast.CallExpr) (kind, ast.Expr) {
 	}
 	params, results := sig.Params(), sig.Results()
 	switch fn.Name() {
-	case "Lock", "TryLock":
+	case "Lock", "TryLock", "Acquire", "TryAcquire":
 		if params.Len() >= 1 && isContext(params.At(0).Type()) &&
 			results.Len() == 2 && isContext(results.At(0).Type()) && isError(results.At(1).Type()) {
 			return acquire, sel.X
 		}
-	case "Unlock":
+	case "Unlock", "Release":
 		if params.Len() == 1 && isContext(params.At(0).Type()) &&
 			results.Len() == 1 && isError(results.At(0).Type()) {
 			return release, sel.X
 		}
 	}
 	return notLock, nil
+}
+
+// isSemaphoreCall reports whether ce is a Semaphore's Acquire, TryAcquire
+// or Release (classify has said it is a relock acquire or release).
+func isSemaphoreCall(ce *ast.CallExpr) bool {
+	switch methodName(ce) {
+	case "Acquire", "TryAcquire", "Release":
+		return true
+	}
+	return false
+}
+
+// names is how the messages call the methods of the lock type of a call:
+// a Semaphore's or a lock's.
+type names struct {
+	acquire, release, do string
+}
+
+func namesOf(ce *ast.CallExpr) names {
+	if isSemaphoreCall(ce) {
+		return names{"Acquire/TryAcquire", "Release", "Do(ctx, n, func(ctx context.Context) error {...})"}
+	}
+	return names{"Lock/TryLock", "Unlock", "Do(ctx, func(ctx context.Context) error {...})"}
 }
 
 func isRelock(path string) bool {
@@ -166,16 +194,19 @@ func checkDiscarded(pass *analysis.Pass, c call) {
 	if !discarded {
 		return
 	}
+	if isSemaphoreCall(c.call) && fixedLease(pass.TypesInfo, c.call) {
+		return // a permit taken for its lease: an expirable permit, a rate limit
+	}
 	if !testFiles && strings.HasSuffix(pass.Fset.File(c.call.Pos()).Name(), "_test.go") {
 		return
 	}
-	l, m := types.ExprString(c.recv), methodName(c.call)
+	l, m, n := types.ExprString(c.recv), methodName(c.call), namesOf(c.call)
 	pass.Report(analysis.Diagnostic{
 		Pos: c.call.Pos(),
 		End: c.call.End(),
-		Message: "the hold context returned by " + l + "." + m + " is discarded: nothing can Unlock this hold " +
-			"(under the watchdog it stays held for the life of the process); use " + l + ".Do(ctx, func(ctx context.Context) error {...}), " +
-			"or keep the returned context (hctx, err := " + l + "." + m + "(...)) and pass it to " + l + ".Unlock(hctx)",
+		Message: "the hold context returned by " + l + "." + m + " is discarded: nothing can " + n.release + " this hold " +
+			"(under the watchdog it stays held for the life of the process); use " + l + "." + n.do + ", " +
+			"or keep the returned context (hctx, err := " + l + "." + m + "(...)) and pass it to " + l + "." + n.release + "(hctx)",
 	})
 }
 

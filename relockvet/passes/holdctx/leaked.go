@@ -16,17 +16,18 @@ import (
 // ---- check 6: a hold some path never releases ----
 
 // checkLeak reports the hold h when a path of the function that took it
-// reaches a return without releasing it: no Unlock of it (deferred or not),
-// and it is not handed on (returned, stored, sent, or passed to a function
-// that is not of packages relock or context, which may release it). The
-// path where the acquisition's error is not nil (if err != nil, and any
-// other condition on err) holds nothing and is not followed. To stay quiet
+// reaches a return without releasing it: no Unlock or Release of it
+// (deferred or not), and it is not handed on (returned, stored, sent, or
+// passed to a function that may release it: see callees). The path where
+// the acquisition's error is not nil (if err != nil, and any other
+// condition on err) holds nothing and is not followed, until err is
+// assigned again. To stay quiet
 // when it cannot follow the hold, it leaves alone a hold that escapes, one
 // used in a function literal other than a deferred one, one kept in a
 // variable the acquisition does not declare, and _test.go files unless
 // -testfiles is set.
-func checkLeak(pass *analysis.Pass, h *hold, holds map[string][]*hold) {
-	if h.escaped || h.reported {
+func checkLeak(pass *analysis.Pass, h *hold, x *callees) {
+	if h.escaped || h.reported || fixedLease(pass.TypesInfo, h.acq.call) {
 		return
 	}
 	if !testFiles && strings.HasSuffix(pass.Fset.File(h.acq.call.Pos()).Name(), "_test.go") {
@@ -47,33 +48,42 @@ func checkLeak(pass *analysis.Pass, h *hold, holds map[string][]*hold) {
 	if start == nil {
 		return
 	}
-	w := &leakWalk{info: pass.TypesInfo, h: h, seen: map[*cfg.Block]bool{}}
-	ret := w.from(start, at+1)
+	w := &leakWalk{info: pass.TypesInfo, x: x, h: h, seen: map[visit]bool{}}
+	ret := w.from(start, at+1, h.errVar != nil)
 	if ret == nil {
 		return
 	}
-	l, m := types.ExprString(h.acq.recv), methodName(h.acq.call)
+	l, m, n := types.ExprString(h.acq.recv), methodName(h.acq.call), namesOf(h.acq.call)
 	line := strconv.Itoa(pass.Fset.Position(ret.Pos()).Line)
 	pass.Report(analysis.Diagnostic{
 		Pos: h.acq.call.Pos(),
 		End: h.acq.call.End(),
 		Message: "the hold " + h.v.Name() + " that " + l + "." + m + " returned is not released on every path: the return at line " +
-			line + " leaves it held (under the watchdog, for the life of the process); defer " + l + ".Unlock(" + h.v.Name() +
-			") right after the error check, or use " + l + ".Do(ctx, func(ctx context.Context) error {...})",
+			line + " leaves it held (under the watchdog, for the life of the process); defer " + l + "." + n.release + "(" + h.v.Name() +
+			") right after the error check, or use " + l + "." + n.do,
 	})
 }
 
 // leakWalk follows the paths from a hold's acquisition.
 type leakWalk struct {
 	info *types.Info
+	x    *callees
 	h    *hold
-	seen map[*cfg.Block]bool
+	seen map[visit]bool
+}
+
+// visit is a block reached with the acquisition's error still in its
+// variable (errLive) or not.
+type visit struct {
+	b       *cfg.Block
+	errLive bool
 }
 
 // from follows the paths from node i of block b and returns the first
 // return statement a path reaches with the hold neither released nor
-// handed on; nil when there is none.
-func (w *leakWalk) from(b *cfg.Block, i int) *ast.ReturnStmt {
+// handed on; nil when there is none. errLive: the acquisition's error
+// variable still has the acquisition's error.
+func (w *leakWalk) from(b *cfg.Block, i int, errLive bool) *ast.ReturnStmt {
 	for ; i < len(b.Nodes); i++ {
 		n := b.Nodes[i]
 		if w.handles(n) {
@@ -82,9 +92,12 @@ func (w *leakWalk) from(b *cfg.Block, i int) *ast.ReturnStmt {
 		if ret, ok := n.(*ast.ReturnStmt); ok {
 			return ret
 		}
+		if errLive && assigns(w.info, n, w.h.errVar) {
+			errLive = false
+		}
 	}
 	succs := b.Succs
-	if len(succs) == 2 && len(b.Nodes) > 0 && w.h.errVar != nil {
+	if len(succs) == 2 && len(b.Nodes) > 0 && errLive {
 		if cond, ok := b.Nodes[len(b.Nodes)-1].(ast.Expr); ok {
 			switch errBranch(w.info, cond, w.h.errVar) {
 			case errOnTrue: // the true branch has an error, so no hold
@@ -97,15 +110,34 @@ func (w *leakWalk) from(b *cfg.Block, i int) *ast.ReturnStmt {
 		}
 	}
 	for _, s := range succs {
-		if w.seen[s] {
+		if w.seen[visit{s, errLive}] {
 			continue
 		}
-		w.seen[s] = true
-		if ret := w.from(s, 0); ret != nil {
+		w.seen[visit{s, errLive}] = true
+		if ret := w.from(s, 0, errLive); ret != nil {
 			return ret
 		}
 	}
 	return nil
+}
+
+// assigns reports whether node n assigns to v (outside function literals).
+func assigns(info *types.Info, n ast.Node, v *types.Var) bool {
+	found := false
+	ast.Inspect(n, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncLit:
+			return false
+		case *ast.AssignStmt:
+			for _, l := range n.Lhs {
+				if id, ok := ast.Unparen(l).(*ast.Ident); ok && info.ObjectOf(id) == v {
+					found = true
+				}
+			}
+		}
+		return !found
+	})
+	return found
 }
 
 // handles reports whether node n ends the hold's story on this path: it
@@ -124,31 +156,11 @@ func (w *leakWalk) handles(n ast.Node) bool {
 		case *ast.FuncLit:
 			return false
 		case *ast.CallExpr:
-			handled = handled || w.handsOn(n)
+			handled = handled || w.x.callHandsOn(n, w.h.derived, 0) || forces(w.info, n, w.h.acq.key)
 		}
 		return !handled
 	})
 	return handled
-}
-
-// handsOn reports whether call ce releases the hold (an Unlock given it) or
-// passes it to a function that is not of relock or context.
-func (w *leakWalk) handsOn(ce *ast.CallExpr) bool {
-	if fn, ok := typeutil.Callee(w.info, ce).(*types.Func); ok && fn.Pkg() != nil {
-		if isRelock(fn.Pkg().Path()) {
-			k, _ := classify(w.info, ce)
-			return k == release && len(ce.Args) == 1 && mentions(w.info, ce.Args[0], w.h.derived)
-		}
-		if fn.Pkg().Path() == "context" {
-			return false
-		}
-	}
-	for _, a := range ce.Args {
-		if flows(w.info, a, w.h.derived) {
-			return true
-		}
-	}
-	return false
 }
 
 // Which branch of a condition on the acquisition's error has the error.

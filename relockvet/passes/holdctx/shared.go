@@ -177,8 +177,8 @@ func reportSharedLocks(pass *analysis.Pass, body ast.Node, shared map[*types.Var
 		if !ok || reported[ce] || len(ce.Args) == 0 {
 			return true
 		}
-		if k, _ := classify(info, ce); k != acquire && !isDo(info, ce) {
-			return true
+		if k, _ := classify(info, ce); (k != acquire || isSemaphoreCall(ce)) && !isDo(info, ce) {
+			return true // a Semaphore's Acquire takes permits of its own, never re-enters
 		}
 		id := sharedVar(info, ce.Args[0], shared)
 		if id == nil {

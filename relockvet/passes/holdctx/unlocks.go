@@ -34,7 +34,7 @@ func (h *hold) done() bool { return h.escaped || h.released }
 // condition keeps check 2 quiet for holds handed between goroutines and for
 // re-entries released in turn (inner, outer); and a hold that a path of the
 // function returns without releasing (check 6).
-func checkUnlocks(pass *analysis.Pass, fn inspector.Cursor, calls []call) {
+func checkUnlocks(pass *analysis.Pass, fn inspector.Cursor, calls []call, x *callees) {
 	info := pass.TypesInfo
 	holds, unsure := collectHolds(info, calls)
 	if len(holds) == 0 {
@@ -64,7 +64,7 @@ func checkUnlocks(pass *analysis.Pass, fn inspector.Cursor, calls []call) {
 	}
 	for _, hs := range holds {
 		for _, h := range hs {
-			checkLeak(pass, h, holds)
+			checkLeak(pass, h, x)
 		}
 	}
 }
@@ -95,7 +95,9 @@ func collectHolds(info *types.Info, calls []call) (holds map[string][]*hold, uns
 
 // deriveHold closes h over derivation: a local variable assigned from an
 // expression that mentions it (context.WithTimeout(hctx, d), c := hctx) is
-// derived from it. A hold stored anywhere else has escaped.
+// derived from it, unless its type cannot hold it (an error, a number...)
+// and the value assigned is not the hold itself. A hold stored anywhere
+// else has escaped.
 func deriveHold(info *types.Info, fn inspector.Cursor, assigns []assign, h *hold) {
 	for changed := true; changed; {
 		changed = false
@@ -108,6 +110,9 @@ func deriveHold(info *types.Info, fn inspector.Cursor, assigns []assign, h *hold
 					continue
 				}
 				v := localVar(info, l)
+				if v != nil && cannotHold(v.Type()) && !flows(info, a.rhs, h.derived) {
+					continue // err := validate(hctx): a value computed from the hold, not the hold
+				}
 				if v == nil || v.Pkg() == nil || v.Parent() == v.Pkg().Scope() {
 					if flows(info, a.rhs, h.derived) {
 						h.escaped = true // s.hold = hctx, holds[i] = hctx, ...
@@ -154,12 +159,12 @@ func checkUnlock(pass *analysis.Pass, fn inspector.Cursor, c call, holds map[str
 		return
 	}
 	open.reported = true
-	l, h := types.ExprString(c.recv), open.v.Name()
+	l, h, n := types.ExprString(c.recv), open.v.Name(), namesOf(c.call)
 	pass.Report(analysis.Diagnostic{
 		Pos: c.call.Pos(),
 		End: c.call.End(),
-		Message: l + ".Unlock is given " + id.Name + ", not the hold context " + h + " that " + l +
-			".Lock/TryLock returned here (" + h + " is never released); pass " + h + " (or a context derived from it) to " +
-			l + ".Unlock, or use " + l + ".Do(ctx, func(ctx context.Context) error {...})",
+		Message: l + "." + n.release + " is given " + id.Name + ", not the hold context " + h + " that " + l +
+			"." + n.acquire + " returned here (" + h + " is never released); pass " + h + " (or a context derived from it) to " +
+			l + "." + n.release + ", or use " + l + "." + n.do,
 	})
 }

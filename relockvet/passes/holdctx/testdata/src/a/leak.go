@@ -148,3 +148,90 @@ func leakAfterNegatedCheck(ctx context.Context, l *relock.Lock, busy bool) error
 	}
 	return l.Unlock(hctx)
 }
+
+// An error derived from the hold is not the hold handed on, and a function
+// of this package that only reads the hold does not release it.
+func leakOnValidation(ctx context.Context, l *relock.Lock) error {
+	hctx, err := l.Lock(ctx) // want `the hold hctx that l.Lock returned is not released on every path: the return at line 160`
+	if err != nil {
+		return err
+	}
+	if err := validate(hctx); err != nil {
+		return err
+	}
+	return l.Unlock(hctx)
+}
+
+func leakOnCheckedWork(ctx context.Context, s *relock.Semaphore) error {
+	hctx, err := s.Acquire(ctx, 1) // want `the hold hctx that s.Acquire returned is not released on every path: the return at line 172`
+	if err != nil {
+		return err
+	}
+	err = work(hctx)
+	if err != nil {
+		return err
+	}
+	return s.Release(hctx)
+}
+
+func validate(ctx context.Context) error {
+	if v, _ := ctx.Value(key{}).(string); v == "" {
+		return errors.New("no value")
+	}
+	return nested(ctx)
+}
+
+func nested(ctx context.Context) error { return ctx.Err() }
+
+type key struct{}
+
+func noLeakValidateReleases(ctx context.Context, l *relock.Lock) error {
+	hctx, err := l.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	if err := release(l, hctx); err != nil {
+		return err // release let go of the hold
+	}
+	return nil
+}
+
+func release(l *relock.Lock, hctx context.Context) error { return finish(l, hctx) }
+
+func noLeakDerivedContext(ctx context.Context, l *relock.Lock) error {
+	hctx, err := l.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	wctx := wrap(hctx)
+	return l.Unlock(wctx)
+}
+
+func wrap(ctx context.Context) context.Context { return context.WithValue(ctx, key{}, "v") }
+
+func noLeakStoredByCallee(ctx context.Context, l *relock.Lock, k *holdKeeper) error {
+	hctx, err := l.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	if err := k.keep(hctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s *holdKeeper) keep(ctx context.Context) error {
+	s.hold = ctx
+	return nil
+}
+
+func noLeakInterface(ctx context.Context, l *relock.Lock, r interface{ Run(context.Context) error }) error {
+	hctx, err := l.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.Run(hctx); err != nil {
+		return err // r may release it: not followed
+	}
+	return l.Unlock(hctx)
+}

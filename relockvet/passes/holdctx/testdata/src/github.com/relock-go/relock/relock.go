@@ -77,3 +77,18 @@ func (l *RedLock) TryLock(ctx context.Context, wait, lease time.Duration) (conte
 }
 func (l *RedLock) Unlock(ctx context.Context) error                            { return nil }
 func (l *RedLock) Do(ctx context.Context, f func(context.Context) error) error { return f(ctx) }
+
+func (c *Client) Semaphore(name string, permits int) *Semaphore { return &Semaphore{} }
+
+type Semaphore struct{}
+
+func (s *Semaphore) Acquire(ctx context.Context, n int) (context.Context, error) { return ctx, nil }
+func (s *Semaphore) TryAcquire(ctx context.Context, n int, wait, lease time.Duration) (context.Context, error) {
+	return ctx, nil
+}
+func (s *Semaphore) Release(ctx context.Context) error { return nil }
+func (s *Semaphore) Do(ctx context.Context, n int, f func(context.Context) error) error {
+	return f(ctx)
+}
+func (s *Semaphore) ForceRelease(ctx context.Context) (bool, error) { return false, nil }
+func (l *Lock) ForceUnlock(ctx context.Context) (bool, error)       { return false, nil }
