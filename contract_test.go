@@ -203,6 +203,9 @@ func TestContractEveryCallReturnsByItsBound(t *testing.T) {
 			wg.Wait()
 			heal()
 			if admin != nil {
+				for _, cc := range cases { // as a deferred Unlock would
+					_ = release(cc.v, cc.held)
+				}
 				require.NoError(t, c.Close())
 				requireNothingOf(t, admin, c.ID(), 20*time.Second)
 			}
@@ -226,7 +229,7 @@ func checkBoundedCall(t *testing.T, cc contractCase) {
 	}
 	assert.ErrorIs(t, r.err, relock.ErrUnavailable, "%s", cc)
 	if acquires[cc.method] {
-		assert.ErrorIs(t, r.err, relock.ErrNotObtained, "%s", cc)
+		assert.ErrorIs(t, r.err, relock.ErrNotObtained, "%s: %v", cc, r.err)
 	}
 }
 

@@ -250,6 +250,9 @@ func tracesOf(rdb *redis.Client, id string) []string {
 	}
 	var left []string
 	for _, key := range keys {
+		if strings.HasSuffix(key, ":latch:done") && rdb.PTTL(ctx, key).Val() > 0 {
+			continue // a latch's mark, which expires (see CountDownLatch)
+		}
 		var items []string
 		switch rdb.Type(ctx, key).Val() {
 		case "hash":

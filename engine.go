@@ -68,10 +68,23 @@ func lockWith(ctx context.Context, t target, wait, lease time.Duration) (context
 		p.held = p.h.client().holds.generation(p.h)
 		held = held && p.held != ""
 	}
+	var hctx context.Context
 	if held {
-		return k.reenter(ctx)
+		hctx, err = k.reenter(ctx)
+	} else {
+		hctx, err = k.acquireNew(ctx, wait)
 	}
-	return k.acquireNew(ctx, wait)
+	return hctx, acquireFailed(err)
+}
+
+// acquireFailed classifies an acquire's failure as every acquire's is: it
+// wraps ErrNotObtained (and ErrUnavailable when no reply came), whatever
+// step failed; bad input and a closed Client stay what they are.
+func acquireFailed(err error) error {
+	if err == nil || errors.Is(err, ErrNotObtained) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClientClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotObtained, unavailable(err))
 }
 
 // A lockCall is one Lock or TryLock in the engine.

@@ -305,7 +305,7 @@ var lockForceReleaseScript = newScript("lock_force_release")
 // generation it removed ({} : not held).
 func lockForceReleaseCall(c *Client, k lockKeys) scriptCall {
 	return newCall(lockForceReleaseScript, k.releaseKeys,
-		c.args.publish, c.args.latch, c.args.blind)
+		c.args.publish, c.args.latch, c.args.blind, c.newOp())
 }
 
 var lockRenewScript = newScript("lock_renew")
@@ -372,7 +372,7 @@ var fairForceReleaseScript = newScript("fair_force_release")
 // waiter. It replies with the generation it removed ({} : not held).
 func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
 	return newCall(fairForceReleaseScript, k.releaseKeys,
-		c.args.publish, c.args.latch, c.args.blind)
+		c.args.publish, c.args.latch, c.args.blind, c.newOp())
 }
 
 var rwReadAcquireScript = newScript("rw_read_acquire")
@@ -434,7 +434,7 @@ var rwForceReleaseScript = newScript("rw_force_release")
 // with the generations it removed ({} : none).
 func rwForceReleaseCall(c *Client, k rwKeys, kind string) scriptCall {
 	return newCall(rwForceReleaseScript, k.releaseKeys,
-		kind, c.args.publish, c.args.latch, c.args.blind)
+		kind, c.args.publish, c.args.latch, c.args.blind, c.newOp())
 }
 
 var rwStateScript = newScript("rw_state")

@@ -1,4 +1,4 @@
--- include: handover_common
+-- include: handover_common force_common
 -- lock_force_release: free a lock whoever holds it; the first queued waiter
 -- that still listens gets it, as on a release.
 --
@@ -8,12 +8,18 @@
 -- ARGV[1]  publish command: "publish" or "spublish"
 -- ARGV[2]  tail lifetime in milliseconds (the unlock latch)
 -- ARGV[3]  as lock_release's ARGV[7]
+-- ARGV[4]  op id of this request (see force_common)
 --
 -- Returns the generation of the hold it removed ({} when the lock was not
 -- held): the caller ends exactly that hold, not the one it was handed to.
+local replayed = force_replayed(KEYS[3], ARGV[4])
+if replayed then
+	return replayed
+end
 local cur = redis.call('hmget', KEYS[1], '~g', '~o', '~t', '~q', '~m', '~l')
 if not cur[1] then
 	return {}
 end
 free_hold(KEYS[1], KEYS[2], nil, KEYS[3], cur, ARGV[1], ARGV[2], ARGV[3])
+force_record(KEYS[3], ARGV[4], {cur[1]}, ARGV[2])
 return {cur[1]}

@@ -1,4 +1,4 @@
--- include: rw_common
+-- include: rw_common force_common
 -- rw_force_release: remove every read hold, or the write hold, whoever has it.
 --
 -- KEYS[1]  lock hash (see rw_common)
@@ -8,6 +8,7 @@
 -- ARGV[2]  publish command: "publish" or "spublish"
 -- ARGV[3]  tail lifetime in milliseconds (the unlock latch)
 -- ARGV[4]  "1" to hand over without trusting PUBLISH's receiver count
+-- ARGV[5]  op id of this request (see force_common)
 --
 -- Returns the generations of the holds it removed ({} when there was none;
 -- "" for a hold without one), so that the caller ends exactly those and not
@@ -15,6 +16,10 @@
 -- the next queued writer, as by rw_release.
 local hash = KEYS[1]
 local env = {rch = KEYS[2], tail = KEYS[3], pub = ARGV[2], ms = ARGV[3], trust = ARGV[4]}
+local replayed = force_replayed(KEYS[3], ARGV[5])
+if replayed then
+	return replayed
+end
 local now = now_ms()
 local st = scan(hash, now, true)
 local owners = {}
@@ -34,4 +39,5 @@ for _, owner in ipairs(owners) do
 	drop(st, ARGV[1], owner)
 end
 after_release(hash, st, now, env)
+force_record(KEYS[3], ARGV[5], gens, ARGV[3])
 return gens
