@@ -39,7 +39,7 @@ func ExampleWithObserver() {
 	_, _ = orders.ForceUnlock(ctx) // an operator frees it
 
 	_, _ = c.Lock("report").Lock(ctx)
-	_ = c.Close() // with "report" still held
+	_ = c.Close() // with "report" still held: Close releases it
 	// Output:
 	// acquired lock "orders": attempts=1 reentry=false
 	// acquired lock "orders": attempts=1 reentry=true
@@ -48,7 +48,7 @@ func ExampleWithObserver() {
 	// acquired lock "orders": attempts=1 reentry=false
 	// lost lock "orders": force_unlocked
 	// acquired lock "report": attempts=1 reentry=false
-	// lost lock "report": client_closed
+	// released lock "report": final=true
 }
 
 // WaitStarted and WaitEnded come in pairs, so they keep a gauge of the
