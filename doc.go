@@ -31,10 +31,9 @@
 //
 // # Owners and hold contexts
 //
-// The owner travels in the context. A successful Lock returns a hold
-// context that carries its owner: a call made with it, or a context derived
-// from it, is the same owner and re-enters instead of blocking. A context
-// without an owner is a new owner. Goroutines that share a hold context
+// A successful Lock returns a hold context that carries its owner: a call
+// made with it, or a context derived from it, is the same owner and
+// re-enters instead of blocking. A context without an owner is a new owner. Goroutines that share a hold context
 // share its holds: give forked goroutines their own owner with NewOwner.
 // WithOwner sets an explicit owner id, to resume a hold after a restart.
 // Each Semaphore Acquire is a hold of its own, never a re-entry.
@@ -99,10 +98,9 @@
 //
 // # Limits and fencing tokens
 //
-// A blocked Lock queues in Redis and sleeps on pub/sub; a release hands the
-// lock to the first queued waiter whose process still listens. A waiter
-// frozen (not dead) when it is handed the lock keeps it for its lease, as a
-// frozen holder would; so does a dead one with classic pub/sub on a Cluster
+// A release hands the lock to the first queued waiter whose process
+// listens: one frozen (not dead) then keeps it for its lease, as a frozen
+// holder would; so does a dead one with classic pub/sub on a Cluster
 // (WithShardedPubSub(false)). Redis replicates asynchronously: a failover
 // can lose a hold (WithReplicas narrows the window). A final Unlock resent
 // by go-redis after the unlock latch (WithUnlockLatch) or after 64 later
