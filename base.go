@@ -11,8 +11,9 @@ import (
 
 // base is what every lock type of one name has: its Client, its key space
 // and the error that makes every method fail (an invalid name, a Client that
-// cannot be used). Lock, FairLock, RWLock, Semaphore and CountDownLatch
-// embed it; it carries what their methods share, so that each type's file holds only what differs.
+// cannot be used). RWLock, Semaphore and CountDownLatch embed it, Lock and
+// FairLock through exclusive; it carries what their methods share, so that
+// each type's file holds only what differs.
 type base struct {
 	c   *Client
 	ks  keyspace
@@ -167,7 +168,7 @@ type exclusive struct {
 	hash string
 }
 
-// Key returns the Redis key of the lock's hash (owner → hold count).
+// Key returns the Redis key of the lock's hash.
 func (l *exclusive) Key() string { return l.hash }
 
 // IsLocked reports whether anyone holds the lock.
@@ -202,7 +203,7 @@ func (l *exclusive) HoldCount(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// HeldBy reports whether ctx's owner holds the lock, as Redis sees it.
+// HeldBy reports whether HoldCount(ctx) > 0.
 func (l *exclusive) HeldBy(ctx context.Context) (bool, error) {
 	n, err := l.HoldCount(ctx)
 	return n > 0, err

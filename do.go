@@ -2,15 +2,11 @@ package relock
 
 import "context"
 
-// Do is the scoped form of Lock and Unlock: it locks, runs fn with the hold
-// context, and always unlocks — also when fn panics — so a hold can neither
-// leak nor be released with the wrong context. When Lock fails, fn does not
-// run and Lock's error is returned. When fn fails, its error is returned,
-// joined (errors.Join) with Unlock's if that failed too. When fn succeeds and
-// only Unlock fails, the error is a *ReleaseError: errors.As tells "fn's work
-// is done" apart from "fn failed". A panicking fn is unlocked after, and the
-// panic goes on. fn should watch ctx.Done(): the hold context ends when the
-// lock is lost.
+// Do locks, runs fn with the hold context and unlocks, also when fn panics
+// (the panic goes on). When Lock fails, fn does not run and Lock's error is
+// returned. When fn fails, its error is returned, joined with Unlock's if
+// that failed too; when only Unlock fails, the error is a *ReleaseError.
+// fn should watch ctx.Done(): the hold context ends when the lock is lost.
 func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	return doWith(ctx, l.Lock, l.Unlock, fn)
 }

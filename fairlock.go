@@ -5,43 +5,13 @@ import (
 	"time"
 )
 
-// FairLock is a reentrant, exclusive lock granted in request order across
-// every process, like Redisson's fair lock: whoever asked first gets it
-// first. Ownership, re-entry, hold contexts, leases and the watchdog work
-// exactly as for Lock.
-//
-// The order is kept in Redis, in a queue of waiters next to the lock's hash
-// and in the same Cluster slot. Unlock hands the lock over inside the
-// release script to the first waiter in the queue whose Client still
-// listens, and tells that waiter alone, on its Client's channel: it holds
-// the lock without another round trip, and nobody else wakes. A waiter that
-// stops waiting — its context ended, TryLock's wait ran out, the Client
-// closed — leaves the queue at once (and passes on a grant that crossed its
-// leaving). One whose process died is skipped by the next hand-over, since
-// its Client no longer listens, wherever it stands; one whose process is
-// paused, or whose host vanished without closing its connections, still
-// looks alive to Redis and is handed the lock, which it then holds for its
-// lease, as a paused holder would. A waiter whose Client loses its
-// subscription connection is skipped too, and queues again at the back once
-// the connection is back.
-//
-// A new owner never takes the lock while others queue, even when it finds
-// it free (its last holder's lease ran out): the lock goes to the first in
-// line that listens. Re-entry by the holder never queues. The queue lives
-// for the Client's waiter timeout (WithWaiterTimeout, 10 s by default),
-// renewed by every queued waiter's attempts, which come at least every third
-// of it, so it vanishes by itself once every waiter has died.
-//
-// Keys: "<prefix>:{name}:fair" (owner → hold count, as Lock's hash) and
-// ":fair:q" (the queue) exist only while the lock is held or someone waits.
-// Once the lock is free and nobody waits, only ":fair:last" (the tail: the
-// last token and the latch of the last final Unlocks) remains, for the
-// unlock latch (see WithUnlockLatch); then nothing. A FairLock and a Lock of the same name are
-// different locks.
-//
-// Every call costs what Lock's does — one round trip for an uncontended Lock
-// or Unlock, none for a waiter handed the lock — plus one for a waiter that
-// gives up (leaving the queue).
+// FairLock is a Lock granted in request order across every process, like
+// Redisson's fair lock. A new owner never takes it while others queue, even
+// when it is free; re-entry never queues. A waiter that gives up leaves the
+// queue at once. One whose process died is skipped, and one whose Client
+// lost its subscription queues again at the back once it is back; one that
+// is paused is handed the lock and holds it for its lease. The queue lapses
+// when no waiter has renewed it for the waiter timeout (WithWaiterTimeout).
 type FairLock struct {
 	exclusive // Name, Key and the queries
 	keys      fairKeys
@@ -80,54 +50,31 @@ func (c *Client) FairLock(name string) *FairLock {
 	return l
 }
 
-// QueueKey returns the Redis key of the queue of waiters: a string of
-// entries, each four NUL-terminated fields (waiter id, lease in ms, fencing
-// flag, owner), first in line first; Client.Inspect reads it.
+// QueueKey returns the Redis key of the queue of waiters, for operators;
+// Client.Inspect decodes it.
 func (l *FairLock) QueueKey() string { return l.keys.queue }
 
-// Lock blocks until it is ctx's owner's turn and the lock is acquired, or ctx
-// ends, and returns the context of the hold, renewed by the watchdog. If ctx
-// already holds the lock, Lock re-enters at once.
-//
-// On failure it returns an error wrapping ErrNotObtained and ctx.Err() when
-// ctx ended first, ErrClientClosed when the Client closed, or a Redis error;
-// the owner has then left the queue (if Redis could not be reached, the
-// leaving is retried in the background, and a hand-over skips a waiter
-// whose Client no longer listens) and does not hold the lock.
+// Lock is Lock.Lock in ctx's owner's turn. On failure the owner has left
+// the queue (if Redis could not be reached, in the background).
 func (l *FairLock) Lock(ctx context.Context) (context.Context, error) {
 	return l.TryLock(ctx, WaitForever, 0)
 }
 
-// TryLock queues for the lock for at most wait (0: a single attempt, which
-// succeeds only if the lock is free and nobody queues; WaitForever: until ctx
-// ends) and returns the context of the hold. lease works as for
-// Lock.TryLock. When wait ends first the owner leaves the queue and the error
-// wraps ErrNotObtained. Negative or absurd durations return
-// ErrInvalidArgument and send nothing.
+// TryLock is Lock.TryLock in ctx's owner's turn: wait 0 succeeds only if the
+// lock is free and nobody queues.
 func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	return l.tryLock(ctx, soleOf(fairScheme{l}), wait, lease)
 }
 
-// Unlock releases one hold of ctx's owner; the final one hands the lock over
-// to the next waiter in the queue that still listens (or frees it), and
-// wakes nobody else. Errors and
-// cancellation are as for Lock.Unlock: it works with a cancelled ctx, returns
-// ErrNotHeld (changing nothing) when ctx's owner holds nothing and
-// ErrLockLost when the hold was lost.
+// Unlock is Lock.Unlock; the final one hands the lock to the next waiter.
 func (l *FairLock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(fairScheme{l})) }
 
-// ForceUnlock frees the lock whoever holds it, handing it over to the next
-// waiter that listens; the queue keeps its order. It reports whether the lock was held. The hold
-// it removed, if this Client has it, ends at once (ErrLockLost), not the
-// one it hands over; other processes learn it at their next renewal, Unlock
-// or lease end.
+// ForceUnlock is Lock.ForceUnlock; the queue keeps its order.
 func (l *FairLock) ForceUnlock(ctx context.Context) (bool, error) {
 	return l.forceUnlock(ctx, l.keys.hash, fairForceReleaseCall(l.c, l.keys))
 }
 
-// Token returns the fencing token of ctx's hold, as Lock.Token does; the
-// counter is this FairLock's own. It reports ErrNotHeld when ctx's owner
-// holds no hold of this Client.
+// Token is Lock.Token, with this FairLock's own counter.
 func (l *FairLock) Token(ctx context.Context) (int64, error) { return l.token(ctx, fairScheme{l}) }
 
 // fairScheme runs FairLock's scripts.

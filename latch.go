@@ -12,47 +12,11 @@ import (
 // CountDownLatch is a latch shared by every process that uses the same name
 // on the same Redis, like Redisson's RCountDownLatch: TrySetCount closes it
 // with a count, each CountDown takes one off, and the CountDown that takes
-// the last one opens it, releasing every Wait.
-//
-// The contract of Wait: it returns nil only when CountDowns opened the
-// latch it saw closed, or at once when the latch is not closed as it
-// starts (never set, or passed already) — so a waiter must not start
-// before the TrySetCount it waits for has returned. A waiter that saw the
-// latch closed and then finds it gone without having been opened returns
-// an error wrapping ErrNotObtained: after Delete, that is all; when Redis
-// lost it (a restart without its data, a failover to a replica that missed
-// the TrySetCount), the error also wraps ErrLockLost, and the waiter
-// returns within a few seconds of Redis coming back (at its re-subscription,
-// or its next re-check).
-//
-// Wait sleeps on the latch's channel through the Client's shared subscriber
-// (the one wait loop of every lock type): the CountDown that opens the latch
-// (or a Delete) tells every waiter at once, and each returns after one read.
-// A waiter re-checks when its subscription is (re)confirmed — so a message
-// missed during a reconnection is not missed — and at least every 10 s
-// (every watchdog lease when that is shorter) otherwise.
-//
-// Keys: "<prefix>:{name}:latch" (the count, its generation, and the op id
-// of every CountDown applied, so that go-redis resending one never counts
-// twice) exists while the latch is closed, with no TTL: a latch waits for
-// its count, however long (Redisson's does too). The CountDown that opens
-// it deletes it, and so does Delete, each leaving its mark in
-// ":latch:done", a small sorted set that says which generations were
-// opened or deleted; each entry lives at least 2 minutes, and the key
-// expires with its newest. Nothing else is left once the latch
-// has passed. A waiter that cannot reach Redis for longer than that after
-// the latch opened no longer finds the mark, and reports the latch lost. A
-// latch that will never open (its counters died) is removed by Delete. Its
-// channel, ":latch:ch", shares the name's hash tag: one Cluster slot.
-//
-// Every call returns by its context's end (see "Failure and cancellation"
-// in the package doc); TrySetCount, CountDown and Delete are replay-safe —
-// a request resent by go-redis after its reply was lost returns what its
-// first run returned — and one cut short by the context may still apply.
-// A CountDown resent after the latch opened and was set again counts on
-// the new latch: each op id is recorded only while its latch is closed.
-// After Close, Count still works; the other calls fail with
-// ErrClientClosed.
+// the last one opens it, releasing every Wait. A closed latch has no TTL: it
+// waits for its count however long, or until Delete. Every call returns by
+// its context's end (see the package doc). A CountDown that go-redis resends
+// after the latch opened and was set again counts on the new latch. After
+// Close, Count still works; the other calls fail with ErrClientClosed.
 type CountDownLatch struct {
 	base
 	key, channel, mark string
@@ -81,10 +45,8 @@ func (c *Client) CountDownLatch(name string) *CountDownLatch {
 func (l *CountDownLatch) Key() string { return l.key }
 
 // TrySetCount closes the latch with count n (1 to 2^30) and reports true,
-// or reports false, changing nothing, when it is closed already. Bad n
-// returns ErrInvalidArgument before anything is sent. When ctx ends before
-// Redis answers, it returns an error wrapping context.Cause(ctx) and
-// ErrUnavailable, and the latch may still be set (Count tells).
+// or reports false, changing nothing, when it is closed already. When ctx
+// ends before Redis answers, the latch may still be set (Count tells).
 func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	ctx, err := l.check(ctx)
 	if err != nil {
@@ -101,9 +63,7 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 }
 
 // CountDown takes one off the count; the one that reaches 0 opens the latch
-// and wakes every waiter. On an open latch it does nothing. When ctx ends
-// before Redis answers, it returns an error wrapping context.Cause(ctx) and
-// ErrUnavailable, and the CountDown may still apply.
+// and wakes every waiter. On an open latch it does nothing.
 func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	ctx, err := l.check(ctx)
 	if err != nil {
@@ -116,9 +76,7 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	return err
 }
 
-// Count returns the count left (0: open, never set, or deleted). When ctx
-// ends before Redis answers, it returns an error wrapping
-// context.Cause(ctx) and ErrUnavailable. It works after Close.
+// Count returns the count left (0: open, never set, or deleted).
 func (l *CountDownLatch) Count(ctx context.Context) (int, error) {
 	ctx, err := l.checkQuery(ctx)
 	if err != nil {
@@ -135,12 +93,8 @@ func (l *CountDownLatch) Count(ctx context.Context) (int, error) {
 
 // Delete removes a closed latch without opening it, and reports whether it
 // was closed. Every waiter that saw it closed returns an error wrapping
-// ErrNotObtained (not ErrLockLost), at once; a Wait that starts after it
-// returns nil at once, as on a latch never set, and a TrySetCount may close
-// the latch again. It leaves the mark of the deletion (see
-// CountDownLatch). When ctx ends before Redis answers, it returns an error
-// wrapping context.Cause(ctx) and ErrUnavailable, and the Delete may still
-// apply.
+// ErrNotObtained (not ErrLockLost) at once; a later Wait returns nil at
+// once, as on a latch never set.
 func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
 	ctx, err := l.check(ctx)
 	if err != nil {
@@ -154,13 +108,13 @@ func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
 }
 
 // Wait blocks until the CountDowns open the latch, and then returns nil; it
-// returns nil at once when the latch is not closed as it starts (never
-// set, passed already, or deleted), so start it only after TrySetCount has
-// returned. It fails with an error wrapping ErrNotObtained: with ctx's
-// cause when ctx ended first (and ErrUnavailable when a request was in
-// flight then, or Redis failed); when the latch it saw closed was deleted;
-// and with ErrLockLost when Redis lost it (see CountDownLatch). It returns
-// ErrClientClosed after Close, or when the Client closes while it waits.
+// returns nil at once when the latch is not closed as it starts (never set,
+// passed or deleted), so start it only after TrySetCount has returned. It
+// fails with an error wrapping ErrNotObtained when ctx ends first (as Lock)
+// or the latch it saw closed was deleted; also wrapping ErrLockLost when
+// Redis lost the latch (a restart or failover without it: within seconds of
+// Redis coming back), or when the waiter could not reach Redis for 2 minutes
+// after the latch opened; ErrClientClosed once the Client is closed.
 func (l *CountDownLatch) Wait(ctx context.Context) error {
 	if l.err != nil {
 		return l.err

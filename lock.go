@@ -8,18 +8,8 @@ import (
 )
 
 // Lock is a reentrant, exclusive lock shared by every process that uses the
-// same name on the same Redis, like Redisson's RLock. A Lock value is cheap
-// and safe to share between goroutines; it holds no state of its own.
-//
-// Ownership travels in the context: the context a successful Lock returns
-// carries the owner, so any call made with it, or with a context derived from
-// it, is the same owner and re-enters (count + 1) instead of blocking. A
-// context without an owner is a new owner. The returned context is also the
-// holder's signal: it is cancelled when that hold is released (cause
-// ErrUnlocked) or the lock is lost (cause ErrLockLost) — check
-// context.Cause(ctx).
-//
-// In Redis a Lock is one hash, owner → hold count, whose TTL is the lease.
+// same name on the same Redis, like Redisson's RLock. Owners, hold contexts
+// and leases work as the package doc describes.
 type Lock struct {
 	exclusive // Name, Key and the queries
 	keys      lockKeys
@@ -59,69 +49,49 @@ func (c *Client) Lock(name string) *Lock {
 	return l
 }
 
-// Lock blocks until the lock is acquired or ctx ends, and returns the context
-// of the hold. The hold has the Client's watchdog lease (30 s by default),
-// renewed while it is held. If ctx already holds the lock, Lock re-enters at
-// once.
-//
-// On failure it returns an error wrapping ErrNotObtained and ctx.Err() when
-// ctx ended first, ErrClientClosed when the Client closed, or a Redis error;
-// the lock is then not held by ctx's owner (a re-entry that failed leaves the
-// outer holds as they were).
+// Lock blocks until the lock is acquired or ctx ends, and returns the hold
+// context, with the watchdog lease. If ctx already holds the lock, Lock
+// re-enters at once. On failure it returns ctx and an error wrapping
+// ErrNotObtained (with ctx's cause when ctx ended), ErrClientClosed or a
+// Redis error; ctx's owner then holds no more than before.
 func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
 	return l.TryLock(ctx, WaitForever, 0)
 }
 
-// TryLock tries to acquire the lock for at most wait (0: a single attempt;
-// WaitForever: until ctx ends) and returns the context of the hold. With
-// lease > 0 the hold expires by itself after lease and is never renewed (its
-// context is cancelled with ErrLockLost when it does); with lease 0 the
-// watchdog keeps it. A re-entry never shortens the lease the lock already
-// has.
-//
-// When wait ends first, the error wraps ErrNotObtained. Negative or absurd
-// durations return ErrInvalidArgument and send nothing.
+// TryLock is Lock waiting at most wait (0: one attempt; WaitForever: until
+// ctx ends). With lease > 0 the hold is never renewed and expires after
+// lease (its context is then cancelled with ErrLockLost); with lease 0 the
+// watchdog keeps it. A re-entry never shortens the lock's lease. Negative or
+// absurd durations return ErrInvalidArgument and send nothing.
 func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	return l.tryLock(ctx, soleOf(lockScheme{l}), wait, lease)
 }
 
-// Unlock releases one hold of ctx's owner; the lock is free once every hold
-// is released. It works with a cancelled ctx, since it must not leak the lock:
-// the Redis call is bounded by the go-redis client's timeouts instead.
-//
-// It returns ErrNotHeld (changing nothing) when ctx's owner holds no hold —
-// ctx never locked, or one Unlock more than Locks — and ErrLockLost when the
-// hold was lost before Unlock. The released hold's context is cancelled with
-// cause ErrUnlocked.
+// Unlock releases one hold of ctx's owner and cancels its context with
+// ErrUnlocked; the lock is free once every hold is released. It works with a
+// cancelled ctx and returns within the unlock timeout (WithUnlockTimeout): a
+// release Redis did not confirm by then wraps ErrNotConfirmed. It returns
+// ErrNotHeld, changing nothing, when ctx's owner holds no hold, and
+// ErrLockLost when the hold was lost before.
 func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(lockScheme{l})) }
 
-// ForceUnlock frees the lock whoever holds it and wakes its waiters. It
-// reports whether the lock was held. The hold it removed, if this Client
-// has it, ends at once (context cancelled with ErrLockLost); a hold it hands
-// over to a waiter, of this Client or another, is that waiter's and stays.
-// Holders in other processes learn it at their next renewal, Unlock or lease
-// end. It returns when ctx ends, with an error wrapping context.Cause(ctx)
-// and ErrUnavailable, even if Redis has not answered; the force-release may
-// still run then.
+// ForceUnlock frees the lock whoever holds it, hands it to the next waiter
+// (whose hold stays), and reports whether it was held. This Client's hold it
+// removed ends at once (ErrLockLost); holders elsewhere learn it at their
+// next renewal, Unlock or lease end. When ctx ends first it returns an error
+// wrapping ctx's cause and ErrUnavailable; the force-release may still run.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	return l.forceUnlock(ctx, l.keys.hash, lockForceReleaseCall(l.c, l.keys))
 }
 
-// Token returns the fencing token of ctx's hold: a number strictly greater
-// than that of every earlier acquisition of this lock name, the same for all
-// re-entries of one hold. Pass it to the storage the lock protects, and let
-// the storage reject writes with a smaller token than it has seen: that keeps
-// a holder that lost its lock (a pause longer than the lease) from doing harm.
-// It reports ErrNotHeld when ctx's owner holds no hold of this Client.
-//
-// A token is max(the Redis server's clock in µs, the last token Redis still
-// knows + 1): the last token lives in the held hash and, for the unlock
-// latch after a release, in a tail key. So tokens keep increasing across
-// lease expiry, force-unlock, a restart without persistence, a failover to a
-// replica that missed writes and eviction, as long as no Redis host's clock
-// steps back (or lags its master's) by more than the time since the
-// acquisition Redis forgot. Tokens are large (about 1.8e15): compare them,
-// do not count on their values.
+// Token returns the fencing token of ctx's hold, or ErrNotHeld when ctx's
+// owner holds none of this Client: strictly greater than every earlier
+// acquisition's of this lock name, the same for its re-entries. Tokens keep
+// increasing across lease expiry, force-unlock, a restart without
+// persistence, a failover to a replica that missed writes and eviction, as
+// long as no Redis host's clock steps back (or lags its master's) by more
+// than the time since the acquisition Redis forgot. They are large (about
+// 1.8e15): compare them.
 func (l *Lock) Token(ctx context.Context) (int64, error) { return l.token(ctx, lockScheme{l}) }
 
 // lockScheme runs Lock's scripts.

@@ -13,21 +13,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// MultiLock holds several Locks as one: Lock takes all of them or none, Unlock
-// releases all of them. The Locks may belong to different Clients, that is to
-// different Redis deployments. Like Redisson's RedissonMultiLock, but it takes
-// its parts in a fixed order, so two MultiLocks over overlapping sets of locks
-// can never deadlock each other, and it never keeps a part while it waits for
-// another.
-//
-// Each part is an ordinary hold of its Lock for the caller's owner: the part's
-// own Client renews it (watchdog), Lock.Token reports its fencing token, and
-// Lock.Lock with the MultiLock's context re-enters it. Parts of one Client
-// (and, on a Redis Cluster, of one slot) are taken in one script call, so a
-// MultiLock over ten locks of one Redis costs one round trip, not ten.
-//
-// A MultiLock value holds no state of its own and is safe to share between
-// goroutines.
+// MultiLock holds several Locks, of one Client or several, as one: Lock
+// takes all of them or none, Unlock releases all of them. It takes its parts
+// in a fixed order and keeps none while it waits for another, so
+// MultiLocks over overlapping sets never deadlock. Each part is an ordinary
+// hold of its Lock for the caller's owner (its Client renews it, Lock.Token
+// reports its token); parts of one Client and slot cost one round trip.
 type MultiLock struct {
 	parts  []*Lock      // sorted, without duplicates
 	groups []multiGroup // runs of parts taken in one script call, in order
@@ -40,10 +31,9 @@ type multiGroup struct {
 	parts []int // indexes into MultiLock.parts
 }
 
-// NewMultiLock returns the MultiLock over locks. The same lock given twice
-// (same Client and name) counts once. It sends nothing to Redis. No locks, a
-// nil Lock or one with an invalid name do not panic: every method of the
-// returned MultiLock then fails with ErrInvalidArgument.
+// NewMultiLock returns the MultiLock over locks; a lock given twice counts
+// once. No locks, a nil Lock or an invalid one make every method fail with
+// ErrInvalidArgument.
 func NewMultiLock(locks ...*Lock) *MultiLock {
 	m := &MultiLock{}
 	if len(locks) == 0 {
@@ -119,36 +109,18 @@ func deploymentID(rdb redis.UniversalClient) string {
 // Locks returns the parts in the order they are acquired.
 func (m *MultiLock) Locks() []*Lock { return slices.Clone(m.parts) }
 
-// Lock blocks until every part is acquired or ctx ends, and returns the
-// context of the hold, which is cancelled when the MultiLock is unlocked
-// (cause ErrUnlocked) or when any part is lost (cause ErrLockLost: call
-// Unlock anyway, to release the parts that are still held). Parts are held
-// with their Clients' watchdog lease and renewed.
-//
-// On failure no part is held by ctx's owner beyond what it held before (see
-// TryLock for the one exception). The error wraps ErrNotObtained and ctx.Err()
-// when ctx ended first, ErrClientClosed when a part's Client closed, or a
-// Redis error.
+// Lock is Lock.Lock for every part. The hold context ends with ErrLockLost
+// when any part is lost: call Unlock anyway, to release the others. On
+// failure ctx's owner holds no more than before (see TryLock for the one
+// exception).
 func (m *MultiLock) Lock(ctx context.Context) (context.Context, error) {
 	return m.TryLock(ctx, WaitForever, 0)
 }
 
-// TryLock tries to acquire every part for at most wait (0: a single attempt;
-// WaitForever: until ctx ends) and returns the context of the hold. With
-// lease > 0 every part expires by itself after lease, and the hold's context
-// is cancelled with ErrLockLost when the first does; with lease 0 the parts'
-// watchdogs keep them.
-//
-// Parts are taken in the MultiLock's fixed order, several per script call
-// where they share a Client (and slot). When one is held by another owner,
-// the parts taken so far are released again before TryLock sleeps until that
-// part is freed or returns, so a waiting MultiLock blocks nobody. If that
-// release itself fails (its Redis unreachable), the error is returned and the
-// release of the parts concerned is retried in the background, as a failed
-// Unlock's is, until it is confirmed or their lease has run out.
-//
-// When wait ends first, the error wraps ErrNotObtained. Negative or absurd
-// durations return ErrInvalidArgument and send nothing.
+// TryLock is Lock.TryLock for every part. When a part is busy, the parts
+// taken so far are released before it waits; if that release fails, the
+// error is returned and the release is retried in the background, as a
+// failed Unlock's, until confirmed or the lease runs out.
 func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	if m.err != nil {
 		return ctx, m.err
@@ -156,19 +128,10 @@ func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 	return lockWith(ctx, multiTarget{m}, wait, lease)
 }
 
-// Unlock ends the hold of ctx — the context a MultiLock.Lock returned — on
-// every part, several per script call where they share a Client (and slot).
-// It works with a cancelled ctx, since it must not leak the locks. Holds of
-// the parts that ctx's owner took otherwise (a Lock of a part) are not
-// touched.
-//
-// It releases every part it can even when others fail, and returns all the
-// failures joined (errors.Join), each naming its part: ErrLockLost for a part
-// that was lost before Unlock, or the error of a part's deployment (that
-// release is retried in the background until the part's lease ends, see
-// Lock.Unlock). When ctx holds no part at all — it is not a MultiLock hold
-// context, or it was unlocked already — it returns ErrNotHeld, changing
-// nothing.
+// Unlock is Lock.Unlock for every part of ctx's hold; other holds of the
+// parts are not touched. It releases every part it can and joins the
+// failures (errors.Join), each naming its part. It returns ErrNotHeld,
+// changing nothing, when ctx holds no part.
 func (m *MultiLock) Unlock(ctx context.Context) error {
 	if m.err != nil {
 		return m.err

@@ -6,79 +6,54 @@ import (
 	"time"
 )
 
-// Observer receives what happens to a Client's locks, for metrics, traces and
-// logs. Every field is optional: a nil func costs one nil check, and a nil
-// *Observer (the default) costs nothing more. The funcs are called
-// synchronously from the goroutine where the event happens (a Lock call, the
-// watchdog, the subscriber, a lease timer), possibly with an internal mutex
-// of the Client held: they must return quickly, never block and never call
-// the Client, or they delay (or deadlock) the lock operations of the whole
-// Client. They only observe: errors are returned to callers exactly as
-// without an Observer.
+// Observer receives what happens to a Client's locks, for metrics, traces
+// and logs (extra/relockotel turns it into OpenTelemetry). Every field is
+// optional. The funcs run synchronously, possibly with a mutex of the Client
+// held: they must return quickly and never call the Client. The hooks of a
+// Lock or Unlock call get that call's context; the others get none.
 //
-// The hooks called from a caller's Lock or Unlock get the context that call
-// was given, so that a span or a metric exemplar can attach to the caller's
-// trace (passing it costs nothing). The others (Lost, Renewed,
-// SubscriberReconnected) happen on the Client's own goroutines — most losses
-// are found by a lease timer or the watchdog, not by a call — and get none.
-//
-// Per hold, the events come in this order: Acquired, then any number of
-// Acquired (re-entries) and non-final Released, then exactly one end: a
-// final Released (Unlock) or a Lost. A Lock that waits reports WaitStarted
-// once, Woken for each wake-up, then exactly one WaitEnded, before its
-// Acquired if it got the lock. MultiLock reports Acquired and Released per
-// part, on each part's Client.
-//
-// The extra/relockotel module turns an Observer into OpenTelemetry metrics
-// and spans.
+// Per hold, the events come in this order: Acquired, any number of Acquired
+// (re-entries) and non-final Released, then one final Released or Lost. A
+// Lock that waits reports WaitStarted, Woken per wake-up, then one
+// WaitEnded, before its Acquired. A MultiLock reports per part.
 type Observer struct {
 	// Acquired is called when a Lock or TryLock succeeds, re-entries included.
 	Acquired func(context.Context, AcquiredEvent)
-	// Released is called when an Unlock ends one hold (Err == nil) or fails,
-	// and when Close releases a hold (Final). It is not called for a hold
-	// already reported by Lost (one that raced with the lease's end).
+	// Released is called when an Unlock ends one hold or fails, and when
+	// Close releases a hold; never for a hold already reported by Lost.
 	Released func(context.Context, ReleasedEvent)
 	// Renewed is called after each watchdog tick that renewed holds.
 	Renewed func(RenewedEvent)
-	// Lost is called when a hold ends without Unlock: lease expired, key
-	// gone, force-unlocked, renewals failed past the lease, or the Client
-	// closed while it was held and Close could not release it in Redis
-	// (nothing renews it any more and its context is cancelled).
+	// Lost is called when a hold ends without Unlock (see LossReason).
 	Lost func(LostEvent)
-	// WaitStarted is called when a Lock finds the lock busy and starts to
-	// wait, before its first sleep. Exactly one WaitEnded follows, so that a
-	// gauge of current waiters can be kept.
+	// WaitStarted is called when a Lock finds the lock busy and waits.
 	WaitStarted func(context.Context, LockInfo)
-	// Woken is called when a waiting Lock is woken to try again: by a
-	// release announced on the lock's channel, or by its subscriber (the
-	// subscription confirmed or restored after an outage). It is not called
-	// when a waiter tries again because its fallback timer (the holder's
-	// remaining lease) ran out without a wake-up.
+	// Woken is called when a waiting Lock is woken by a message, not by its
+	// fallback timer.
 	Woken func(context.Context, LockInfo)
-	// WaitEnded is called when a Lock that had to wait returns, with or
-	// without the lock; NotObtained tells a waiter that gave up.
+	// WaitEnded is called when a Lock that had to wait returns.
 	WaitEnded func(context.Context, WaitEvent)
-	// SubscriberReconnected is called when the subscriber connection of a
-	// shard is back after it was lost.
+	// SubscriberReconnected is called when a lost subscriber connection is
+	// back.
 	SubscriberReconnected func(SubscriberEvent)
 }
 
-// Kind names a lock type in events.
+// Kind names the lock type an event is about, as a metric label. It is not
+// inspect.Kind, which names what Redis stores: an RWLock's read and write
+// holds are two Kinds of one key; a MultiLock or RedLock has no key of its
+// own.
 type Kind string
 
 // The lock kinds of events.
 const (
-	KindLock      Kind = "lock"
-	KindFairLock  Kind = "fairlock"
-	KindReadLock  Kind = "read"
-	KindWriteLock Kind = "write"
-	KindMultiLock Kind = "multilock" // a MultiLock's wait; its parts' events are KindLock
-	KindRedLock   Kind = "redlock"
-	// KindSemaphore: a Semaphore's acquisitions (each one a hold).
-	KindSemaphore Kind = "semaphore"
-	// KindCountDownLatch: a CountDownLatch's Wait (WaitStarted, Woken,
-	// WaitEnded only: a latch has no holds).
-	KindCountDownLatch Kind = "countdownlatch"
+	KindLock           Kind = "lock"
+	KindFairLock       Kind = "fairlock"
+	KindReadLock       Kind = "read"
+	KindWriteLock      Kind = "write"
+	KindMultiLock      Kind = "multilock" // a MultiLock's wait; its parts' events are KindLock
+	KindRedLock        Kind = "redlock"
+	KindSemaphore      Kind = "semaphore"
+	KindCountDownLatch Kind = "countdownlatch" // its Wait: wait events only"
 )
 
 // LockInfo names the lock an event is about.
@@ -121,8 +96,8 @@ type LostEvent struct {
 	Cause  error      // wraps ErrLockLost or ErrClientClosed; the hold context's cause
 }
 
-// LossReason says why a hold ended without Unlock, as one of a small fixed
-// set of values (safe as a metric label; LostEvent.Cause has the details).
+// LossReason says why a hold ended without Unlock, from a fixed set (a
+// metric label; LostEvent.Cause has the details).
 type LossReason string
 
 // The reasons of LostEvent.
@@ -132,14 +107,12 @@ const (
 	// LossRenewalFailed: the watchdog could not renew the hold before its
 	// lease ran out (Redis unreachable, too slow).
 	LossRenewalFailed LossReason = "renewal_failed"
-	// LossGone: Redis no longer had the hold when the watchdog, a re-entry
-	// or an Unlock looked: deleted, expired there, forgotten in a restart
-	// or a failover.
+	// LossGone: Redis no longer had the hold (deleted, expired there,
+	// forgotten in a restart or a failover).
 	LossGone LossReason = "gone"
-	// LossForceUnlocked: ForceUnlock (a Semaphore's ForceRelease) of this
-	// Client ended it.
+	// LossForceUnlocked: this Client's ForceUnlock or ForceRelease.
 	LossForceUnlocked LossReason = "force_unlocked"
-	// LossClientClosed: the Client was closed while it was held.
+	// LossClientClosed: Close could not release it in Redis.
 	LossClientClosed LossReason = "client_closed"
 )
 
@@ -187,8 +160,7 @@ type SubscriberEvent struct {
 	Err   error         // what ended it
 }
 
-// WithObserver sets the Client's Observer (default none). The Observer is
-// copied: changing its fields later has no effect.
+// WithObserver sets the Client's Observer (default none), copied.
 func WithObserver(o *Observer) Option {
 	return func(opts *options) error {
 		if o == nil {

@@ -55,8 +55,8 @@ func defaultOptions() options {
 // makes New return a Client whose every call fails with ErrInvalidArgument.
 type Option func(*options) error
 
-// WithWatchdogLease sets the lease of locks taken without a lease time
-// (default 30 s). The watchdog renews each such hold every lease/3.
+// WithWatchdogLease sets the lease of holds taken without a lease time
+// (default 30 s), renewed every lease/3.
 func WithWatchdogLease(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("watchdog lease", d); err != nil {
@@ -70,8 +70,8 @@ func WithWatchdogLease(d time.Duration) Option {
 	}
 }
 
-// WithKeyPrefix sets the prefix of every key and channel (default "relock").
-// It may not contain '{' or '}', which would break the Cluster hash tag.
+// WithKeyPrefix sets the prefix of every key and channel (default
+// "relock"), without '{' or '}'.
 func WithKeyPrefix(prefix string) Option {
 	return func(o *options) error {
 		if prefix == "" || strings.ContainsAny(prefix, "{}") {
@@ -82,11 +82,9 @@ func WithKeyPrefix(prefix string) Option {
 	}
 }
 
-// WithLogger sets where the Client reports what it cannot return to a caller:
-// failed renewals, lost locks, subscriber reconnects — one Warn line per
-// loss and per outage, nothing per acquisition. The default is
-// slog.Default(), as read when New runs, so that a loss is never silent;
-// WithLogger(slog.New(slog.DiscardHandler)) silences the Client.
+// WithLogger sets where the Client logs what it cannot return to a caller
+// (one Warn line per loss and per subscriber outage; default slog.Default()
+// as New reads it). A logger of slog.DiscardHandler silences it.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {
@@ -97,11 +95,8 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithFencingTokens turns fencing tokens on (the default) or off. A token
-// costs no key of its own: it is stored in the held lock and, for the unlock
-// latch after a release, in a tail key (see Lock.Token for how it stays
-// monotonic). Off, the acquire scripts skip reading the server clock and the
-// tail; Token then reports 0.
+// WithFencingTokens turns fencing tokens on (the default) or off; off, Token
+// reports 0.
 func WithFencingTokens(on bool) Option {
 	return func(o *options) error {
 		o.fencing = on
@@ -109,13 +104,11 @@ func WithFencingTokens(on bool) Option {
 	}
 }
 
-// WithUnlockLatch sets how long a final Unlock's marker stays behind (default
-// 30 s) so that a network retry of the same Unlock, sent by go-redis after a
-// lost reply, is recognised as already done instead of failing with
+// WithUnlockLatch sets how long a final Unlock is remembered (default 30 s)
+// so that go-redis resending it after a lost reply reports success, not
 // ErrLockLost. It must cover go-redis's retries: (MaxRetries+1) × (read
-// timeout + retry backoff). The markers live in the lock's tail key, which
-// expires this long after the last release and keeps the markers of the
-// last 64 final releases: one key per lock whatever the release rate.
+// timeout + retry backoff). Only the last 64 final releases of a lock are
+// remembered.
 func WithUnlockLatch(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock latch", d); err != nil {
@@ -126,8 +119,8 @@ func WithUnlockLatch(d time.Duration) Option {
 	}
 }
 
-// WithShardedPubSub forces sharded pub/sub (SSUBSCRIBE/SPUBLISH, Redis 7+) on
-// or off. By default it is on for a *redis.ClusterClient and off otherwise.
+// WithShardedPubSub forces sharded pub/sub (Redis 7+) on or off; by default
+// it is on for a *redis.ClusterClient only.
 func WithShardedPubSub(on bool) Option {
 	return func(o *options) error {
 		o.sharded = &on
@@ -139,16 +132,11 @@ func WithShardedPubSub(on bool) Option {
 // FairLock's queue, an RWLock writer's claim) lives without being renewed.
 const defaultWaiterTimeout = 10 * time.Second
 
-// WithWaiterTimeout sets how long what a waiter keeps in Redis lives without
-// being renewed (default 10 s): a FairLock's queue (renewed by the attempts
-// of any of its waiters), an RWLock writer's claim that makes new readers
-// queue behind it. A live waiter makes an attempt every third of this, one
-// round trip each time, so neither lapses unless every waiter stalls that
-// long. A waiter whose process died is skipped at once by the next
-// hand-over (its Client no longer listens); its RWLock claim keeps new
-// readers out for at most this long. A FairLock whose waiters all stalled
-// past it loses its queue; they queue again, in the order of their next
-// attempts.
+// WithWaiterTimeout sets how long a FairLock's queue and an RWLock writer's
+// claim live unless a waiter renews them (default 10 s). A waiter renews
+// them every third of it, one round trip each time; a dead writer's claim
+// keeps new readers out for at most this long. FairLock waiters that all
+// stalled past it queue again, in the order of their next attempts.
 func WithWaiterTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("waiter timeout", d); err != nil {
@@ -162,20 +150,12 @@ func WithWaiterTimeout(d time.Duration) Option {
 	}
 }
 
-// WithUnlockTimeout sets how long Unlock (and Do's unlock) waits for Redis
-// to confirm a release (default 1 s), however long
-// Redis hangs. A release not confirmed by then returns an error wrapping
-// ErrNotConfirmed and ErrUnavailable: the hold has ended for the caller, is
-// no longer renewed, and the release goes on in the background until it is
-// confirmed or the lease runs out. It also bounds how long Unlock waits
-// behind an earlier request of the same owner on the lock that is still in
-// flight; the Unlock then runs in the background, after it.
-//
-// With a go-redis client made with ContextTimeoutEnabled, go-redis enforces
-// the bound itself and Unlock runs its release on the caller's goroutine
-// (cheaper: no goroutine hand-off); otherwise the release runs on a
-// goroutine of relock's own that the caller stops waiting for at the bound
-// (see "Failure and cancellation" in the package doc).
+// WithUnlockTimeout sets how long Unlock, Release, Do's release and Close
+// wait for Redis to confirm a release (default 1 s), however long Redis
+// hangs, including behind an earlier request of the owner still in flight
+// on that lock. A release not confirmed by then returns an error wrapping
+// ErrNotConfirmed and ErrUnavailable, and goes on in the background until
+// it is confirmed or the lease runs out.
 func WithUnlockTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock timeout", d); err != nil {

@@ -12,51 +12,21 @@ import (
 )
 
 // RedLock is the Redlock algorithm over N independent Redis masters, one
-// Client each: a lock is held when a majority (N/2+1) of the masters granted
-// it within its validity time. It stays available while a minority of the
-// masters is down or unreachable.
+// Client each: it is held while a majority (Quorum) of the masters granted
+// it within its validity time, so it stays available while a minority is
+// down. Each round asks every master in parallel for at most the node
+// timeout (WithNodeTimeout); a failed round is undone on every master and
+// retried after a random delay (WithRetryDelay). A hold the watchdog cannot
+// renew on a majority within its validity, or that a majority no longer
+// has, ends with ErrLockLost. Holds are reentrant per owner. On a master, a
+// RedLock and a Lock of the same name exclude each other.
 //
-// Acquisition asks every master in parallel, each for at most the node
-// timeout (WithNodeTimeout), so a hung master delays the caller by that much
-// and no more. It succeeds when a majority granted and the validity — the
-// lease, less the time the round took, less an allowance for clock drift
-// between the masters (WithClockDrift) — is still positive. Otherwise it
-// releases whatever it took on every master and retries after a random
-// delay (WithRetryDelay) until the wait time ends. Without a lease time the
-// first Client's watchdog renews the hold on every master; a renewal that
-// reaches fewer than a majority is retried until the validity runs out, and
-// a majority that no longer holds it ends the hold at once: either way the
-// holder's context is cancelled with ErrLockLost. Holds are reentrant per
-// owner, as with Lock.
-//
-// What Redlock does not guarantee. Its safety rests on timing assumptions:
-// that the masters' clocks advance at about the same rate (a clock jump, e.g.
-// a stepped NTP correction, can expire a key early), that the holder is not
-// paused (GC, swapping, a stopped VM) between checking its validity and
-// using the lock, and that messages are not delayed beyond the lease. None of
-// these hold in an asynchronous network, so two processes can both believe
-// they hold a RedLock: see Martin Kleppmann, "How to do distributed locking"
-// (2016), and Salvatore Sanfilippo's reply "Is Redlock safe?". A master that
-// restarts without its data (no AOF with fsync) also forgets the holds it
-// granted; delay such restarts by the longest lease. RedLock gives
-// availability across master failures and mutual exclusion in the common
-// case. For correctness, protect the resource itself with the fencing token
-// (Token): the resource rejects a write carrying a smaller token than one it
-// has already seen, which makes a paused or expired holder harmless.
-//
-// Tokens. Each master hands out a token as Lock does (its clock in µs, above
-// the last token it still knows); the RedLock token is the largest among the
-// masters that granted. Before it is handed out, the granting masters whose
-// token is below it are raised to it (a second, parallel round, needed only
-// when they disagree), so a majority knows every token handed out, and since
-// any two majorities share a master, the next acquisition starts above it.
-// Across a master that forgot (restart, failover), the masters' clocks carry
-// the order, under the clock assumption of Lock.Token.
-//
-// On each master the RedLock writes the keys of the Lock of the same name, so
-// a RedLock and a Lock of one name on one of its masters exclude each other
-// there; its owner field is distinct ("...:red"), so the same context holding
-// both never confuses their counts.
+// Its safety rests on timing: the masters' clocks run at about the same
+// rate, the holder is not paused between checking Validity and using the
+// lock, and messages are not delayed beyond the lease (see Kleppmann, "How
+// to do distributed locking", and Sanfilippo, "Is Redlock safe?"). A master
+// that restarts without its data forgets its grants: delay such restarts
+// by the longest lease. For correctness, pass Token to the resource.
 type RedLock struct {
 	nodes  []*Lock
 	home   *Client
@@ -87,9 +57,8 @@ const (
 type RedLockOption func(*redConfig) error
 
 // WithNodeTimeout sets how long one master may take to answer one request
-// (default 100 ms). A master slower than that counts as not granting. Keep it
-// small against the lease: the Redlock paper suggests 5–50 ms for a 10 s
-// lease on a local network.
+// (default 100 ms); a slower one counts as not granting. Keep it small
+// against the lease.
 func WithNodeTimeout(d time.Duration) RedLockOption {
 	return func(c *redConfig) error {
 		if err := checkDuration("node timeout", d); err != nil {
@@ -100,9 +69,8 @@ func WithNodeTimeout(d time.Duration) RedLockOption {
 	}
 }
 
-// WithClockDrift sets the clock drift allowance as a fraction of the lease
-// (default 0.01); 2 ms are always added. It is subtracted from the validity
-// of every hold.
+// WithClockDrift sets the clock drift allowance subtracted from every
+// hold's validity, as a fraction of the lease (default 0.01), plus 2 ms.
 func WithClockDrift(factor float64) RedLockOption {
 	return func(c *redConfig) error {
 		if !(factor >= 0 && factor < 0.5) {
@@ -113,9 +81,8 @@ func WithClockDrift(factor float64) RedLockOption {
 	}
 }
 
-// WithRetryDelay sets the mean delay between two failed acquisition rounds
-// (default 200 ms); each delay is drawn at random between half and one and a
-// half times it, so that contenders do not keep splitting the votes.
+// WithRetryDelay sets the mean delay between two failed rounds (default
+// 200 ms); each is drawn at random between half and 1.5 times it.
 func WithRetryDelay(d time.Duration) RedLockOption {
 	return func(c *redConfig) error {
 		if err := checkDuration("retry delay", d); err != nil {
@@ -126,13 +93,10 @@ func WithRetryDelay(d time.Duration) RedLockOption {
 	}
 }
 
-// NewRedLock returns the RedLock called name over the masters of clients,
-// which must be independent deployments (one Client each; the same Client
-// twice is refused). The first Client is the RedLock's home: it names the
-// owner, runs the wait and its watchdog renews the hold. NewRedLock sends
-// nothing to Redis. No clients, a nil or duplicate Client, a bad name or
-// option do not panic: every method of the returned RedLock then fails with
-// ErrInvalidArgument.
+// NewRedLock returns the RedLock called name over clients, one per
+// independent master; the first one's watchdog renews its holds. No
+// clients, a nil or duplicate Client, a bad name or option make every method
+// fail with ErrInvalidArgument.
 func NewRedLock(name string, clients []*Client, opts ...RedLockOption) *RedLock {
 	r := &RedLock{cfg: redConfig{nodeTimeout: defaultNodeTimeout, drift: defaultClockDrift, retryDelay: defaultRedRetryDelay}}
 	r.err = r.init(name, clients, opts)
@@ -184,24 +148,16 @@ func (r *RedLock) Name() string {
 // Quorum returns how many masters must grant the lock: N/2+1.
 func (r *RedLock) Quorum() int { return r.quorum }
 
-// Lock blocks until a majority of the masters granted the lock or ctx ends,
-// and returns the context of the hold, cancelled on Unlock (cause
-// ErrUnlocked) or when the hold is lost (ErrLockLost). If ctx already holds
-// it, Lock re-enters: that succeeds when a majority of the masters re-entered,
-// and fails with ErrLockLost when a majority no longer has the hold.
-//
-// On failure nothing is left held by ctx's owner on any master that answered
-// (one that did not answer in time keeps what it granted until the lease
-// runs out). The error wraps ErrNotObtained (and ctx.Err() when ctx ended;
-// otherwise it says why the last round failed), or ErrClientClosed.
+// Lock is Lock.Lock with a majority of the masters. A re-entry fails with
+// ErrLockLost when a majority no longer has the hold. On failure nothing is
+// left held on a master that answered (one that did not keeps its grant
+// until the lease runs out); the error says why the last round failed.
 func (r *RedLock) Lock(ctx context.Context) (context.Context, error) {
 	return r.TryLock(ctx, WaitForever, 0)
 }
 
-// TryLock tries for at most wait (0: a single round; WaitForever: until ctx
-// ends). With lease > 0 the hold is never renewed and its context is
-// cancelled with ErrLockLost when its validity (lease less drift) ends; with
-// lease 0 the watchdog renews it. Otherwise as Lock.
+// TryLock is Lock.TryLock with rounds; with lease > 0 the hold ends when
+// its validity (the lease less the drift) does.
 func (r *RedLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	if r.err != nil {
 		return ctx, r.err
@@ -209,13 +165,10 @@ func (r *RedLock) TryLock(ctx context.Context, wait, lease time.Duration) (conte
 	return lockWith(ctx, soleOf(redScheme{r}), wait, lease)
 }
 
-// Unlock releases one hold of ctx's owner on every master in parallel; the
-// lock is free once every hold is released. It works with a cancelled ctx. It
-// succeeds when at least one master released it (a master that did not answer
-// lets it expire). It returns ErrNotHeld when ctx's owner holds no hold,
-// ErrLockLost when a majority of the masters no longer had it, or the
-// masters' errors when none answered (the hold is kept: Unlock may be
-// called again).
+// Unlock is Lock.Unlock on every master in parallel. It succeeds when one
+// master released the hold, and returns ErrLockLost when a majority no
+// longer had it, or the masters' errors when none answered (the hold is
+// kept: Unlock may be called again).
 func (r *RedLock) Unlock(ctx context.Context) error {
 	if r.err != nil {
 		return r.err
@@ -223,9 +176,8 @@ func (r *RedLock) Unlock(ctx context.Context) error {
 	return unlockWith(ctx, soleOf(redScheme{r}))
 }
 
-// Token returns the fencing token of ctx's hold (see RedLock): strictly
-// greater than that of every earlier acquisition of this RedLock, the same
-// for all re-entries. It reports ErrNotHeld when ctx's owner holds none.
+// Token is Lock.Token for this RedLock: the masters' tokens agree through a
+// majority.
 func (r *RedLock) Token(ctx context.Context) (int64, error) {
 	if r.err != nil {
 		return 0, r.err
@@ -233,11 +185,9 @@ func (r *RedLock) Token(ctx context.Context) (int64, error) {
 	return tokenOf(ctx, redScheme{r})
 }
 
-// Validity returns how much longer ctx's hold is valid as far as this process
-// can tell: until its lease (or its last renewal plus the lease) less the
-// clock drift allowance, counted from when the request was sent. Work that
-// cannot finish within it should not start. It reports ErrNotHeld when ctx's
-// owner holds none.
+// Validity returns how much longer ctx's hold is valid as far as this
+// process can tell (its lease less the drift, from when its last grant or
+// renewal was sent), or ErrNotHeld. Do not start work that outlasts it.
 func (r *RedLock) Validity(ctx context.Context) (time.Duration, error) {
 	if r.err != nil {
 		return 0, r.err
@@ -256,9 +206,8 @@ func (r *RedLock) Validity(ctx context.Context) (time.Duration, error) {
 	return max(time.Until(until), 0), nil
 }
 
-// ForceUnlock frees the lock on every master that answers, whoever holds it,
-// and reports how many masters had it. The hold it removed, if the home
-// Client has it, ends at once (cause ErrLockLost).
+// ForceUnlock frees the lock on every master that answers, whoever holds
+// it, and reports how many had it; the home Client's hold ends (ErrLockLost).
 func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 	if r.err != nil {
 		return 0, r.err

@@ -11,28 +11,15 @@ import (
 // maxReplicas bounds WithReplicas: more replicas than that is a mistake.
 const maxReplicas = 1000
 
-// WithReplicas makes Lock and TryLock (of Lock, FairLock and RWLock's read
-// and write locks) return a hold only once the write that
-// granted it has reached at least n replicas, checked with Redis's WAIT,
-// waiting at most timeout for them. The WAIT is pipelined after the acquire
-// script (on a Cluster, to the master of the lock's slot), so it costs no
-// extra round trip — only the replicas' acknowledgement delay.
-//
-// What it buys: with Sentinel or Cluster, a failover that promotes one of
-// those replicas right after Lock returned keeps the hold, instead of losing
-// it with the unreplicated write and granting the lock to a second owner. What
-// it does not buy: the replica that acknowledged is not necessarily the one
-// promoted, WAIT does not make Redis strongly consistent, and renewals and
-// releases are not waited for. Fencing tokens remain the real protection.
-//
-// What it costs: Lock waits for the slowest of the n replicas. When fewer
-// than n acknowledge within timeout, or the server rejects WAIT (a replica,
-// an ACL without +wait, a server that does not implement it), the hold just
-// granted is released again (one more round trip) and Lock fails with an
-// error wrapping both ErrNotObtained and ErrNotReplicated (and the server's
-// error, if any). timeout must be shorter than the go-redis client's
-// ReadTimeout, or the read would time out first; New reports that as
-// ErrInvalidArgument. n = 0 turns the check off (the default).
+// WithReplicas makes the acquires of Lock, FairLock and RWLock return a
+// hold only once the write that granted it has reached n replicas (Redis's
+// WAIT, pipelined: no extra round trip), waiting at most timeout, which must
+// be shorter than the go-redis client's ReadTimeout. A failover to one of
+// those replicas then keeps the hold; another replica may still be
+// promoted, and renewals and releases are not waited for. When fewer
+// acknowledge in time, or the server rejects WAIT, the hold is released
+// again and the acquire fails with ErrNotObtained and ErrNotReplicated.
+// n = 0 turns the check off (the default).
 func WithReplicas(n int, timeout time.Duration) Option {
 	return func(o *options) error {
 		if n < 0 || n > maxReplicas {

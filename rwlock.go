@@ -7,60 +7,24 @@ import (
 	"time"
 )
 
-// ErrUpgrade is returned when an owner that holds a read lock asks for the
-// write lock of the same RWLock. Waiting would deadlock — the write lock
-// waits for every reader, this owner included — so the request fails at once
-// and nothing changes. Release the read holds first, or take the write lock
-// first and read under it (a writer may take read holds: downgrade).
+// ErrUpgrade is returned at once, changing nothing, when an owner that holds
+// a read lock asks for the write lock of the same RWLock: waiting would
+// deadlock. Take the write lock first and read under it (downgrade).
 var ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot take the write lock (no upgrade)")
 
-// RWLock is a reentrant read/write lock shared by every process that uses the
-// same name on the same Redis, like Redisson's RReadWriteLock: any number of
-// owners may hold the read lock at once, or one owner the write lock. Both
-// are reentrant per owner (the context, as for Lock) and each hold has the
-// watchdog or its own explicit lease: a reader that dies stops keeping the
-// lock busy when its own lease runs out, whatever the other readers do.
+// RWLock is a read/write lock shared by every process that uses the same
+// name on the same Redis, like Redisson's RReadWriteLock: any number of
+// owners hold its ReadLock at once, or one owner its WriteLock. Both are
+// reentrant per owner, and each hold has its own lease.
 //
-// Policy — writers first: once a writer waits, new readers queue behind it
-// (owners that already read still re-enter, or they would deadlock with the
-// writer). A steady stream of readers therefore cannot starve a writer; the
-// price is that a steady stream of writers can delay readers. Waiting
-// writers queue in Redis in arrival order, and each one's claim lives for
-// the Client's waiter timeout (WithWaiterTimeout) unless its next attempt
-// renews it (a waiting writer tries at least every third of it). So a writer
-// that dies while waiting holds new readers up until the current holds end
-// (the release skips it, below) or its claim lapses, whichever comes first:
-// at most the waiter timeout.
-//
-// The owner of the write lock may take the read lock too, and then release
-// the write lock (downgrade). As every hold context derives from the context
-// passed to Lock, a read hold taken with the write hold's context is
-// cancelled when the write hold ends; pass context.WithoutCancel(writeCtx),
-// which keeps the owner, for a read hold that outlives it. The reverse — an
-// owner that reads asking for the write lock — returns ErrUpgrade.
-//
-// Wake-up, as for Lock: the script that frees the lock — the last read
-// unlock, the final write unlock, a ForceUnlock, a writer's abandon, or any
-// script that evicts an expired last holder — hands the write hold, in the
-// same call, to the first queued writer whose Client still listens, and
-// publishes the grant on that Client's channel for the lock
-// ("<prefix>:{name}:rw:w:<client id>"): the writer holds when the message
-// arrives, with no further round trip, so one release wakes one writer in
-// one process. A writer whose process died is skipped at once (its Client no
-// longer listens); one frozen when granted keeps the lock for its lease, as
-// a frozen holder would; with classic pub/sub on a Cluster the first live
-// claim is granted listening or not. With no writer to hand it to, the
-// waiting readers are woken all at once on the readers' channel; a write
-// unlock that leaves read holds (downgrade) wakes them too, unless a writer
-// waits. Nothing is published when nobody waits. A waiter whose holder died
-// tries again when that holder's lease has run out (a writer at least every
-// third of the waiter timeout).
-//
-// Keys: "<prefix>:{name}:rw" (every holder's count and deadline, the
-// waiting writers' queue and whether readers wait), which disappears with
-// its last holder; ":rw:last" (the tail: the last write token and the latch
-// of the last final Unlocks), for the unlock latch (see WithUnlockLatch). An RWLock, a
-// Lock and a FairLock of the same name are different locks.
+// Writers first: once a writer waits, new readers queue behind it (owners
+// that already read still re-enter), so readers cannot starve a writer, but
+// writers can delay readers. Waiting writers are served in arrival order; a
+// writer that dies while waiting holds new readers up for at most the
+// waiter timeout (WithWaiterTimeout). The writer may take read holds and
+// then unlock the write hold (downgrade); a read hold taken with the write
+// hold's context ends with it, so take it with
+// context.WithoutCancel(writeCtx) to outlive it.
 type RWLock struct {
 	base // Name and the queries' plumbing
 	keys rwKeys
@@ -106,18 +70,14 @@ func (l *RWLock) ReadLock() *ReadLock { return &ReadLock{rwMode{l: l, kind: "r"}
 // WriteLock returns the exclusive side of the lock.
 func (l *RWLock) WriteLock() *WriteLock { return &WriteLock{rwMode{l: l, kind: "w"}} }
 
-// ReadLock is the shared side of an RWLock. Its methods work as Lock's; the
-// differences are stated on each.
+// ReadLock is the shared side of an RWLock. Its methods work as Lock's.
 type ReadLock struct{ m rwMode }
 
-// WriteLock is the exclusive side of an RWLock. Its methods work as Lock's;
-// the differences are stated on each.
+// WriteLock is the exclusive side of an RWLock. Its methods work as Lock's.
 type WriteLock struct{ m rwMode }
 
-// Lock blocks until a read hold is granted — no writer holds the lock and
-// none waits, or ctx's owner already reads or writes — or ctx ends, and
-// returns the hold's context, renewed by the watchdog. Errors are as for
-// Lock.Lock.
+// Lock is Lock.Lock for a read hold, granted when no writer holds or waits,
+// or when ctx's owner already reads or writes.
 func (r *ReadLock) Lock(ctx context.Context) (context.Context, error) { return r.m.lock(ctx) }
 
 // TryLock is Lock.TryLock for a read hold.
@@ -125,75 +85,56 @@ func (r *ReadLock) TryLock(ctx context.Context, wait, lease time.Duration) (cont
 	return r.m.tryLock(ctx, wait, lease)
 }
 
-// Unlock releases one read hold of ctx's owner. It returns ErrNotHeld,
-// changing nothing, when ctx's owner has no read hold (holding the write
-// lock does not count), and ErrLockLost when the hold was lost.
+// Unlock is Lock.Unlock for a read hold (a write hold does not count).
 func (r *ReadLock) Unlock(ctx context.Context) error { return r.m.unlock(ctx) }
 
-// ForceUnlock removes every read hold, whoever has it, and reports whether
-// there was one. A write hold is left alone. This Client's read holds end
-// at once (ErrLockLost); other processes learn it at their next renewal,
-// Unlock or lease end.
+// ForceUnlock is Lock.ForceUnlock for every read hold; a write hold stays.
 func (r *ReadLock) ForceUnlock(ctx context.Context) (bool, error) { return r.m.forceUnlock(ctx) }
 
 // IsLocked reports whether any owner holds a read hold.
 func (r *ReadLock) IsLocked(ctx context.Context) (bool, error) { return r.m.isLocked(ctx) }
 
-// HoldCount returns how many read holds ctx's owner has, as Redis sees it.
+// HoldCount returns how many read holds ctx's owner has.
 func (r *ReadLock) HoldCount(ctx context.Context) (int, error) { return r.m.holdCount(ctx) }
 
-// HeldBy reports whether ctx's owner holds a read hold, as Redis sees it.
+// HeldBy reports whether HoldCount(ctx) > 0.
 func (r *ReadLock) HeldBy(ctx context.Context) (bool, error) { return r.m.heldBy(ctx) }
 
-// TTL returns the RWLock's remaining lease: that of its longest-lived hold,
-// read or write (0 when nobody holds it).
+// TTL returns the lease of the RWLock's longest-lived hold, read or write
+// (0 when nobody holds it).
 func (r *ReadLock) TTL(ctx context.Context) (time.Duration, error) { return r.m.ttl(ctx) }
 
-// Lock blocks until the write hold is granted — nobody else reads or writes
-// — or ctx ends, and returns the hold's context, renewed by the watchdog.
-// While it waits, new readers queue behind it. If ctx's owner holds a read
-// hold it returns ErrUpgrade at once; other errors are as for Lock.Lock. A
-// read hold of the owner that this Client took but no longer holds — left
-// in Redis by a read Unlock whose release is still being retried in the
-// background — is taken over, as Lock takes over an owner's own leftover,
-// and is no upgrade. A read hold of the same WithOwner id taken by another
-// Client counts as the owner's: ErrUpgrade.
+// Lock is Lock.Lock for the write hold, granted when nobody else reads or
+// writes; new readers queue behind it while it waits. It returns ErrUpgrade
+// when ctx's owner reads (with a WithOwner id, on any Client); a read hold
+// whose Unlock this Client is still retrying does not count.
 func (w *WriteLock) Lock(ctx context.Context) (context.Context, error) { return w.m.lock(ctx) }
 
-// TryLock is Lock.TryLock for the write hold, with ErrUpgrade as for Lock.
-// When wait ends first the writer's claim is withdrawn, so readers it held
-// back go on at once.
+// TryLock is Lock.TryLock for the write hold; when wait ends first, readers
+// it held back go on at once.
 func (w *WriteLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	return w.m.tryLock(ctx, wait, lease)
 }
 
-// Unlock releases one write hold of ctx's owner. It returns ErrNotHeld,
-// changing nothing, when ctx's owner does not hold the write lock (a reader
-// included), and ErrLockLost when the hold was lost. Read holds the owner
-// took under the write lock stay (downgrade).
+// Unlock is Lock.Unlock for the write hold; read holds stay (downgrade).
 func (w *WriteLock) Unlock(ctx context.Context) error { return w.m.unlock(ctx) }
 
-// ForceUnlock removes the write hold, whoever has it, and reports whether
-// there was one. Read holds are left alone. The write hold it removed, if
-// this Client has it, ends at once (ErrLockLost); one it hands over to a
-// queued writer, of this Client or another, stays.
+// ForceUnlock is Lock.ForceUnlock for the write hold; read holds stay.
 func (w *WriteLock) ForceUnlock(ctx context.Context) (bool, error) { return w.m.forceUnlock(ctx) }
 
 // IsLocked reports whether an owner holds the write lock.
 func (w *WriteLock) IsLocked(ctx context.Context) (bool, error) { return w.m.isLocked(ctx) }
 
-// HoldCount returns how many write holds ctx's owner has, as Redis sees it.
+// HoldCount returns how many write holds ctx's owner has.
 func (w *WriteLock) HoldCount(ctx context.Context) (int, error) { return w.m.holdCount(ctx) }
 
-// HeldBy reports whether ctx's owner holds the write lock, as Redis sees it.
+// HeldBy reports whether HoldCount(ctx) > 0.
 func (w *WriteLock) HeldBy(ctx context.Context) (bool, error) { return w.m.heldBy(ctx) }
 
-// TTL returns the RWLock's remaining lease, as ReadLock.TTL.
+// TTL is ReadLock.TTL.
 func (w *WriteLock) TTL(ctx context.Context) (time.Duration, error) { return w.m.ttl(ctx) }
 
-// Token returns the fencing token of ctx's write hold, as Lock.Token does
-// (read holds have none). It reports ErrNotHeld when ctx's owner holds no
-// write hold of this Client.
+// Token is Lock.Token for the write hold (read holds have none).
 func (w *WriteLock) Token(ctx context.Context) (int64, error) {
 	return w.m.l.token(ctx, w.m)
 }
