@@ -82,7 +82,7 @@ func startFaulty(t *testing.T) faultyServer {
 	return faultyServer{srv: srv, rdb: rdb, faults: f}
 }
 
-// Issue 25, item 4: the first group of a MultiLock is granted, the second is
+// The first group of a MultiLock is granted, the second is
 // busy, and the link to the first group's Redis is cut just before the
 // rollback's release is sent. TryLock reports the failure, and the part it
 // took must not stay held for its lease: the rollback hands the release to
@@ -176,7 +176,7 @@ func TestRedLockUndoCutFromAMasterIsRetriedInTheBackground(t *testing.T) {
 		"master 0's grant is undone in the background, not left to its lease")
 }
 
-// Issue 25, item 5: ForceUnlock's release hands the lock to a waiter of the
+// ForceUnlock's release hands the lock to a waiter of the
 // same Client, whose grant (on the subscriber) arrives before the force
 // release's reply (delayed on the command connection). ForceUnlock must end
 // only the hold it removed, not the one Redis granted after it.
@@ -225,7 +225,7 @@ func TestForceUnlockSparesTheHoldItHandsToItsOwnClientsWaiter(t *testing.T) {
 	}
 }
 
-// Issue 25, item 6: Close while a Lock's grant is on its way back (its reply
+// Close while a Lock's grant is on its way back (its reply
 // delayed). The Lock completes after Close returned: it must fail with
 // ErrClientClosed and leave nothing held, and Close must not wait for it.
 // A MultiLock's grant is taken back part by part.
@@ -289,7 +289,7 @@ func testLockCompletingAfterClose(t *testing.T, newLocker func(c *relock.Client)
 	assert.Empty(t, lockKeys(t, fs.srv), "the grant that came back after Close is released")
 }
 
-// Issue 25, item 8: a read Unlock whose release is cut (its background retry
+// A read Unlock whose release is cut (its background retry
 // held back) leaves the owner's read hold in Redis, which this Client no
 // longer holds. The same owner's WriteLock then takes that leftover over
 // instead of failing with ErrUpgrade; an owner that does hold the read lock

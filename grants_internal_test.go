@@ -12,7 +12,7 @@ import (
 )
 
 // A MultiLock waiting on a part that is handed over to a waiter with a short
-// lease re-checks on "handed" (issue 25, item 3), so it sleeps on the new
+// lease re-checks on "handed", so it sleeps on the new
 // holder's lease and has the lock within a moment of that lease's end, not
 // at the 30 s lease of the holder it first waited on, after which nothing is
 // published.

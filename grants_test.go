@@ -15,7 +15,7 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// Grants delivered by pub/sub decide nothing by themselves (issue 25): a
+// Grants delivered by pub/sub decide nothing by themselves: a
 // late grant is claimed, a hand-over to a shorter lease wakes every queued
 // waiter, a MultiLock re-checks on "handed", WithReplicas covers the
 // hand-over, hand-over tokens follow the rule of every token, and a grant to
@@ -256,7 +256,7 @@ func TestHandOverTokenAfterRedisRestoresOlderState(t *testing.T) {
 			got := lockAsync(k.open(y, name))
 			key := k.keyOf(y, name)
 			require.Eventually(t, func() bool { return queuedWaiters(t, srv.Client(), k, key) == 2 }, 5*time.Second, time.Millisecond)
-			forced, err := forceUnlock(k, h1, name) // not Y's Client: see issue 25 item 5
+			forced, err := forceUnlock(k, h1, name) // not Y's Client: see TestForceUnlockSparesTheHoldItHandsToItsOwnClientsWaiter
 			require.NoError(t, err)
 			require.True(t, forced)
 			yctx := mustGet(t, got, 2*time.Second)

@@ -20,11 +20,10 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// Regression tests for the hold identity (issues 12, 16, 18): a hold is one
-// generation, each hold context one entry. Each failed on the code before
-// the generation rewrite (commit b910a4c).
+// Tests of the hold identity: a hold is one generation, each hold context
+// one entry.
 
-// Issue 12.1: re-acquiring right after the local lease end is a new hold,
+// Re-acquiring right after the local lease end is a new hold,
 // not a replay of the old grant.
 func TestReacquireAfterLocalLeaseEndIsANewHold(t *testing.T) {
 	b := newReal(t)
@@ -55,7 +54,7 @@ func TestReacquireAfterLocalLeaseEndIsANewHold(t *testing.T) {
 	require.NoError(t, l.Unlock(second))
 }
 
-// Issue 12.2: WithOwner resumes a hold Redis has: it is renewed and leased
+// WithOwner resumes a hold Redis has: it is renewed and leased
 // like any other.
 func TestWithOwnerResumeTakesOverTheHold(t *testing.T) {
 	b := newReal(t)
@@ -87,7 +86,7 @@ func TestWithOwnerResumeTakesOverTheHold(t *testing.T) {
 	require.NoError(t, c.Lock("resume").Unlock(held))
 }
 
-// Issue 12.3: a renewal never shortens a longer lease taken by a re-entry.
+// A renewal never shortens a longer lease taken by a re-entry.
 func TestWatchdogRenewalNeverShortensALongerLease(t *testing.T) {
 	b := newReal(t)
 	c := b.newClient(t, relock.WithWatchdogLease(time.Second))
@@ -102,7 +101,7 @@ func TestWatchdogRenewalNeverShortensALongerLease(t *testing.T) {
 	require.NoError(t, l.Unlock(outer))
 }
 
-// Issue 12.4: tokens keep increasing across a restart without persistence.
+// Tokens keep increasing across a restart without persistence.
 func TestTokensIncreaseAcrossRestartWithoutPersistence(t *testing.T) {
 	srv := redistest.Start(t)
 	c := relock.New(srv.Client())
@@ -123,7 +122,7 @@ func TestTokensIncreaseAcrossRestartWithoutPersistence(t *testing.T) {
 	}
 }
 
-// Issue 12.6: once a lock is free and its latch has passed, nothing is left.
+// Once a lock is free and its latch has passed, nothing is left.
 func TestNothingOutlivesAFreeLock(t *testing.T) {
 	b := newReal(t)
 	ctx := context.Background()
@@ -142,7 +141,7 @@ func TestNothingOutlivesAFreeLock(t *testing.T) {
 		"left: %v", allKeys(t, b.rdb))
 }
 
-// Issue 16.1: one Unlock too many on a re-entry changes nothing.
+// One Unlock too many on a re-entry changes nothing.
 func TestOneUnlockTooManyOnAReentryKeepsTheOuterHold(t *testing.T) {
 	b := newReal(t)
 	c := b.newClient(t)
@@ -162,7 +161,7 @@ func TestOneUnlockTooManyOnAReentryKeepsTheOuterHold(t *testing.T) {
 	require.NoError(t, l.Unlock(outer))
 }
 
-// Issue 16.1, MultiLock: a second Unlock of a MultiLock context does not
+// MultiLock: a second Unlock of a MultiLock context does not
 // release the caller's own hold on a part.
 func TestMultiLockSecondUnlockKeepsASeparatePartHold(t *testing.T) {
 	b := newReal(t)
@@ -182,7 +181,7 @@ func TestMultiLockSecondUnlockKeepsASeparatePartHold(t *testing.T) {
 	require.NoError(t, a.Unlock(own))
 }
 
-// Issue 16.2: Unlock ends exactly the context it is given.
+// Unlock ends exactly the context it is given.
 func TestUnlockEndsExactlyItsContext(t *testing.T) {
 	b := newReal(t)
 	c := b.newClient(t)
@@ -202,7 +201,7 @@ func TestUnlockEndsExactlyItsContext(t *testing.T) {
 	require.ErrorIs(t, context.Cause(outer), relock.ErrUnlocked)
 }
 
-// Issue 16.3: NewOwner gives forked goroutines owners that exclude each
+// NewOwner gives forked goroutines owners that exclude each
 // other, keeping the parent's values and cancellation.
 func TestNewOwnerExcludesGoroutinesForkedFromAHold(t *testing.T) {
 	b := newReal(t)
@@ -233,7 +232,7 @@ func TestNewOwnerExcludesGoroutinesForkedFromAHold(t *testing.T) {
 	require.NoError(t, a.Unlock(hold))
 }
 
-// Issue 16.4 and 16.6: Lock returns the parent on error, never nil, and
+// Lock returns the parent on error, never nil, and
 // the error wraps context.Cause.
 func TestLockReturnsTheParentAndTheCauseOnError(t *testing.T) {
 	b := newReal(t)
@@ -256,7 +255,7 @@ func TestLockReturnsTheParentAndTheCauseOnError(t *testing.T) {
 	require.ErrorIs(t, err, relock.ErrUnavailable)
 }
 
-// Issue 16.5: the hold context ends with its parent, but that does not
+// The hold context ends with its parent, but that does not
 // release the lock: Unlock does.
 func TestParentCancellationEndsTheContextNotTheHold(t *testing.T) {
 	b := newReal(t)
@@ -277,7 +276,7 @@ func TestParentCancellationEndsTheContextNotTheHold(t *testing.T) {
 	require.False(t, locked)
 }
 
-// Issues 18.2 and 18.3: under churn of one owner, with renewals running all
+// Under churn of one owner, with renewals running all
 // the time, no hold is declared lost, no renewal fails (counted from the
 // watchdog's own warnings, which the code before the fix also logged), and
 // at the end the registry and Redis are empty. Three rounds, since the races
@@ -347,7 +346,7 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 
-// Issue 18.5: a watchdog re-entry of a leased hold is renewed for as long as
+// A watchdog re-entry of a leased hold is renewed for as long as
 // it is held.
 func TestWatchdogReentryOfALeasedHoldIsRenewed(t *testing.T) {
 	b := newReal(t)
@@ -364,7 +363,7 @@ func TestWatchdogReentryOfALeasedHoldIsRenewed(t *testing.T) {
 	require.NoError(t, l.Unlock(outer))
 }
 
-// Issue 13.5: an Unlock whose release never reached Redis does not keep the
+// An Unlock whose release never reached Redis does not keep the
 // lock: the hold stops being renewed and the release is retried, so another
 // process gets the lock long before the 30 s lease.
 func TestFailedUnlockDoesNotKeepTheLock(t *testing.T) {
@@ -393,7 +392,7 @@ func TestFailedUnlockDoesNotKeepTheLock(t *testing.T) {
 	require.NoError(t, other.Lock("stuck").Unlock(got))
 }
 
-// Issue 13.6: an acquire whose reply was lost leaves no orphan grant.
+// An acquire whose reply was lost leaves no orphan grant.
 func TestAcquireOfUnknownOutcomeIsCleanedUp(t *testing.T) {
 	srv := redistest.Start(t)
 	drop := redistest.NewReplyDropper()
@@ -419,7 +418,7 @@ func TestAcquireOfUnknownOutcomeIsCleanedUp(t *testing.T) {
 	require.NoError(t, other.Lock("orphan").Unlock(got))
 }
 
-// Issue 13.4: a FairLock waiter gets the lock soon after a holder's explicit
+// A FairLock waiter gets the lock soon after a holder's explicit
 // lease ends, every time.
 func TestFairLockWaiterGetsTheLockWhenTheLeaseEnds(t *testing.T) {
 	b := newReal(t)
@@ -437,7 +436,7 @@ func TestFairLockWaiterGetsTheLockWhenTheLeaseEnds(t *testing.T) {
 	}
 }
 
-// Issue 13: a typed nil go-redis client and a nil *Client are errors, not
+// A typed nil go-redis client and a nil *Client are errors, not
 // panics.
 func TestNilClientsAreErrors(t *testing.T) {
 	c := relock.New((*redis.Client)(nil))
@@ -475,7 +474,7 @@ func TestDoUnlocksAndReturnsTheRunsError(t *testing.T) {
 	require.False(t, locked, "a panicking fn still unlocks")
 }
 
-// Issue 12.4: the token's stated limit, tested. Tokens follow the server's
+// The token's stated limit: tokens follow the server's
 // clock above the last token Redis still knows: a clock stepped back by less
 // than the unlock latch is covered by the tail; after eviction of the hold
 // and the tail, the clock alone orders tokens; and a clock stepped back by
@@ -513,9 +512,9 @@ func TestTokenClockBound(t *testing.T) {
 	assert.Less(t, take(), third, "past the stated clock assumption, tokens can go back")
 }
 
-// Issue 29: a Client's id is 22 base64url characters (16 random bytes), not
-// a UUID's 36-character text; it is written about five times per cycle and
-// in each latch slot. Whatever writes it, Redis holds "<ID()>:<n>" owners and
+// A Client's id is 22 base64url characters (16 random bytes), not a UUID's
+// 36-character text, since it is written about five times per cycle and in
+// each latch slot. Whatever writes it, Redis holds "<ID()>:<n>" owners and
 // generations, and the id has none of the characters the scripts and
 // Cluster hash tags give a meaning to.
 func TestClientIDIsCompactAndStartsEveryOwner(t *testing.T) {

@@ -30,7 +30,7 @@ import (
 //   - fair: a FairLock's Lock and Unlock, as a caller runs them;
 //   - seed: the seed lock's two scripts (Redisson's acquire and release Lua,
 //     as bench/adapter_seed.go runs them): the reentrant lock relock is
-//     measured against (issue 29);
+//     measured against;
 //   - floor: SET NX PX + compare-and-delete (FloorCycle).
 //
 // client − scripts is the Client's own work; scripts − stubs is what
@@ -285,8 +285,8 @@ func seedCycle(rdb redis.UniversalClient, key, owner string) func(context.Contex
 // (lock with WithFencingTokens(false)), stubs (scripts returning the same
 // replies with the same keys and arguments, running no command) and seed
 // (Redisson's scripts, see seedCycle) and rueidislock (its acquire and
-// release scripts, as rueidislock v1.0.79 sends them: the peer issue 29's
-// shared-Client target names). Run with -benchtime 20000x.
+// release scripts, as rueidislock v1.0.79 sends them: the peer of the
+// shared-Client target). Run with -benchtime 20000x.
 func BenchmarkScriptTime(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client()

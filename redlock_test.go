@@ -456,12 +456,12 @@ func waitDone(t testing.TB, ctx context.Context) {
 	}
 }
 
-// Issue 18.1: a release that reaches two of three masters late never deletes
+// A release that reaches two of three masters late never deletes
 // the same owner's next hold there. The owner (from an outer context) unlocks
 // while masters 1 and 2 are slow: their proxies hold the release requests
 // longer than the node timeout, so Unlock returns with master 0's answer
-// alone, and masters 1 and 2 still have the old grant. The owner locks again at once, and
-// the late releases land after the new grants. The new hold must survive on
+// alone, and masters 1 and 2 still have the old grant. The owner locks again
+// at once, and the late releases land after the new grants. The new hold must survive on
 // a majority, its token must be greater than the first hold's, and no other
 // process may get the lock while the owner's context is live. In every other
 // round master 0 is slow during the re-lock as well, so that the re-lock is

@@ -24,7 +24,7 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// The multi-process safety run (issue 12): several holder processes
+// The multi-process safety run: several holder processes
 // (internal/holderproc -judge), each with its own relock Client and its own
 // connection to Redis through a proxy, contend for one lock and report every
 // enter, exit and lost hold with its fencing token to a judge; faults are

@@ -35,7 +35,7 @@ import (
 // The scripts pass Redis no number as a command argument on their common
 // paths (TestCommonScriptPathsPassNoNumbers): Redis turns each into text
 // with a printf of a double, which cost an uncontended Lock+Unlock about
-// 0.5 µs of Redis time (issue 29). A count is written as the string '1', a
+// 0.5 µs of Redis time. A count is written as the string '1', a
 // token as the text TIME gave (clock_token), a latch slot as a character
 // (release_common.lua); numbers stay on the rare paths (re-entry counts, a
 // token that is the last + 1).

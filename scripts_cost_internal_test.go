@@ -16,8 +16,7 @@ import (
 // noNumbersShim is put before a script to make every number it passes to
 // redis.call an error. Redis turns such a number into text with a printf
 // of a double (%.17g), which cost an uncontended Lock+Unlock about 0.7 µs
-// of Redis time in four of them (issue 29; see clock_token in
-// acquire_common.lua). The local redis shadows the global for the whole
+// of Redis time in four of them (see clock_token in acquire_common.lua). The local redis shadows the global for the whole
 // script, helpers included.
 const noNumbersShim = `local real_redis = redis
 local redis = setmetatable({call = function(...)

@@ -19,7 +19,7 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// The Semaphore's multi-process safety run (issue 28): 4 holder processes
+// The Semaphore's multi-process safety run: 4 holder processes
 // (internal/holderproc -kind sema) × 8 goroutines share a semaphore of 5
 // permits, each acquisition taking 1 to 3, and report every enter, exit and
 // lost hold (the permits as token) to a judge. Faults, one after the other,

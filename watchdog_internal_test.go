@@ -33,7 +33,7 @@ func staleSetup(t *testing.T) (c *Client, l *Lock, h2 context.Context, field, ge
 	return c, l, h2, field, gen1
 }
 
-// Issue 18.2, in Redis: a renewal of an ended generation neither renews
+// In Redis, a renewal of an ended generation neither renews
 // nor extends the owner's next hold.
 func TestRenewalOfAnEndedGenerationChangesNothing(t *testing.T) {
 	c, l, h2, field, gen1 := staleSetup(t)
@@ -47,7 +47,7 @@ func TestRenewalOfAnEndedGenerationChangesNothing(t *testing.T) {
 	require.NoError(t, l.Unlock(h2))
 }
 
-// Issue 18.2, in the Client: a "gone" result about an ended generation does
+// In the Client, a "gone" result about an ended generation does
 // not end the owner's next hold, and a failure about it is not counted.
 func TestStaleRenewalResultDoesNotEndANewHold(t *testing.T) {
 	c, l, h2, field, gen1 := staleSetup(t)

@@ -12,7 +12,7 @@ import (
 )
 
 // SeedName is the seed documents' reentrant lock: the floor a reentrant lock
-// is measured against (issue 29).
+// is measured against.
 const SeedName = "seed"
 
 // seedAcquire is Redisson's RLock acquire (RedissonLock#tryLockInnerAsync)

@@ -161,7 +161,7 @@ func TestTableShowsRatiosAgainstTheFloor(t *testing.T) {
 }
 
 // Where the seed lock ran, the one-caller scenarios get a row of ratios
-// against it (issue 29's floor for a reentrant lock).
+// against it (the floor for a reentrant lock).
 func TestTableShowsRatiosAgainstTheSeed(t *testing.T) {
 	rep := &Report{
 		Config: Config{Libraries: []Library{floorLibrary(), seedLibrary(), relockLibrary()}, Scenarios: Scenarios()[:1]},

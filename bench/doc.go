@@ -5,9 +5,9 @@
 // "seed" lock: Redisson's reentrant RLock scripts as the seed documents print
 // them (a hash with a count per owner, pexpire, a publishing release; no
 // fencing, replay latch or watchdog), the floor for a reentrant lock against
-// which issue 29 sets relock's uncontended and 64-keys targets.
+// which relock's uncontended and 64-keys targets are set.
 //
-// With -overshoot the command measures something else (issue 26): how late
+// With -overshoot the command measures something else: how late
 // each library's blocking Lock returns after a 500 ms deadline while Redis is
 // hung, refuses connections, is slow by 1 s or sits behind a half-open
 // connection, which error it returns, and whether a lock it failed to get is

@@ -49,7 +49,7 @@ func Libraries() []Library {
 	return []Library{
 		floorLibrary(),
 		// Redisson's reentrant lock as the seed documents print it: the floor
-		// for a reentrant lock (issue 29), beside the raw floor.
+		// for a reentrant lock, beside the raw floor.
 		seedLibrary(),
 		relockLibrary(),
 		redsyncLibrary(),

@@ -22,7 +22,7 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// The deadline overshoot run (issue 26): how late each library's blocking
+// The deadline overshoot run: how late each library's blocking
 // Lock returns after its context's deadline when Redis is hung, refuses
 // connections, is slow, or sits behind a half-open connection, and with
 // which error. Every library runs on a go-redis client with default options
@@ -94,7 +94,7 @@ func OvershootLibraries() []OvershootLib {
 	}
 }
 
-// Faults returns the four faults of issue 26 on srv, proxy (in front of
+// Faults returns the four faults of the overshoot run on srv, proxy (in front of
 // srv) and refused (an address nothing listens on).
 func Faults(srv *redistest.Server, proxy *redistest.Proxy, refused string, delay time.Duration) []Fault {
 	nop := func() error { return nil }

@@ -14,8 +14,8 @@ import (
 
 // overshootSlack bounds how late relock's Lock may return after its
 // deadline under any fault: its documented slack (scheduling, at most 50 ms
-// for leaving a queue), doubled and more for a shared, loaded machine. The
-// go-redis timeouts a Lock waited out before issue 26 are 3 s and more.
+// for leaving a queue), doubled and more for a shared, loaded machine,
+// against go-redis's own timeouts of 3 s and more.
 const overshootSlack = 250 * time.Millisecond
 
 // The CI smoke run of the overshoot measurement: two trials per fault and

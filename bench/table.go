@@ -225,8 +225,8 @@ func (r *Report) rows(scs []Scenario) []metric {
 		}
 		out = append(out, metricsFor(sc, r.Config.Clients)...)
 		if (sc.Workers == 1 || sc.OwnKeys) && r.Result(sc.ID, SeedName) != nil {
-			// Issue 29's floor for a reentrant lock, where one caller's
-			// cycle is what is measured.
+			// The floor for a reentrant lock, where one caller's cycle is
+			// what is measured.
 			out = append(out, metric{scenario: sc.ID, label: "cycles/s ÷ the seed lock's", against: SeedName,
 				value: func(res *Result, _ Scenario) float64 { return res.Rate() }})
 		}

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// The issues' targets (issue 14; issue 29 re-based the uncontended and
-// 64-keys ones), checked on the ratios of one run. Figures on a shared
+// relock's targets, checked on the ratios of one run; the uncontended and
+// 64-keys ones are against the seed lock. Figures on a shared
 // machine are noisy: the report says met or missed for this run, it does
 // not fail anything.
 const (
@@ -22,7 +22,7 @@ const (
 	targetHoldP99    = 10 * time.Millisecond
 	targetHoldFair   = 1.2 // Lock's max/min acquisitions per process, at most
 
-	// Issue 29: a reentrant lock's floor is the seed lock (Redisson's RLock
+	// A reentrant lock's floor is the seed lock (Redisson's RLock
 	// scripts), not SET NX PX, for one caller and for 64 processes on 64
 	// keys; with goroutines sharing Clients the peer to match is
 	// rueidislock, which pipelines concurrent callers.
@@ -156,7 +156,7 @@ func (r *Report) rateRatio(id, lib, base string) (float64, bool) {
 	return l.Rate() / b.Rate(), true
 }
 
-// writeRebasedTargets writes issue 29's targets: relock against the seed
+// writeRebasedTargets writes the seed-based targets: relock against the seed
 // lock uncontended and on 64 processes' own keys (the floor's and
 // FairLock's ratios shown beside, without a target), and against
 // rueidislock with goroutines sharing Clients.

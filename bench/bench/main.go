@@ -5,7 +5,7 @@
 //	go run ./bench -redis host:port   # uses that Redis (writes keys under relockbench:*)
 //	go run ./bench -duration 200ms -rounds 1 -svg ''   # a quick look, ~15 s
 //	go run ./bench -scenarios p16,p64 -libs relock,relock-fair   # some rows only
-//	go run ./bench -overshoot -trials 100   # deadline overshoot under faults (issue 26); ~5 minutes
+//	go run ./bench -overshoot -trials 100   # deadline overshoot under faults; ~5 minutes
 //
 // Run it from the bench module's directory.
 package main
