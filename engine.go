@@ -106,7 +106,7 @@ type lockCall struct {
 	detached bool
 
 	// onePart holds parts for a call of one part (all but a MultiLock's):
-	// a slice of their own was an allocation per Lock.
+	// a slice of their own would be an allocation per Lock.
 	onePart [1]lockPart
 }
 

@@ -11,8 +11,8 @@ import (
 // and once more at every script call that sends it, because boxing a string
 // into the call's []any copies its header to the heap. This file makes each
 // id once, in memory that never changes afterwards, and sends it as a
-// pointer to that memory (a *textArg), which boxes for free. That was 7 of
-// the 38 allocations of an uncontended Lock+Unlock.
+// pointer to that memory (a *textArg), which boxes for free: 7 allocations
+// fewer per uncontended Lock+Unlock.
 
 // A textArg is a string sent to a script by pointer (see strArg). go-redis
 // writes an argument that is an encoding.BinaryMarshaler as its bytes, and

@@ -90,11 +90,11 @@ func TestInlineUnlockCutShortKeepsTheOwnersNextLockBehindItsRetry(t *testing.T) 
 	require.NoError(t, l.Unlock(again))
 }
 
-// inlineAllocBudget is TestLockUnlockAllocBudget's for the inline path: 32
-// a cycle measured, one more than the goroutine's path, its deadline
-// context (relock's own: 5 allocations) standing for the goroutine's; with
-// context.WithDeadline it was 6 more. A pool of deadline contexts saved 5,
-// and was left out (see deadlineCtx).
+// inlineAllocBudget is TestLockUnlockAllocBudget's for the inline path: one
+// more than the goroutine's path, its deadline context (relock's own: 5
+// allocations, 6 fewer than context.WithDeadline's) standing for the
+// goroutine's. A pool of deadline contexts would save 5, and is left out
+// (see deadlineCtx).
 const inlineAllocBudget = lockUnlockAllocBudget + 1
 
 func TestInlineLockUnlockAllocBudget(t *testing.T) {

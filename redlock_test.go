@@ -456,26 +456,26 @@ func waitDone(t testing.TB, ctx context.Context) {
 	}
 }
 
-// A release that reaches two of three masters late never deletes
-// the same owner's next hold there. The owner (from an outer context) unlocks
-// while masters 1 and 2 are slow: their proxies hold the release requests
-// longer than the node timeout, so Unlock returns with master 0's answer
-// alone, and masters 1 and 2 still have the old grant. The owner locks again
-// at once, and the late releases land after the new grants. The new hold must survive on
-// a majority, its token must be greater than the first hold's, and no other
-// process may get the lock while the owner's context is live. In every other
-// round master 0 is slow during the re-lock as well, so that the re-lock is
-// granted, if at all, by masters 1 and 2 alone: on the code before the fix
-// they took it as a replay of the first grant and handed out its token again.
+// A release that reaches two of three masters late never deletes the same
+// owner's next hold there. The owner (from an outer context) unlocks while
+// masters 1 and 2 are slow: their proxies hold the release requests longer
+// than the node timeout, so Unlock returns with master 0's answer alone, and
+// masters 1 and 2 still have the old grant. The owner locks again at once,
+// and the late releases land after the new grants. The new hold must survive
+// on a majority, its token must be greater than the first hold's, and no
+// other process may get the lock while the owner's context is live. In every
+// other round master 0 is slow during the re-lock as well, so that the
+// re-lock is granted, if at all, by masters 1 and 2 alone: they must not take
+// it as a replay of the first grant and hand out its token again.
 //
 // The first Lock+Unlock teaches every master the scripts, as in any process
-// that has used the lock before. Without it the late release was an EVALSHA
-// of a script masters 1 and 2 did not know yet: its NOSCRIPT came back after
-// the caller had given up, so go-redis never sent the EVAL, the release never
-// ran, and this test passed on the code before the fix too.
+// that has used the lock before. Without it the late release would be an
+// EVALSHA of a script masters 1 and 2 do not know yet: its NOSCRIPT would
+// come back after the caller had given up, go-redis would never send the
+// EVAL, and the release the test is about would never run.
 //
-// The delay is one way and longer than the node timeout (the 400 ms
-// was against the 100 ms default; the tests use 500 ms for loaded machines).
+// The delay is one way and longer than the node timeout (500 ms against the
+// tests' node timeout, with margin for loaded machines).
 func TestRedLockLateReleaseNeverDeletesTheOwnersNextHold(t *testing.T) {
 	const slow = 700 * time.Millisecond
 	srvs := masters(t, 3)

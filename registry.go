@@ -27,7 +27,7 @@ type hold struct {
 	since   time.Time // when the generation was granted
 	entries []*entry  // live hold contexts, oldest first
 	// firstEntry is where entries starts: most holds have one entry, and
-	// a slice of their own was an allocation per Lock.
+	// a slice of their own would be an allocation per Lock.
 	firstEntry [1]*entry
 	watched    bool // renewed by the watchdog: some entry has lease 0
 	releasing  bool // a final release is in flight: a renewal miss is expected

@@ -45,8 +45,8 @@ import (
 // crosses the network once per server; evalPipeline does the same for a
 // pipeline of calls. The EVALSHA line is relock's own (scriptCall.argv,
 // sent with Process), not go-redis's EvalSha: that one copies keys and
-// args into a new list at each send, boxing every key again, which was a
-// fifth of a Lock+Unlock's allocations.
+// args into a new list at each send, boxing every key again: a fifth of a
+// Lock+Unlock's allocations.
 
 // A scriptCall is one run of a script: its KEYS and ARGV, in the order of its
 // header. argv, when set (newCall), is the whole command as sent —
