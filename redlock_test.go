@@ -474,8 +474,8 @@ func waitDone(t testing.TB, ctx context.Context) {
 // come back after the caller had given up, go-redis would never send the
 // EVAL, and the release the test is about would never run.
 //
-// The delay is one way and longer than the node timeout (500 ms against the
-// tests' node timeout, with margin for loaded machines).
+// The delay (700 ms) is one way and longer than the tests' node timeout
+// (500 ms, for loaded machines).
 func TestRedLockLateReleaseNeverDeletesTheOwnersNextHold(t *testing.T) {
 	const slow = 700 * time.Millisecond
 	srvs := masters(t, 3)
