@@ -17,9 +17,8 @@ import (
 )
 
 // A TrySetCount or a Delete whose reply is lost is resent by go-redis, and
-// returns what its first run returned. (Fails on the code before: the
-// resent TrySetCount reported false, "closed already", and the resent
-// Delete false, although each had done its work.)
+// returns what its first run returned, not "closed already" or "nothing
+// to delete" for the work its first run did.
 func TestCountDownLatchReplayedSetAndDeleteReturnTheirFirstResult(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()

@@ -51,7 +51,7 @@ func queuedWaiters(t *testing.T, rdb redis.UniversalClient, k lockKind, key stri
 // Timeline (t1: H's release hands the lock to W, W's lease 1.2 s): X takes
 // the lock at t1+1.2 s, W's timer attempt comes at t1+1.5 s (H's lease end),
 // the grant reaches W at t1+1.7 s: within a third of W's lease of that
-// attempt, where the grant used to be taken as it is.
+// attempt, so the trust rule alone would take it as it is.
 func TestLateGrantAfterItsLeaseIsClaimedNotTaken(t *testing.T) {
 	noLeaks(t)
 	srv := redistest.Start(t)

@@ -276,11 +276,10 @@ func TestParentCancellationEndsTheContextNotTheHold(t *testing.T) {
 	require.False(t, locked)
 }
 
-// Under churn of one owner, with renewals running all
-// the time, no hold is declared lost, no renewal fails (counted from the
-// watchdog's own warnings, which the code before the fix also logged), and
-// at the end the registry and Redis are empty. Three rounds, since the races
-// it guards against struck in about 1 of 3 runs.
+// Under churn of one owner, with renewals running all the time, no hold is
+// declared lost, no renewal fails (counted from the watchdog's own
+// warnings), and at the end the registry and Redis are empty. Three rounds,
+// since the races it guards against show in about 1 of 3 runs.
 func TestChurnWithConstantRenewalsLosesNothing(t *testing.T) {
 	for round := range 3 {
 		t.Run(fmt.Sprint("round", round), churnRound)

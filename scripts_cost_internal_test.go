@@ -48,8 +48,7 @@ func scriptSourceOf(s *redis.Script) string {
 
 // The scripts of an uncontended Lock+Unlock and FairLock+Unlock, fenced or
 // not, and a Lock's release that hands the lock over, pass Redis no number
-// as a command argument: counts, tokens and latch slots go as text. (Fails
-// on the code before: grant_new's count 1, end_hold's latch count.)
+// as a command argument: counts, tokens and latch slots go as text.
 func TestCommonScriptPathsPassNoNumbers(t *testing.T) {
 	rdb := redistest.Start(t).Client()
 	ctx := context.Background()

@@ -61,7 +61,6 @@ func boundedOnHungRedis(t *testing.T, name string, call func(ctx context.Context
 
 // Wait returns by its deadline on a hung Redis, with an error wrapping
 // ErrNotObtained, the deadline and ErrUnavailable, as Semaphore.Acquire's.
-// (Fails on the code before: 5 s, "latch count: i/o timeout".)
 func TestLatchWaitReturnsByItsDeadlineOnAHungRedis(t *testing.T) {
 	c, _ := hungLatch(t)
 	err := boundedOnHungRedis(t, "Wait", c.CountDownLatch("hung").Wait)
@@ -75,7 +74,7 @@ func TestLatchWaitReturnsByItsDeadlineOnAHungRedis(t *testing.T) {
 
 // Every query and change of Semaphore and CountDownLatch returns by the
 // caller's deadline on a hung Redis; a change cut short says it may still
-// apply. (Fails on the code before: each took go-redis's timeouts, 3-5 s.)
+// apply.
 func TestSemaphoreAndLatchCallsReturnByTheDeadline(t *testing.T) {
 	c, _ := hungLatch(t)
 	s := c.Semaphore("hung", 2)
@@ -103,8 +102,7 @@ func TestSemaphoreAndLatchCallsReturnByTheDeadline(t *testing.T) {
 
 // After Close, the queries of every kind and the releases of every kind
 // work, RedLock's included; whatever may start something new fails with
-// ErrClientClosed. (Fails on the code before: the queries and RedLock's
-// Unlock returned ErrClientClosed.)
+// ErrClientClosed.
 func TestQueriesAndReleasesWorkAfterClose(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
