@@ -90,9 +90,8 @@ func waitSubscribed(t *testing.T, rdb *redis.Client, channel string, n int64) {
 
 // Delete fails the waiters that saw the latch closed, at once, with
 // ErrNotObtained and not ErrLockLost; a Wait that starts after it returns
-// at once; only the mark is left, and it expires. (Fails on the code
-// before: the waiter returned nil at its next re-check, the latch read as
-// open.)
+// at once; only the mark is left, and it expires. The waiter must not read
+// the deleted latch as open.
 func TestCountDownLatchDeleteFailsItsWaiters(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
@@ -131,9 +130,8 @@ func TestCountDownLatchDeleteFailsItsWaiters(t *testing.T) {
 // Three Clients count a latch of 400 down; Redis restarts without its data
 // after 170. The waiter never returns nil: it fails with ErrNotObtained and
 // ErrLockLost within a few seconds of Redis coming back, also when a
-// counter sets the latch again after the restart. (Fails on the code
-// before: the waiter returned nil, the forgotten latch reading as open; or
-// waited on for the new latch.)
+// counter sets the latch again after the restart: it reads the forgotten
+// latch neither as open nor as the new one.
 func TestCountDownLatchLostByARestartFailsItsWaiter(t *testing.T) {
 	for _, setAgain := range []bool{false, true} {
 		t.Run(fmt.Sprintf("setAgain=%v", setAgain), func(t *testing.T) {
