@@ -53,7 +53,7 @@ const (
 	KindMultiLock      Kind = "multilock" // a MultiLock's wait; its parts' events are KindLock
 	KindRedLock        Kind = "redlock"
 	KindSemaphore      Kind = "semaphore"
-	KindCountDownLatch Kind = "countdownlatch" // its Wait: wait events only"
+	KindCountDownLatch Kind = "countdownlatch" // its Wait: wait events only
 )
 
 // LockInfo names the lock an event is about.
