@@ -37,9 +37,7 @@ func fairKeysOf(ks keyspace) fairKeys {
 	return k
 }
 
-// FairLock returns the fair lock called name. It sends nothing to Redis. An
-// empty or oversized name does not panic: every method of the returned
-// FairLock then fails with ErrInvalidArgument.
+// FairLock returns the fair lock called name, as Client.Lock does.
 func (c *Client) FairLock(name string) *FairLock {
 	l := &FairLock{}
 	if l.init(c, name) {

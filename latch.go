@@ -30,9 +30,7 @@ const latchMarkTTL = 2 * time.Minute
 // that every waiter still finds the mark of an opening it missed.
 const latchRecheck = 10 * time.Second
 
-// CountDownLatch returns the latch called name. It sends nothing to Redis.
-// An invalid name does not panic: every method then fails with
-// ErrInvalidArgument.
+// CountDownLatch returns the latch called name, as Client.Lock does.
 func (c *Client) CountDownLatch(name string) *CountDownLatch {
 	l := &CountDownLatch{}
 	if l.init(c, name) {

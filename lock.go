@@ -36,9 +36,8 @@ func lockKeysOf(ks keyspace) lockKeys {
 	return k
 }
 
-// Lock returns the reentrant lock called name. It sends nothing to Redis. An
-// empty or oversized name does not panic: every method of the returned Lock
-// then fails with ErrInvalidArgument.
+// Lock returns the reentrant lock called name, sending nothing to Redis; an
+// invalid name makes its methods fail with ErrInvalidArgument.
 func (c *Client) Lock(name string) *Lock {
 	l := &Lock{}
 	if l.init(c, name) {
@@ -68,9 +67,8 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.
 }
 
 // Unlock releases one hold of ctx's owner and cancels its context with
-// ErrUnlocked; the lock is free once every hold is released. It works with a
-// cancelled ctx and returns within the unlock timeout (WithUnlockTimeout): a
-// release Redis did not confirm by then wraps ErrNotConfirmed. It returns
+// ErrUnlocked. It works with a cancelled ctx and returns within the unlock
+// timeout (an unconfirmed release wraps ErrNotConfirmed). It returns
 // ErrNotHeld, changing nothing, when ctx's owner holds no hold, and
 // ErrLockLost when the hold was lost before.
 func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(lockScheme{l})) }
@@ -84,14 +82,12 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	return l.forceUnlock(ctx, l.keys.hash, lockForceReleaseCall(l.c, l.keys))
 }
 
-// Token returns the fencing token of ctx's hold, or ErrNotHeld when ctx's
-// owner holds none of this Client: strictly greater than every earlier
-// acquisition's of this lock name, the same for its re-entries. Tokens keep
-// increasing across lease expiry, force-unlock, a restart without
-// persistence, a failover to a replica that missed writes and eviction, as
-// long as no Redis host's clock steps back (or lags its master's) by more
-// than the time since the acquisition Redis forgot. They are large (about
-// 1.8e15): compare them.
+// Token returns the fencing token of ctx's hold, the same for its re-entries
+// (ErrNotHeld when this Client has none): greater than every earlier
+// acquisition's of this name, also across expiry, force-unlock, restarts,
+// failovers and eviction, as long as no Redis host's clock steps back (or
+// lags its master's) by more than the time since the acquisition Redis
+// forgot. Compare tokens only.
 func (l *Lock) Token(ctx context.Context) (int64, error) { return l.token(ctx, lockScheme{l}) }
 
 // lockScheme runs Lock's scripts.

@@ -133,10 +133,8 @@ func WithShardedPubSub(on bool) Option {
 const defaultWaiterTimeout = 10 * time.Second
 
 // WithWaiterTimeout sets how long a FairLock's queue and an RWLock writer's
-// claim live unless a waiter renews them (default 10 s). A waiter renews
-// them every third of it, one round trip each time; a dead writer's claim
-// keeps new readers out for at most this long. FairLock waiters that all
-// stalled past it queue again, in the order of their next attempts.
+// claim live unless a waiter renews them (default 10 s; a waiter renews every
+// third of it). FairLock waiters that all stalled past it queue again.
 func WithWaiterTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("waiter timeout", d); err != nil {
@@ -150,12 +148,10 @@ func WithWaiterTimeout(d time.Duration) Option {
 	}
 }
 
-// WithUnlockTimeout sets how long Unlock, Release, Do's release and Close
-// wait for Redis to confirm a release (default 1 s), however long Redis
-// hangs, including behind an earlier request of the owner still in flight
-// on that lock. A release not confirmed by then returns an error wrapping
-// ErrNotConfirmed and ErrUnavailable, and goes on in the background until
-// it is confirmed or the lease runs out.
+// WithUnlockTimeout sets how long Unlock, Release, Do and Close wait for
+// Redis to confirm a release (default 1 s), however long Redis hangs or an
+// earlier request of the owner on that lock is in flight (see the package
+// doc for a release not confirmed by then).
 func WithUnlockTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock timeout", d); err != nil {

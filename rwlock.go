@@ -49,9 +49,7 @@ func rwKeysOf(ks keyspace) rwKeys {
 	return k
 }
 
-// RWLock returns the read/write lock called name. It sends nothing to
-// Redis. An empty or oversized name does not panic: every method of its read
-// and write locks then fails with ErrInvalidArgument.
+// RWLock returns the read/write lock called name, as Client.Lock does.
 func (c *Client) RWLock(name string) *RWLock {
 	l := &RWLock{}
 	if l.init(c, name) {
@@ -104,10 +102,9 @@ func (r *ReadLock) HeldBy(ctx context.Context) (bool, error) { return r.m.heldBy
 // (0 when nobody holds it).
 func (r *ReadLock) TTL(ctx context.Context) (time.Duration, error) { return r.m.ttl(ctx) }
 
-// Lock is Lock.Lock for the write hold, granted when nobody else reads or
-// writes; new readers queue behind it while it waits. It returns ErrUpgrade
-// when ctx's owner reads (with a WithOwner id, on any Client); a read hold
-// whose Unlock this Client is still retrying does not count.
+// Lock is Lock.Lock for the write hold; new readers queue behind it while
+// it waits. It returns ErrUpgrade when ctx's owner reads (a read hold whose
+// Unlock this Client is still retrying does not count).
 func (w *WriteLock) Lock(ctx context.Context) (context.Context, error) { return w.m.lock(ctx) }
 
 // TryLock is Lock.TryLock for the write hold; when wait ends first, readers
