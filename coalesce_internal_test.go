@@ -73,7 +73,7 @@ func TestCoalescedBatchesAreBoundedAndRepliesPerCall(t *testing.T) {
 			assert.Equal(t, fmt.Sprint("first", i), v)
 		})
 	}
-	waitFor(&co, func() bool { return co.inFlight == coalesceInFlight })
+	waitFor(&co, func() bool { return co.one.inFlight == coalesceInFlight })
 	require.NoError(t, rdb.ScriptFlush(ctx).Err(), "the queued calls will meet NOSCRIPT")
 	for i := range queued {
 		wg.Go(func() {
@@ -90,11 +90,11 @@ func TestCoalescedBatchesAreBoundedAndRepliesPerCall(t *testing.T) {
 			assert.Equal(t, arg, v, "call %d gets its own reply", i)
 		})
 	}
-	waitFor(&co, func() bool { return len(co.queue) == queued })
+	waitFor(&co, func() bool { return len(co.one.queue) == queued })
 	close(h.open)
 	wg.Wait()
-	assert.Zero(t, co.inFlight, "every token is back")
-	assert.Empty(t, co.queue)
+	assert.Zero(t, co.one.inFlight, "every token is back")
+	assert.Empty(t, co.one.queue)
 	total := 0
 	for _, n := range h.sizes {
 		assert.LessOrEqual(t, n, coalesceMaxBatch)
