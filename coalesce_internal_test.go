@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/relock-go/relock/internal/redistest"
@@ -115,5 +116,102 @@ func waitFor(co *coalescer, cond func() bool) {
 			return
 		}
 		runtime.Gosched()
+	}
+}
+
+var setScript = redis.NewScript(`
+if ARGV[1] == 'fail' then
+	return redis.error_reply('ERR asked to fail')
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]`)
+
+// On a Cluster whose slot map changed under the client, a batch queued for
+// the node the client believed in still gives each call its own reply: the
+// call on the moved slot follows MOVED to its new master, where it meets
+// NOSCRIPT and is sent again by EVAL, and an error reply fails its call
+// only. Each call ran on the master that serves its key.
+func TestCoalescedBatchFollowsMovedPerCall(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	rdb := cl.Client()
+	ctx := context.Background()
+	require.NoError(t, rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		return setScript.Load(ctx, m).Err()
+	}))
+	masters, err := cl.Masters(ctx)
+	require.NoError(t, err)
+	from, err := cl.MasterOf(ctx, "moved")
+	require.NoError(t, err)
+	to := masters[0]
+	if to == from {
+		to = masters[1]
+	}
+	var stay []string // keys that stay on from
+	for i := 0; len(stay) < coalesceInFlight+3; i++ {
+		k := fmt.Sprint("stay", i)
+		if m, err := cl.MasterOf(ctx, k); assert.NoError(t, err) && m == from {
+			stay = append(stay, k)
+		}
+	}
+	rdb.ReloadState(ctx) // the client learns the slot map before it changes
+	require.Eventually(t, func() bool {
+		n, err := rdb.MasterForKey(ctx, "moved")
+		return err == nil && n.Options().Addr == from.Addr()
+	}, 5*time.Second, 10*time.Millisecond)
+
+	slot, err := from.Client().ClusterKeySlot(ctx, "moved").Result()
+	require.NoError(t, err)
+	toID, err := to.Client().ClusterMyID(ctx).Result()
+	require.NoError(t, err)
+	for _, m := range masters {
+		require.NoError(t, m.Client().Do(ctx, "cluster", "setslot", slot, "node", toID).Err())
+	}
+	require.NoError(t, to.Client().ScriptFlush(ctx).Err(), "the moved call meets NOSCRIPT")
+
+	h := &gateHook{open: make(chan struct{})}
+	rdb.AddHook(h)
+	var co coalescer
+	call := func(key, arg string) scriptCall {
+		return scriptCall{script: setScript, keys: []string{key}, args: []any{arg}}
+	}
+	var wg sync.WaitGroup
+	for i := range coalesceInFlight { // they take from's send tokens, held at the gate
+		wg.Go(func() {
+			v, err := co.run(ctx, rdb, call(stay[i], stay[i])).Text()
+			assert.NoError(t, err)
+			assert.Equal(t, stay[i], v)
+		})
+	}
+	waitFor(&co, func() bool { return co.lanes[from.Addr()] != nil && co.lanes[from.Addr()].inFlight == coalesceInFlight })
+	queued := map[string]string{"moved": "moved", stay[coalesceInFlight]: "fail", stay[coalesceInFlight+1]: stay[coalesceInFlight+1]}
+	for key, arg := range queued {
+		wg.Go(func() {
+			v, err := co.run(ctx, rdb, call(key, arg)).Text()
+			if arg == "fail" {
+				assert.ErrorContains(t, err, "asked to fail", key)
+				return
+			}
+			assert.NoError(t, err, key)
+			assert.Equal(t, arg, v, "%s gets its own reply", key)
+		})
+	}
+	waitFor(&co, func() bool { return len(co.lanes[from.Addr()].queue) == len(queued) })
+	close(h.open)
+	wg.Wait()
+	assert.Contains(t, h.sizes, len(queued), "the queued calls left as one batch")
+	stats, err := from.Client().Info(ctx, "errorstats").Result()
+	require.NoError(t, err)
+	assert.Contains(t, stats, "errorstat_MOVED", "the batch met MOVED")
+	got, err := to.Client().Get(ctx, "moved").Result()
+	require.NoError(t, err, "the moved call ran on its new master")
+	assert.Equal(t, "moved", got)
+	for i, k := range stay[:coalesceInFlight+2] {
+		n, err := from.Client().Exists(ctx, k).Result()
+		require.NoError(t, err)
+		want := int64(1)
+		if i == coalesceInFlight {
+			want = 0 // the failed call wrote nothing
+		}
+		assert.Equal(t, want, n, "%s ran on its master", k)
 	}
 }
