@@ -215,3 +215,51 @@ func TestCoalescedBatchFollowsMovedPerCall(t *testing.T) {
 		assert.Equal(t, want, n, "%s ran on its master", k)
 	}
 }
+
+// A queued call without a deadline waits for its send at most go-redis's
+// PoolTimeout, as go-redis waits for a connection: then it leaves the
+// queue, not sent (a definite outcome), while the sends it waited behind
+// go on.
+func TestQueuedCallWithoutDeadlineLeavesAtThePoolTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	const poolTimeout = 200 * time.Millisecond
+	rdb := srv.Client(func(o *redis.Options) { o.PoolTimeout = poolTimeout })
+	require.NoError(t, echoScript.Load(context.Background(), rdb).Err())
+	h := &recordHook{open: make(chan struct{})}
+	rdb.AddHook(h)
+	var co coalescer
+	ctx := context.Background()
+	before, err := redistest.CommandCalls(ctx, srv.Client())
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := range coalesceInFlight { // they take the send tokens, held at the gate
+		wg.Go(func() {
+			v, err := co.run(ctx, rdb, echoCall(fmt.Sprint("held", i))).Text()
+			assert.NoError(t, err)
+			assert.Equal(t, fmt.Sprint("held", i), v)
+		})
+	}
+	waitFor(&co, func() bool { return co.one.inFlight == coalesceInFlight })
+	assert.Equal(t, poolTimeout, co.queueBound)
+
+	start := time.Now()
+	err = co.run(ctx, rdb, echoCall("queued")).Err()
+	took := time.Since(start)
+	require.ErrorIs(t, err, errQueueTimeout)
+	require.ErrorIs(t, err, ErrUnavailable)
+	assert.False(t, outcomeUnknown(err), "not sent: the outcome is known")
+	assert.GreaterOrEqual(t, took, poolTimeout, "it waited its bound")
+	assert.Less(t, took, poolTimeout+time.Second)
+	co.mu.Lock()
+	assert.Empty(t, co.one.queue)
+	assert.Equal(t, coalesceInFlight, co.one.inFlight, "the sends it waited behind go on")
+	co.mu.Unlock()
+
+	close(h.open)
+	wg.Wait()
+	after, err := redistest.CommandCalls(ctx, srv.Client())
+	require.NoError(t, err)
+	assert.Equal(t, int64(coalesceInFlight), after["evalsha"]-before["evalsha"], "the call that left was never sent")
+	assert.Zero(t, after["eval"]-before["eval"])
+	assert.Zero(t, co.one.inFlight)
+}
