@@ -56,7 +56,12 @@
 // deadline) instead of overtaking it, and no clean-up races the request it
 // cleans up after. A TryLock with wait 0 and no deadline on its context is
 // bounded by go-redis's own timeouts; so is a Lock whose context never ends
-// (its first attempt's failure is returned).
+// (its first attempt's failure is returned). The Client's queue counts
+// among them: a request of the Client's that waits for the Client's earlier
+// requests to the same node to return (see "Shared round trips") waits at
+// most go-redis's PoolTimeout, as go-redis waits for a connection, and then
+// fails with ErrUnavailable, not sent; once sent it is bounded by the dial,
+// write and read timeouts (and retries) as any go-redis command.
 //
 // Unlock returns within the Client's unlock timeout (WithUnlockTimeout,
 // default 1 s), however long Redis hangs. A release Redis did not confirm
@@ -167,6 +172,20 @@
 // renewed, so a dead writer holds readers up at most that long. Its waiting
 // readers are all woken at once, on the readers' channel, and only when one
 // waits.
+//
+// # Shared round trips
+//
+// Script calls that goroutines of one Client make at the same time share
+// round trips: up to two sends to a node (a Cluster master, a Ring shard, the
+// one server otherwise) are in flight at once, and the calls for that node
+// made meanwhile leave together, in one pipeline, when one returns. Nodes do
+// not wait for each other: a hung Cluster master holds up only the calls on
+// its own keys. Each call keeps its own reply and error (a Redis error
+// fails that call only; NOSCRIPT and MOVED are handled per call, as for a
+// call sent alone). No call waits past its own bound for another's: calls
+// with a deadline are sent under the latest of theirs and each caller
+// returns at its own; a call without one waits for its send at most
+// go-redis's PoolTimeout (see "Failure and cancellation").
 //
 // # Leases
 //
