@@ -52,10 +52,9 @@
 // A hold taken without a lease time has the Client's watchdog lease (30 s,
 // WithWatchdogLease), renewed every third of it. A hold whose renewal finds
 // it gone, or whose renewals fail until its lease runs out, ends at once
-// with ErrLockLost. A hold taken with a lease time (TryLock's lease) expires
-// by itself. A process that dies holds its locks for their lease at most.
-// When the Client sees Redis restart or fail over, it checks every hold and
-// ends those Redis forgot.
+// with ErrLockLost; so do the holds Redis forgot, checked when the Client
+// sees Redis restart or fail over. A hold taken with a lease time (TryLock's
+// lease) expires by itself. A dead process holds its locks for their lease.
 //
 // # Failure and cancellation
 //
@@ -71,7 +70,9 @@
 // is undone once it returns, and the owner's next call on that lock waits
 // for that. A TryLock with wait 0 and no deadline on its context is bounded
 // by go-redis's own timeouts; so is a Lock whose context never ends (its
-// first attempt's failure is returned).
+// first attempt's failure is returned). Script calls of one Client share
+// round trips; one without a deadline waits at most go-redis's PoolTimeout
+// for its send, as for a connection, then fails with ErrUnavailable.
 //
 // Unlock and Release work with a cancelled context and return within the
 // unlock timeout (WithUnlockTimeout, default 1 s). A release Redis did not
@@ -113,9 +114,8 @@
 //
 // # Observing and inspecting
 //
-// WithObserver sets hooks for metrics and traces (extra/relockotel turns
-// them into OpenTelemetry). The Client logs one Warn line per loss and per
-// subscriber outage (WithLogger). Client.Inspect and Client.ListLocks read
-// the state in Redis for operators (types in the sub-package inspect);
-// docs/internals.md describes that state.
+// WithObserver sets hooks for metrics and traces (extra/relockotel). The
+// Client logs one Warn line per loss and per subscriber outage (WithLogger).
+// Client.Inspect and Client.ListLocks read the state in Redis for operators
+// (types in the sub-package inspect), which docs/internals.md describes.
 package relock

@@ -37,7 +37,11 @@ var (
 	ErrNotReplicated = errors.New("relock: lock write not replicated")
 
 	// ErrUnavailable: Redis could not be reached (a network error, a timeout,
-	// no reply). It wraps the network error. Whether the request ran is
+	// no reply), or it refused the Client's user: no password or a wrong one
+	// (NOAUTH, WRONGPASS), an ACL that forbids a command relock needs
+	// (NOPERM, or a script's refused command); the message then says which,
+	// and the server's reply is kept for errors.As. It wraps the network
+	// error. After a network error or a timeout, whether the request ran is
 	// unknown; the Client cleans up after it (see Lock and Unlock).
 	ErrUnavailable = errors.New("relock: redis unavailable")
 

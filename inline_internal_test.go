@@ -124,7 +124,7 @@ func coalesceRig(t *testing.T) (*coalescer, *redis.Client, *recordHook, *sync.Wa
 			assert.NoError(t, err)
 		})
 	}
-	waitFor(co, func() bool { return co.inFlight == coalesceInFlight })
+	waitFor(co, func() bool { return co.one.inFlight == coalesceInFlight })
 	return co, rdb, h, &wg
 }
 
@@ -136,11 +136,11 @@ func echoCall(arg string) scriptCall {
 // until it is queued too, and returns where its reply comes.
 func queueCall(co *coalescer, rdb *redis.Client, ctx context.Context, arg string) <-chan *redis.Cmd {
 	co.mu.Lock()
-	n := len(co.queue)
+	n := len(co.one.queue)
 	co.mu.Unlock()
 	out := make(chan *redis.Cmd, 1)
 	go func() { out <- co.run(ctx, rdb, echoCall(arg)) }()
-	waitFor(co, func() bool { return len(co.queue) == n+1 })
+	waitFor(co, func() bool { return len(co.one.queue) == n+1 })
 	return out
 }
 
@@ -162,7 +162,7 @@ func TestCoalescedCallLeavesTheQueueAtItsDeadline(t *testing.T) {
 		t.Fatal("the call whose deadline passed is still queued (the gate is closed)")
 	}
 	co.mu.Lock()
-	assert.Len(t, co.queue, 2, "the other calls stay queued")
+	assert.Len(t, co.one.queue, 2, "the other calls stay queued")
 	co.mu.Unlock()
 
 	close(h.open)
@@ -173,14 +173,14 @@ func TestCoalescedCallLeavesTheQueueAtItsDeadline(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, [][]string{{"before", "after"}}, h.pipelines, "the expired call was never sent")
-	assert.Zero(t, co.inFlight)
+	assert.Zero(t, co.one.inFlight)
 }
 
 // Calls with a deadline and calls without one never share a batch (an
 // acquire must not be cut by a release's deadline); a batch of calls with
-// deadlines is sent under the earliest of them, one without deadlines
-// under none, and each call gets its own reply.
-func TestCoalescedBatchIsSentUnderItsEarliestDeadline(t *testing.T) {
+// deadlines is sent under the latest of them (each caller returns at its
+// own), one without deadlines under none, and each call gets its own reply.
+func TestCoalescedBatchIsSentUnderItsLatestDeadline(t *testing.T) {
 	co, rdb, h, wg := coalesceRig(t)
 	soonAt, laterAt := time.Now().Add(20*time.Second), time.Now().Add(40*time.Second)
 	calls := []struct {
@@ -206,7 +206,7 @@ func TestCoalescedBatchIsSentUnderItsEarliestDeadline(t *testing.T) {
 	require.Contains(t, sent, "none,none2", "the calls without a deadline, in order, apart")
 	require.Contains(t, sent, "later,soon", "the calls with one, in order, apart")
 	assert.True(t, sent["none,none2"].IsZero(), "a batch without deadlines goes without one")
-	assert.True(t, soonAt.Equal(sent["later,soon"]), "the batch is sent under %v, got %v", soonAt, sent["later,soon"])
+	assert.True(t, laterAt.Equal(sent["later,soon"]), "the batch is sent under %v, got %v", laterAt, sent["later,soon"])
 
 	// A batch of calls without deadlines goes without one.
 	co2, rdb2, h2, wg2 := coalesceRig(t)
