@@ -1,6 +1,6 @@
 package relock
 
-// Unlock's release on the caller's goroutine (issue 29).
+// Unlock's release on the caller's goroutine.
 //
 // Unlock is always bounded (WithUnlockTimeout). By default go-redis ignores
 // a context's deadline, so relock bounds a release by running it on a
@@ -85,11 +85,10 @@ func newDeadlineCtx(parent context.Context, deadline time.Time) *deadlineCtx {
 }
 
 // release stops d's timer, its call done. d does not end then, unlike a
-// context.WithDeadline at its cancel: a d ended at release failed other
-// callers' Locks with its error under a hung or slow Redis
-// (TestCallsReturnByTheCallersBoundWithContextTimeouts: something keeps
-// using a call's context past the call; not traced further), while the
-// bound needs d to end at its deadline only.
+// context.WithDeadline at its cancel: go-redis may keep using a call's
+// context past the call (a dial it started for the pool finishes under
+// it), and ending d early would fail other callers' requests with its
+// error; the bound needs d to end at its deadline only.
 func (d *deadlineCtx) release() {
 	d.timer.Stop()
 	close(d.released)
