@@ -203,12 +203,6 @@ func (l *exclusive) HoldCount(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// HeldBy reports whether HoldCount(ctx) > 0.
-func (l *exclusive) HeldBy(ctx context.Context) (bool, error) {
-	n, err := l.HoldCount(ctx)
-	return n > 0, err
-}
-
 // TTL returns the lock's remaining lease, or 0 when it is not held.
 func (l *exclusive) TTL(ctx context.Context) (time.Duration, error) {
 	return l.pttl(ctx, l.hash)

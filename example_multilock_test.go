@@ -25,8 +25,8 @@ func ExampleMultiLock() {
 		}
 		defer m.Unlock(ctx)
 		for _, l := range m.Locks() {
-			held, _ := l.HeldBy(ctx)
-			fmt.Println(l.Name(), "held:", held)
+			n, _ := l.HoldCount(ctx)
+			fmt.Println(l.Name(), "held:", n > 0)
 		}
 		return nil
 	}

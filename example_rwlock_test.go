@@ -47,8 +47,8 @@ func ExampleRWLock_downgrade() {
 	// the write hold.
 	r, _ := cache.ReadLock().Lock(context.WithoutCancel(w))
 	_ = cache.WriteLock().Unlock(w)
-	reading, _ := cache.ReadLock().HeldBy(r)
-	fmt.Println("still reading:", reading)
+	reads, _ := cache.ReadLock().HoldCount(r)
+	fmt.Println("still reading:", reads > 0)
 
 	_, err := cache.WriteLock().Lock(r)
 	fmt.Println(errors.Is(err, relock.ErrUpgrade))

@@ -95,8 +95,6 @@ func (r *ReadLock) IsLocked(ctx context.Context) (bool, error) { return r.m.isLo
 // HoldCount returns how many read holds ctx's owner has.
 func (r *ReadLock) HoldCount(ctx context.Context) (int, error) { return r.m.holdCount(ctx) }
 
-// HeldBy reports whether HoldCount(ctx) > 0.
-func (r *ReadLock) HeldBy(ctx context.Context) (bool, error) { return r.m.heldBy(ctx) }
 
 // TTL returns the lease of the RWLock's longest-lived hold, read or write
 // (0 when nobody holds it).
@@ -125,8 +123,6 @@ func (w *WriteLock) IsLocked(ctx context.Context) (bool, error) { return w.m.isL
 // HoldCount returns how many write holds ctx's owner has.
 func (w *WriteLock) HoldCount(ctx context.Context) (int, error) { return w.m.holdCount(ctx) }
 
-// HeldBy reports whether HoldCount(ctx) > 0.
-func (w *WriteLock) HeldBy(ctx context.Context) (bool, error) { return w.m.heldBy(ctx) }
 
 // TTL is ReadLock.TTL.
 func (w *WriteLock) TTL(ctx context.Context) (time.Duration, error) { return w.m.ttl(ctx) }
@@ -202,11 +198,6 @@ func (m rwMode) holdCount(ctx context.Context) (int, error) {
 		return int(st[2]), nil
 	}
 	return int(st[3]), nil
-}
-
-func (m rwMode) heldBy(ctx context.Context) (bool, error) {
-	n, err := m.holdCount(ctx)
-	return n > 0, err
 }
 
 func (m rwMode) ttl(ctx context.Context) (time.Duration, error) { return m.l.pttl(ctx, m.l.keys.hash) }
