@@ -25,10 +25,9 @@ func (c *Client) Channels(name string) (inspect.Channels, error) {
 	if err != nil {
 		return inspect.Channels{}, err
 	}
-	rw := rwKeysOf(ks)
-	lk := lockKeysOf(ks)
-	fk := fairKeysOf(ks)
-	return inspect.Channels{Lock: lk.channel, LockHandOverPrefix: lk.hash + ":w:", Fair: fk.channel,
-		FairHandOverPrefix: fk.hash + ":w:", RWRead: rw.readCh, RWHandOverPrefix: rw.hash + ":w:",
-		SemaphoreHandOverPrefix: ks.key("sema") + ":w:", Latch: ks.key("latch:ch")}, nil
+	var ch inspect.Channels
+	for _, k := range inspected {
+		k.channels(ks, &ch)
+	}
+	return ch, nil
 }

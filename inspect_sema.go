@@ -60,39 +60,3 @@ func sortHolders(hs []inspect.Holder) {
 		return hs[i].Count < hs[j].Count
 	})
 }
-
-// summarize lives here, beside the Semaphore's inspection, to keep
-// inspect.go within its size.
-
-// summarize turns a state into one summary per kind that exists.
-func summarize(st *inspect.State) []inspect.Summary {
-	var out []inspect.Summary
-	if l := st.Lock; l != nil {
-		out = append(out, inspect.Summary{Name: st.Name, Kind: inspect.KindLock, Holders: len(l.Holders), Waiters: len(l.Queued), Lease: l.Lease, Token: l.Token})
-	}
-	if f := st.FairLock; f != nil {
-		out = append(out, inspect.Summary{Name: st.Name, Kind: inspect.KindFairLock, Holders: len(f.Holders), Waiters: len(f.Waiters), Lease: f.Lease, Token: f.Token})
-	}
-	if rw := st.RWLock; rw != nil {
-		s := inspect.Summary{Name: st.Name, Kind: inspect.KindRWLock, Holders: len(rw.Readers), Waiters: len(rw.WritersWaiting), Token: rw.Token}
-		for _, h := range rw.Readers {
-			s.Lease = max(s.Lease, h.Lease)
-		}
-		if rw.Writer != nil {
-			s.Holders++
-			s.Lease = max(s.Lease, rw.Writer.Lease)
-		}
-		out = append(out, s)
-	}
-	if sm := st.Semaphore; sm != nil {
-		s := inspect.Summary{Name: st.Name, Kind: inspect.KindSemaphore, Holders: len(sm.Holders), Waiters: len(sm.Waiters)}
-		for _, h := range sm.Holders {
-			s.Lease = max(s.Lease, h.Lease)
-		}
-		out = append(out, s)
-	}
-	if l := st.CountDownLatch; l != nil {
-		out = append(out, inspect.Summary{Name: st.Name, Kind: inspect.KindCountDownLatch, Count: l.Count})
-	}
-	return out
-}
