@@ -28,7 +28,9 @@ func (c *Client) Channels(name string) (inspect.Channels, error) {
 	}
 	var ch inspect.Channels
 	for _, k := range inspected {
-		k.channels(ks, &ch)
+		if k.channels != nil {
+			k.channels(ks, &ch)
+		}
 	}
 	return ch, nil
 }

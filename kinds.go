@@ -22,7 +22,7 @@ type kindRow struct {
 	// summary is its line of ListLocks (without the name); false when st
 	// has no such lock.
 	summary func(st *inspect.State) (inspect.Summary, bool)
-	// channels sets its fields of Channels.
+	// channels sets its fields of Channels (nil: it announces nothing).
 	channels func(ks keyspace, ch *inspect.Channels)
 	// tool is what the relock command does with it (Table of
 	// internal/kinds); its Releases is set from force.
@@ -75,6 +75,11 @@ var kindTable = []kindRow{
 		decode: decodeLatch, summary: summarizeLatch, channels: latchChannels,
 		tool:  kinds.Kind{Rows: latchRows, Watched: latchWatched},
 		force: forceLatch},
+	{typeName: "SpinLock", view: inspect.KindSpinLock, events: []Kind{KindSpinLock},
+		state:  []stateKey{{"spin", "hash"}},
+		decode: decodeSpin, summary: summarizeSpin,
+		tool:  kinds.Kind{Rows: spinRows},
+		force: forceSpin},
 }
 
 // inspected are the rows Inspect reports: those with state of their own.
