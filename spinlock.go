@@ -61,6 +61,11 @@ func (l *SpinLock) TryLock(ctx context.Context, wait, lease time.Duration) (cont
 // Unlock releases one hold of ctx's owner, as Lock.Unlock does.
 func (l *SpinLock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(spinScheme{l})) }
 
+// Do runs fn holding the lock, as Lock.Do does.
+func (l *SpinLock) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	return doWith(ctx, l.Lock, l.Unlock, fn)
+}
+
 // ForceUnlock frees the lock whoever holds it, as Lock.ForceUnlock does; no
 // waiter is woken: the first to poll takes it.
 func (l *SpinLock) ForceUnlock(ctx context.Context) (bool, error) {

@@ -78,5 +78,13 @@ func TestSpinLockWithoutPubSub(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.ErrorIs(t, holder.SpinLock(name).Unlock(hctx), relock.ErrLockLost)
+
+	// Do holds it around fn and releases it after.
+	require.NoError(t, waiter.SpinLock(name).Do(ctx, func(ctx context.Context) error {
+		held, err := holder.SpinLock(name).IsLocked(ctx)
+		require.NoError(t, err)
+		assert.True(t, held)
+		return nil
+	}))
 	requireOnlyExpiringLeftovers(t, admin)
 }
