@@ -49,35 +49,45 @@ func (c *Client) Inspect(ctx context.Context, name string) (*inspect.State, erro
 	return parseInspect(ks, res)
 }
 
-// parseInspect reads the inspect script's reply (see scripts/inspect.lua).
+// inspectCall reads, without writing, the state keys of every kind of lock
+// of one name (see parseInspect).
+func inspectCall(ks keyspace) scriptCall {
+	var keys []string
+	for _, k := range inspected {
+		for _, s := range k.state {
+			keys = append(keys, ks.key(s.suffix))
+		}
+	}
+	return scriptCall{script: inspectScript, keys: keys, args: inspectTypes}
+}
+
+// parseInspect reads the inspect script's reply (see scripts/inspect.lua):
+// the server's time, then each state key's value and PTTL, which each kind's
+// decode turns into its part of the state.
 func parseInspect(ks keyspace, res []any) (*inspect.State, error) {
-	if len(res) != 10 {
-		return nil, fmt.Errorf("relock: inspect script returned %d values, want 10", len(res))
+	if want := 2 + 2*len(inspectTypes); len(res) != want {
+		return nil, fmt.Errorf("relock: inspect script returned %d values, want %d", len(res), want)
 	}
 	p := replyParser{res: res}
 	sec, usec := p.int(0), p.int(1)
-	now := time.UnixMicro(sec*1_000_000 + usec)
 	nowMs := sec*1000 + usec/1000
-	st := &inspect.State{Name: ks.name, ServerTime: now}
-
-	if ex := exclusiveState(ks.key(""), p.strs(2), p.int(3)); len(ex.Holders) > 0 {
-		st.Lock = &ex
-	}
-	fair := inspect.Fair{
-		Exclusive: exclusiveState(ks.key("fair"), p.strs(4), p.int(5)),
-		QueueKey:  ks.key("fair:q"),
-		Waiters:   queuedWaiters(p.str(6)),
-	}
-	if len(fair.Holders) > 0 || len(fair.Waiters) > 0 {
-		st.FairLock = &fair
-	}
-	if rw := rwState(ks.key("rw"), p.strs(7), nowMs); rw != nil {
-		st.RWLock = rw
-	}
-	st.Semaphore = semaInspect(ks.key("sema"), p.strs(8), nowMs)
-	st.CountDownLatch = latchInspect(ks.key("latch"), p.str(9))
-	if p.err != nil {
-		return nil, p.err
+	st := &inspect.State{Name: ks.name, ServerTime: time.UnixMicro(sec*1_000_000 + usec)}
+	i := 2
+	for _, k := range inspected {
+		v := make([]keyValue, len(k.state))
+		for j, s := range k.state {
+			v[j] = keyValue{key: ks.key(s.suffix), pttl: p.int(i + 1)}
+			if s.typ == "hash" {
+				v[j].fields = p.strs(i)
+			} else {
+				v[j].str = p.str(i)
+			}
+			i += 2
+		}
+		if p.err != nil {
+			return nil, p.err
+		}
+		k.decode(st, v, nowMs)
 	}
 	return st, nil
 }
@@ -278,24 +288,6 @@ var tagUnescaper = strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%")
 // globEscaper makes a string match itself in a Redis glob pattern.
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
-// kindOfSuffix tells which lock type a key suffix (after the name's tag)
-// belongs to; keys that are not a lock's state (tails) give "".
-func kindOfSuffix(suffix string) inspect.Kind {
-	switch suffix {
-	case "":
-		return inspect.KindLock
-	case ":fair", ":fair:q":
-		return inspect.KindFairLock
-	case ":rw":
-		return inspect.KindRWLock
-	case ":sema":
-		return inspect.KindSemaphore
-	case ":latch":
-		return inspect.KindCountDownLatch
-	}
-	return ""
-}
-
 // ListLocks returns the locks that exist now, one inspect.Summary per kind of
 // lock per name, sorted by name then kind. pattern is a Redis glob on the
 // name ("" or "*": every lock), matched against the name's escaped form, in
@@ -354,7 +346,7 @@ func (c *Client) lockNames(ctx context.Context, pattern string) ([]keyspace, err
 				continue
 			}
 			esc, suffix, ok := strings.Cut(rest, "}")
-			if !ok || kindOfSuffix(suffix) == "" {
+			if !ok || kindOfSuffix[suffix] == "" {
 				continue
 			}
 			mu.Lock()
@@ -406,4 +398,16 @@ func (c *Client) inspectMany(ctx context.Context, kss []keyspace) ([]*inspect.St
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// summarize turns a state into one summary per kind that exists.
+func summarize(st *inspect.State) []inspect.Summary {
+	var out []inspect.Summary
+	for _, k := range inspected {
+		if s, ok := k.summary(st); ok {
+			s.Name, s.Kind = st.Name, k.view
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -1,12 +1,14 @@
 package relock
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/relock-go/relock/inspect"
+	"github.com/relock-go/relock/internal/kinds"
 )
 
 // semaInspect reads a Semaphore's hash (see sema_common.lua) at server time
@@ -61,38 +63,57 @@ func sortHolders(hs []inspect.Holder) {
 	})
 }
 
-// summarize lives here, beside the Semaphore's inspection, to keep
-// inspect.go within its size.
+// The Semaphore's row in the table of kinds (kinds.go).
 
-// summarize turns a state into one summary per kind that exists.
-func summarize(st *inspect.State) []inspect.Summary {
-	var out []inspect.Summary
-	if l := st.Lock; l != nil {
-		out = append(out, inspect.Summary{Name: st.Name, Kind: inspect.KindLock, Holders: len(l.Holders), Waiters: len(l.Queued), Lease: l.Lease, Token: l.Token})
+func decodeSema(st *inspect.State, v []keyValue, nowMs int64) {
+	st.Semaphore = semaInspect(v[0].key, v[0].fields, nowMs)
+}
+
+func summarizeSema(st *inspect.State) (inspect.Summary, bool) {
+	sm := st.Semaphore
+	if sm == nil {
+		return inspect.Summary{}, false
 	}
-	if f := st.FairLock; f != nil {
-		out = append(out, inspect.Summary{Name: st.Name, Kind: inspect.KindFairLock, Holders: len(f.Holders), Waiters: len(f.Waiters), Lease: f.Lease, Token: f.Token})
+	s := inspect.Summary{Holders: len(sm.Holders), Waiters: len(sm.Waiters)}
+	for _, h := range sm.Holders {
+		s.Lease = max(s.Lease, h.Lease)
 	}
-	if rw := st.RWLock; rw != nil {
-		s := inspect.Summary{Name: st.Name, Kind: inspect.KindRWLock, Holders: len(rw.Readers), Waiters: len(rw.WritersWaiting), Token: rw.Token}
-		for _, h := range rw.Readers {
-			s.Lease = max(s.Lease, h.Lease)
-		}
-		if rw.Writer != nil {
-			s.Holders++
-			s.Lease = max(s.Lease, rw.Writer.Lease)
-		}
-		out = append(out, s)
+	return s, true
+}
+
+func semaChannels(ks keyspace, ch *inspect.Channels) {
+	ch.SemaphoreHandOverPrefix = ks.key("sema") + ":w:"
+}
+
+// semaRows: HOLDS is a hold's permits, of the Semaphore's.
+func semaRows(st *inspect.State) []kinds.Row {
+	sm := st.Semaphore
+	if sm == nil {
+		return nil
 	}
-	if sm := st.Semaphore; sm != nil {
-		s := inspect.Summary{Name: st.Name, Kind: inspect.KindSemaphore, Holders: len(sm.Holders), Waiters: len(sm.Waiters)}
-		for _, h := range sm.Holders {
-			s.Lease = max(s.Lease, h.Lease)
-		}
-		out = append(out, s)
+	var rows []kinds.Row
+	for _, h := range sm.Holders {
+		rows = append(rows, kinds.Row{Role: "holder", Owner: h.Owner, Holds: fmt.Sprintf("%d/%d", h.Count, sm.Permits), Expires: h.Lease})
 	}
-	if l := st.CountDownLatch; l != nil {
-		out = append(out, inspect.Summary{Name: st.Name, Kind: inspect.KindCountDownLatch, Count: l.Count})
+	for i, w := range sm.Waiters {
+		rows = append(rows, kinds.Row{Role: queued(i), Owner: w.Owner, Holds: fmt.Sprintf("%d/%d", sm.WaiterPermits[i], sm.Permits), Expires: w.Remaining})
 	}
-	return out
+	return rows
+}
+
+func forceSema(c *Client, name string, st *inspect.State) []kinds.Release {
+	sm := st.Semaphore
+	if sm == nil || len(sm.Holders) == 0 {
+		return nil
+	}
+	next := ""
+	switch n := len(sm.Waiters); {
+	case n == 1:
+		next = "1 queued waiter may take the permits"
+	case n > 1:
+		next = fmt.Sprintf("%d queued waiters may take the permits, in their order", n)
+	}
+	// The capacity plays no part in a force release; Redis's is passed so
+	// that the Semaphore is valid.
+	return []kinds.Release{{Holders: sm.Holders, Unit: "permit", Next: next, Do: c.Semaphore(name, max(sm.Permits, 1)).ForceRelease}}
 }

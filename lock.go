@@ -29,7 +29,12 @@ type lockKeys struct {
 }
 
 func lockKeysOf(ks keyspace) lockKeys {
-	k := lockKeys{hash: ks.key(""), tail: ks.key("last"), channel: ks.key("ch")}
+	return lockKeysOn(ks.key(""), ks.key("last"), ks.key("ch"))
+}
+
+// lockKeysOn lays out a Lock's keys on the given hash, tail and channel.
+func lockKeysOn(hashKey, tailKey, channelKey string) lockKeys {
+	k := lockKeys{hash: hashKey, tail: tailKey, channel: channelKey}
 	hash, tail, channel := any(k.hash), any(k.tail), any(k.channel)
 	k.acquireKeys = keySet{[]string{k.hash, k.tail}, []any{hash, tail}}
 	k.releaseKeys = keySet{[]string{k.hash, k.channel, k.tail}, []any{hash, channel, tail}}

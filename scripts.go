@@ -447,12 +447,6 @@ func rwStateCall(hash, owner string) scriptCall {
 
 var inspectScript = newScript("inspect")
 
-// inspectCall reads, without writing, every kind of lock of one name (see
-// parseInspect).
-func inspectCall(ks keyspace) scriptCall {
-	return scriptCall{script: inspectScript, keys: []string{ks.key(""), ks.key("fair"), ks.key("fair:q"), ks.key("rw"), ks.key("sema"), ks.key("latch")}}
-}
-
 // Arguments. Every script call passes its arguments as the ...Call
 // functions above write them, in one convention: a value that depends only
 // on the Client's options comes pre-boxed from c.args (scriptArgs), a flag

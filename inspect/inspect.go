@@ -23,6 +23,7 @@ const (
 	KindRWLock         Kind = "rwlock"
 	KindSemaphore      Kind = "semaphore"
 	KindCountDownLatch Kind = "countdownlatch"
+	KindSpinLock       Kind = "spinlock"
 )
 
 // State is a snapshot of everything relock keeps in Redis for one lock name,
@@ -45,10 +46,14 @@ type State struct {
 	// CountDownLatch is the state of the CountDownLatch of this name, nil
 	// when it is open (an open latch leaves nothing in Redis).
 	CountDownLatch *Latch
+	// SpinLock is the state of the SpinLock of this name (its waiters poll
+	// and leave no trace).
+	SpinLock *Exclusive
 }
 
 // Kinds returns the kinds that exist under the name (held or waited for), in
-// the order Lock, FairLock, RWLock, Semaphore, CountDownLatch (closed); none
+// the order Lock, FairLock, RWLock, Semaphore, CountDownLatch (closed),
+// SpinLock; none
 // when the name is unknown.
 func (s *State) Kinds() []Kind {
 	var out []Kind
@@ -66,6 +71,9 @@ func (s *State) Kinds() []Kind {
 	}
 	if s.CountDownLatch != nil {
 		out = append(out, KindCountDownLatch)
+	}
+	if s.SpinLock != nil {
+		out = append(out, KindSpinLock)
 	}
 	return out
 }

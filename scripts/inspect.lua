@@ -1,61 +1,36 @@
 -- inspect: a read-only snapshot of every lock type of one name, for
 -- (*Client).Inspect. It writes nothing and evicts nothing: the Go side reads
--- the layout (inspect.go), so this script only gathers raw values in one
--- atomic step, with the server's clock.
+-- the layout (each kind's decode in kinds.go), so this script only gathers
+-- raw values in one atomic step, with the server's clock.
 --
--- KEYS[1]  Lock hash
--- KEYS[2]  FairLock hash
--- KEYS[3]  FairLock queue (string of entries, see fair_common)
--- KEYS[4]  RWLock hash
--- KEYS[5]  Semaphore hash
--- KEYS[6]  CountDownLatch hash
+-- KEYS[i]  the state keys of every kind, in the order of the table of kinds
+-- ARGV[i]  the Redis type KEYS[i] has when relock wrote it: hash or string
 --
--- Returns {seconds, microseconds,              -- server TIME
---          lock fields, lock pttl,
---          fair fields, fair pttl, fair queue,
---          rw fields, semaphore fields, latch count}
--- where fields are HGETALL's flat list, and the queue and the latch's count
--- (its field n) are "" when their key does not exist. A key of an unexpected type (not written by relock) reads
--- as absent.
-
-local function typed(key, want)
-	return redis.call('type', key)['ok'] == want
-end
-
-local function hash(key)
-	if typed(key, 'hash') then
-		return redis.call('hgetall', key)
-	end
-	return {}
-end
-
-local function pttl(key)
-	if typed(key, 'hash') then
-		return redis.call('pttl', key)
-	end
-	return -2
-end
-
-local function str(key)
-	if typed(key, 'string') then
-		return redis.call('get', key)
-	end
-	return ''
-end
-
-local function count(key)
-	if typed(key, 'hash') then
-		return redis.call('hget', key, 'n') or ''
-	end
-	return ''
-end
+-- Returns {seconds, microseconds,   -- server TIME
+--          value 1, pttl 1, value 2, pttl 2, ...}
+-- where a hash's value is HGETALL's flat list and a string's its content. A
+-- key that does not exist, or has another type (not written by relock),
+-- reads as absent: {} or "", and pttl -2.
 
 local t = redis.call('time')
-return {
-	tonumber(t[1]), tonumber(t[2]),
-	hash(KEYS[1]), pttl(KEYS[1]),
-	hash(KEYS[2]), pttl(KEYS[2]), str(KEYS[3]),
-	hash(KEYS[4]),
-	hash(KEYS[5]),
-	count(KEYS[6]),
-}
+local out = {tonumber(t[1]), tonumber(t[2])}
+for i, key in ipairs(KEYS) do
+	local want = ARGV[i]
+	local found = redis.call('type', key)['ok'] == want
+	if not found then
+		if want == 'hash' then
+			out[#out + 1] = {}
+		else
+			out[#out + 1] = ''
+		end
+		out[#out + 1] = -2
+	else
+		if want == 'hash' then
+			out[#out + 1] = redis.call('hgetall', key)
+		else
+			out[#out + 1] = redis.call('get', key)
+		end
+		out[#out + 1] = redis.call('pttl', key)
+	end
+end
+return out

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/relock-go/relock/inspect"
+	"github.com/relock-go/relock/internal/kinds"
 )
 
 // jsonReleased is one hold force-unlock removed.
@@ -23,39 +24,32 @@ type jsonForce struct {
 	Released []jsonReleased `json:"released"`
 }
 
-// release is one kind of hold force-unlock may remove.
+// release is one force release of one kind, as its row in the table of
+// kinds describes it.
 type release struct {
-	kind    inspect.Kind
-	mode    string
-	holders []inspect.Holder
-	waiters int
-	count   int // a CountDownLatch's count; it has no holders
-	do      func(context.Context) (bool, error)
+	kinds.Release
+	kind inspect.Kind
 }
 
 func (r release) what() string {
 	s := kindName(r.kind)
-	if r.mode != "" {
-		s += " " + r.mode
+	if r.Mode != "" {
+		s += " " + r.Mode
 	}
 	return s
 }
 
-// heldText says who holds what r releases: its holders with their hold
-// counts (a Semaphore's: permits), or a latch's count.
+// heldText says who holds what r releases: its holders with their counts
+// (holds, a Semaphore's permits), or a latch's count.
 func (r release) heldText() string {
-	if r.kind == inspect.KindCountDownLatch {
-		return "count " + strconv.Itoa(r.count)
+	if r.Deletes {
+		return "count " + strconv.Itoa(r.Count)
 	}
-	unit := "hold"
-	if r.kind == inspect.KindSemaphore {
-		unit = "permit"
-	}
-	parts := make([]string, len(r.holders))
-	for i, h := range r.holders {
-		n := strconv.Itoa(h.Count) + " " + unit + "s"
+	parts := make([]string, len(r.Holders))
+	for i, h := range r.Holders {
+		n := strconv.Itoa(h.Count) + " " + r.Unit + "s"
 		if h.Count == 1 {
-			n = "1 " + unit
+			n = "1 " + r.Unit
 		}
 		parts[i] = h.Owner + " (" + n + ")"
 	}
@@ -73,11 +67,13 @@ func (cl *cli) forceUnlock(ctx context.Context, name string) int {
 	if err != nil {
 		return cl.fail("inspect", err)
 	}
-	if l := st.CountDownLatch; l != nil && !cl.deleteLatch {
-		fmt.Fprintf(cl.stderr, "relock: %s is a closed CountDownLatch (count %d); force-unlock does not open a latch: pass --delete-latch to delete it; nothing released\n", name, l.Count)
-		return exitFail
-	}
 	todo := cl.releasesOf(name, st)
+	for _, r := range todo {
+		if r.Deletes && !cl.deleteLatch {
+			fmt.Fprintf(cl.stderr, "relock: %s is a closed %s (%s); force-unlock does not open a latch: pass --delete-latch to delete it; nothing released\n", name, r.what(), r.heldText())
+			return exitFail
+		}
+	}
 	out := jsonForce{Name: name, Released: []jsonReleased{}}
 	if len(todo) == 0 {
 		if cl.json {
@@ -95,12 +91,12 @@ func (cl *cli) forceUnlock(ctx context.Context, name string) int {
 		return exitFail
 	}
 	for _, r := range todo {
-		ok, err := r.do(ctx)
+		ok, err := r.Do(ctx)
 		if err != nil {
 			return cl.fail("force unlock "+r.what(), err)
 		}
 		if ok {
-			out.Released = append(out.Released, jsonReleased{Kind: string(r.kind), Mode: r.mode, Holders: holders(r.holders), Count: r.count})
+			out.Released = append(out.Released, jsonReleased{Kind: string(r.kind), Mode: r.Mode, Holders: holders(r.Holders), Count: r.Count})
 		}
 		if !cl.json {
 			cl.reportRelease(name, r, ok)
@@ -113,31 +109,14 @@ func (cl *cli) forceUnlock(ctx context.Context, name string) int {
 }
 
 // releasesOf lists the force releases that free every hold st shows on the
-// lock called name, one per kind (and RWLock mode) that is held, and the
-// deletion of a closed latch (forceUnlock has checked --delete-latch).
+// lock called name, as each kind's row says: one per kind (and RWLock mode)
+// that is held, and the deletion of a closed latch.
 func (cl *cli) releasesOf(name string, st *inspect.State) []release {
 	var todo []release
-	if l := st.Lock; l != nil && len(l.Holders) > 0 {
-		todo = append(todo, release{kind: inspect.KindLock, holders: l.Holders, waiters: len(l.Queued), do: cl.c.Lock(name).ForceUnlock})
-	}
-	if f := st.FairLock; f != nil && len(f.Holders) > 0 {
-		todo = append(todo, release{kind: inspect.KindFairLock, holders: f.Holders, waiters: len(f.Waiters), do: cl.c.FairLock(name).ForceUnlock})
-	}
-	if rw := st.RWLock; rw != nil {
-		if rw.Writer != nil {
-			todo = append(todo, release{kind: inspect.KindRWLock, mode: "write", holders: []inspect.Holder{*rw.Writer}, do: cl.c.RWLock(name).WriteLock().ForceUnlock})
+	for _, k := range kinds.Table {
+		for _, r := range k.Releases(cl.c, name, st) {
+			todo = append(todo, release{Release: r, kind: k.View})
 		}
-		if len(rw.Readers) > 0 {
-			todo = append(todo, release{kind: inspect.KindRWLock, mode: "read", holders: rw.Readers, do: cl.c.RWLock(name).ReadLock().ForceUnlock})
-		}
-	}
-	if sm := st.Semaphore; sm != nil && len(sm.Holders) > 0 {
-		// The capacity plays no part in a force release; Redis's is passed
-		// so that the Semaphore is valid.
-		todo = append(todo, release{kind: inspect.KindSemaphore, holders: sm.Holders, waiters: len(sm.Waiters), do: cl.c.Semaphore(name, max(sm.Permits, 1)).ForceRelease})
-	}
-	if l := st.CountDownLatch; l != nil {
-		todo = append(todo, release{kind: inspect.KindCountDownLatch, count: l.Count, do: cl.c.CountDownLatch(name).Delete})
 	}
 	return todo
 }
@@ -159,28 +138,18 @@ func (cl *cli) confirmed(name string, todo []release) bool {
 
 // reportRelease prints what one force release did (ok: it released a hold).
 func (cl *cli) reportRelease(name string, r release, ok bool) {
-	latch := r.kind == inspect.KindCountDownLatch
 	switch {
-	case !ok && latch:
+	case !ok && r.Deletes:
 		fmt.Fprintf(cl.stdout, "%s %s was no longer closed\n", r.what(), name)
-		return
 	case !ok:
 		fmt.Fprintf(cl.stdout, "%s %s was no longer held\n", r.what(), name)
-		return
-	case latch:
+	case r.Deletes:
 		fmt.Fprintf(cl.stdout, "deleted %s %s (%s)\n", r.what(), name, r.heldText())
-		return
+	case r.Next != "":
+		fmt.Fprintf(cl.stdout, "released %s %s %s; %s\n", r.what(), name, r.heldText(), r.Next)
+	default:
+		fmt.Fprintf(cl.stdout, "released %s %s %s\n", r.what(), name, r.heldText())
 	}
-	msg := fmt.Sprintf("released %s %s %s", r.what(), name, r.heldText())
-	switch {
-	case r.waiters == 1 && r.kind == inspect.KindSemaphore:
-		msg += "; 1 queued waiter may take the permits"
-	case r.waiters > 0 && r.kind == inspect.KindSemaphore:
-		msg += fmt.Sprintf("; %d queued waiters may take the permits, in their order", r.waiters)
-	case r.waiters > 0:
-		msg += fmt.Sprintf("; woke the first of %d queued waiters", r.waiters)
-	}
-	fmt.Fprintln(cl.stdout, msg)
 }
 
 func (cl *cli) writeOrFail(v any) int {

@@ -29,7 +29,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -37,6 +36,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/inspect"
+	"github.com/relock-go/relock/internal/kinds"
 )
 
 const (
@@ -277,17 +277,10 @@ func (cl *cli) fail(what string, err error) int {
 	return exitFail
 }
 
-// kindName is how the human output names a kind.
+// kindName is how the human output names a kind: its Go type.
 func kindName(k inspect.Kind) string {
-	switch k {
-	case inspect.KindLock:
-		return "Lock"
-	case inspect.KindFairLock:
-		return "FairLock"
-	case inspect.KindRWLock:
-		return "RWLock"
-	case inspect.KindCountDownLatch:
-		return "CountDownLatch"
+	if row, ok := kinds.Of(k); ok {
+		return row.Type
 	}
-	return strings.ToUpper(string(k[:1])) + string(k[1:])
+	return string(k)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/inspect"
+	"github.com/relock-go/relock/internal/kinds"
 )
 
 // The JSON the command prints. Durations are milliseconds, times RFC 3339
@@ -171,7 +172,8 @@ func token(t int64) string {
 	return strconv.FormatInt(t, 10)
 }
 
-// printState prints the table of a state: one row per holder and waiter.
+// printState prints the table of a state: one row per holder and waiter,
+// each kind's as the table of kinds says.
 func printState(w io.Writer, st *inspect.State) {
 	if !st.Exists() {
 		fmt.Fprintf(w, "no lock %s\n", st.Name)
@@ -179,49 +181,10 @@ func printState(w io.Writer, st *inspect.State) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tROLE\tOWNER\tHOLDS\tEXPIRES IN\tTOKEN")
-	row := func(kind inspect.Kind, role, owner, holds, expires, tok string) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", kindName(kind), role, owner, holds, expires, tok)
-	}
-	exclRows := func(kind inspect.Kind, e inspect.Exclusive) {
-		for _, h := range e.Holders {
-			row(kind, "holder", h.Owner, strconv.Itoa(h.Count), dur(h.Lease), token(e.Token))
+	for _, k := range kinds.Table {
+		for _, r := range k.Rows(st) {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Type, r.Role, r.Owner, r.Holds, dur(r.Expires), token(r.Token))
 		}
-	}
-	if l := st.Lock; l != nil {
-		exclRows(inspect.KindLock, *l)
-		for i, wt := range l.Queued {
-			row(inspect.KindLock, "queued #"+strconv.Itoa(i+1), wt.Owner, "-", "-", "-")
-		}
-	}
-	if f := st.FairLock; f != nil {
-		exclRows(inspect.KindFairLock, f.Exclusive)
-		for i, wt := range f.Waiters {
-			row(inspect.KindFairLock, "queued #"+strconv.Itoa(i+1), wt.Owner, "-", dur(wt.Remaining), "-")
-		}
-	}
-	if rw := st.RWLock; rw != nil {
-		if h := rw.Writer; h != nil {
-			row(inspect.KindRWLock, "writer", h.Owner, strconv.Itoa(h.Count), dur(h.Lease), token(rw.Token))
-		}
-		for _, h := range rw.Readers {
-			row(inspect.KindRWLock, "reader", h.Owner, strconv.Itoa(h.Count), dur(h.Lease), "-")
-		}
-		for _, wt := range rw.WritersWaiting {
-			row(inspect.KindRWLock, "writer waiting", wt.Owner, "-", dur(wt.Remaining), "-")
-		}
-	}
-	if sm := st.Semaphore; sm != nil {
-		// HOLDS is a hold's permits (of sm.Permits).
-		for _, h := range sm.Holders {
-			row(inspect.KindSemaphore, "holder", h.Owner, fmt.Sprintf("%d/%d", h.Count, sm.Permits), dur(h.Lease), "-")
-		}
-		for i, wt := range sm.Waiters {
-			row(inspect.KindSemaphore, "queued #"+strconv.Itoa(i+1), wt.Owner, fmt.Sprintf("%d/%d", sm.WaiterPermits[i], sm.Permits), dur(wt.Remaining), "-")
-		}
-	}
-	if l := st.CountDownLatch; l != nil {
-		// HOLDS is the count left; a latch has no owner and no lease.
-		row(inspect.KindCountDownLatch, "closed", "-", strconv.Itoa(l.Count), "-", "-")
 	}
 	_ = tw.Flush()
 }

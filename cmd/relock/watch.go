@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock/inspect"
+	"github.com/relock-go/relock/internal/kinds"
 )
 
 // settle is how long after a message watch looks again: a release is often
@@ -97,7 +98,12 @@ func (cl *cli) watch(ctx context.Context, name string) int {
 // tells of the CountDown that opens it, the others show at the re-read too.
 func (w *watcher) subscribe(ctx context.Context) error {
 	rdb := w.cl.rdb
-	exact := []string{w.chans.Lock, w.chans.Fair, w.chans.RWRead, w.chans.Latch}
+	var exact []string
+	for _, k := range kinds.Table {
+		if k.Watched != nil {
+			exact = append(exact, k.Watched(w.chans)...)
+		}
+	}
 	w.classic = rdb.Subscribe(ctx, exact...)
 	if err := confirm(ctx, w.classic, len(exact)); err != nil {
 		return err
@@ -200,14 +206,13 @@ end`)
 func (w *watcher) listen(ctx context.Context, st *inspect.State) {
 	var keys []string
 	var fields []any
-	if st.Lock != nil {
-		keys, fields = append(keys, st.Lock.Key), append(fields, "~m")
-	}
-	if st.FairLock != nil && len(st.FairLock.Holders) > 0 {
-		keys, fields = append(keys, st.FairLock.Key), append(fields, "~m")
-	}
-	if st.RWLock != nil && (len(st.RWLock.Readers) > 0 || st.RWLock.Writer != nil) {
-		keys, fields = append(keys, st.RWLock.Key), append(fields, "~r")
+	for _, k := range kinds.Table {
+		if k.Listen == nil {
+			continue
+		}
+		if key, field := k.Listen(st); key != "" {
+			keys, fields = append(keys, key), append(fields, field)
+		}
 	}
 	if len(keys) > 0 {
 		_ = listenScript.Run(ctx, w.cl.rdb, keys, fields...).Err()
@@ -217,45 +222,13 @@ func (w *watcher) listen(ctx context.Context, st *inspect.State) {
 func stamp(t time.Time) string { return t.Format("15:04:05.000") }
 
 // fingerprint identifies a state without its leases and deadlines, which
-// change all the time.
+// change all the time: the table's rows without their EXPIRES IN.
 func fingerprint(st *inspect.State) string {
 	var b strings.Builder
-	hs := func(tag string, hs []inspect.Holder) {
-		for _, h := range hs {
-			b.WriteString(tag + h.Owner + "=" + strconv.Itoa(h.Count) + ";")
+	for _, k := range kinds.Table {
+		for _, r := range k.Rows(st) {
+			b.WriteString(string(k.View) + "\x00" + r.Role + "\x00" + r.Owner + "\x00" + r.Holds + "\x00" + strconv.FormatInt(r.Token, 10) + "\n")
 		}
-	}
-	ws := func(tag string, ws []inspect.Waiter) {
-		for _, w := range ws {
-			b.WriteString(tag + w.Owner + ";")
-		}
-	}
-	if l := st.Lock; l != nil {
-		hs("L", l.Holders)
-		b.WriteString("t" + strconv.FormatInt(l.Token, 10) + ";")
-	}
-	if f := st.FairLock; f != nil {
-		hs("F", f.Holders)
-		ws("Q", f.Waiters)
-		b.WriteString("t" + strconv.FormatInt(f.Token, 10) + ";")
-	}
-	if rw := st.RWLock; rw != nil {
-		hs("R", rw.Readers)
-		if rw.Writer != nil {
-			hs("W", []inspect.Holder{*rw.Writer})
-		}
-		ws("V", rw.WritersWaiting)
-		b.WriteString("t" + strconv.FormatInt(rw.Token, 10) + ";")
-	}
-	if sm := st.Semaphore; sm != nil {
-		b.WriteString("p" + strconv.Itoa(sm.Permits) + ";")
-		hs("S", sm.Holders)
-		for i, w := range sm.Waiters {
-			b.WriteString("P" + w.Owner + "=" + strconv.Itoa(sm.WaiterPermits[i]) + ";")
-		}
-	}
-	if l := st.CountDownLatch; l != nil {
-		b.WriteString("c" + strconv.Itoa(l.Count) + ";")
 	}
 	return b.String()
 }

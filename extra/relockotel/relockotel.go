@@ -89,8 +89,9 @@ const (
 var causes = [...]string{causeExpired: CauseExpired, causeGone: CauseGone, causeForceUnlocked: CauseForceUnlocked,
 	causeRenewalFailed: CauseRenewalFailed, causeClientClosed: CauseClientClosed, causeOther: CauseOther}
 
-var kinds = [...]relock.Kind{relock.KindLock, relock.KindFairLock, relock.KindReadLock,
-	relock.KindWriteLock, relock.KindMultiLock, relock.KindRedLock, relock.KindSemaphore, relock.KindCountDownLatch}
+// kinds are the kinds whose attributes are built once: all of relock's, from
+// its table of kinds. An event's lock.kind is its relock.Kind as it is.
+var kinds = relock.Kinds()
 
 // Bucket boundaries of both histograms, in seconds: from a fast round trip
 // to holds of several minutes.

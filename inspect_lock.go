@@ -1,0 +1,206 @@
+package relock
+
+// The rows of Lock, FairLock and RWLock in the table of kinds (kinds.go):
+// how Inspect decodes them, ListLocks summarizes them, and the relock
+// command shows and force-releases them.
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/relock-go/relock/inspect"
+	"github.com/relock-go/relock/internal/kinds"
+)
+
+func decodeLock(st *inspect.State, v []keyValue, _ int64) {
+	if ex := exclusiveState(v[0].key, v[0].fields, v[0].pttl); len(ex.Holders) > 0 {
+		st.Lock = &ex
+	}
+}
+
+func summarizeLock(st *inspect.State) (inspect.Summary, bool) {
+	l := st.Lock
+	if l == nil {
+		return inspect.Summary{}, false
+	}
+	return inspect.Summary{Holders: len(l.Holders), Waiters: len(l.Queued), Lease: l.Lease, Token: l.Token}, true
+}
+
+func lockChannels(ks keyspace, ch *inspect.Channels) {
+	k := lockKeysOf(ks)
+	ch.Lock, ch.LockHandOverPrefix = k.channel, k.hash+":w:"
+}
+
+func lockRows(st *inspect.State) []kinds.Row {
+	l := st.Lock
+	if l == nil {
+		return nil
+	}
+	rows := exclusiveRows(*l)
+	for i, w := range l.Queued {
+		rows = append(rows, kinds.Row{Role: queued(i), Owner: w.Owner, Holds: "-"})
+	}
+	return rows
+}
+
+func lockWatched(ch inspect.Channels) []string { return []string{ch.Lock} }
+
+func lockListen(st *inspect.State) (string, string) {
+	if st.Lock == nil {
+		return "", ""
+	}
+	return st.Lock.Key, "~m"
+}
+
+func forceLock(c *Client, name string, st *inspect.State) []kinds.Release {
+	l := st.Lock
+	if l == nil || len(l.Holders) == 0 {
+		return nil
+	}
+	return []kinds.Release{{Holders: l.Holders, Unit: "hold", Next: wokeFirst(len(l.Queued)), Do: c.Lock(name).ForceUnlock}}
+}
+
+// FairLock
+
+func decodeFair(st *inspect.State, v []keyValue, _ int64) {
+	fair := inspect.Fair{
+		Exclusive: exclusiveState(v[0].key, v[0].fields, v[0].pttl),
+		QueueKey:  v[1].key,
+		Waiters:   queuedWaiters(v[1].str),
+	}
+	if len(fair.Holders) > 0 || len(fair.Waiters) > 0 {
+		st.FairLock = &fair
+	}
+}
+
+func summarizeFair(st *inspect.State) (inspect.Summary, bool) {
+	f := st.FairLock
+	if f == nil {
+		return inspect.Summary{}, false
+	}
+	return inspect.Summary{Holders: len(f.Holders), Waiters: len(f.Waiters), Lease: f.Lease, Token: f.Token}, true
+}
+
+func fairChannels(ks keyspace, ch *inspect.Channels) {
+	k := fairKeysOf(ks)
+	ch.Fair, ch.FairHandOverPrefix = k.channel, k.hash+":w:"
+}
+
+func fairRows(st *inspect.State) []kinds.Row {
+	f := st.FairLock
+	if f == nil {
+		return nil
+	}
+	rows := exclusiveRows(f.Exclusive)
+	for i, w := range f.Waiters {
+		rows = append(rows, kinds.Row{Role: queued(i), Owner: w.Owner, Holds: "-", Expires: w.Remaining})
+	}
+	return rows
+}
+
+func fairWatched(ch inspect.Channels) []string { return []string{ch.Fair} }
+
+func fairListen(st *inspect.State) (string, string) {
+	if st.FairLock == nil || len(st.FairLock.Holders) == 0 {
+		return "", ""
+	}
+	return st.FairLock.Key, "~m"
+}
+
+func forceFair(c *Client, name string, st *inspect.State) []kinds.Release {
+	f := st.FairLock
+	if f == nil || len(f.Holders) == 0 {
+		return nil
+	}
+	return []kinds.Release{{Holders: f.Holders, Unit: "hold", Next: wokeFirst(len(f.Waiters)), Do: c.FairLock(name).ForceUnlock}}
+}
+
+// RWLock
+
+func decodeRW(st *inspect.State, v []keyValue, nowMs int64) {
+	st.RWLock = rwState(v[0].key, v[0].fields, nowMs)
+}
+
+func summarizeRW(st *inspect.State) (inspect.Summary, bool) {
+	rw := st.RWLock
+	if rw == nil {
+		return inspect.Summary{}, false
+	}
+	s := inspect.Summary{Holders: len(rw.Readers), Waiters: len(rw.WritersWaiting), Token: rw.Token}
+	for _, h := range rw.Readers {
+		s.Lease = max(s.Lease, h.Lease)
+	}
+	if rw.Writer != nil {
+		s.Holders++
+		s.Lease = max(s.Lease, rw.Writer.Lease)
+	}
+	return s, true
+}
+
+func rwChannels(ks keyspace, ch *inspect.Channels) {
+	k := rwKeysOf(ks)
+	ch.RWRead, ch.RWHandOverPrefix = k.readCh, k.hash+":w:"
+}
+
+func rwRows(st *inspect.State) []kinds.Row {
+	rw := st.RWLock
+	if rw == nil {
+		return nil
+	}
+	var rows []kinds.Row
+	if h := rw.Writer; h != nil {
+		rows = append(rows, kinds.Row{Role: "writer", Owner: h.Owner, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Token: rw.Token})
+	}
+	for _, h := range rw.Readers {
+		rows = append(rows, kinds.Row{Role: "reader", Owner: h.Owner, Holds: strconv.Itoa(h.Count), Expires: h.Lease})
+	}
+	for _, w := range rw.WritersWaiting {
+		rows = append(rows, kinds.Row{Role: "writer waiting", Owner: w.Owner, Holds: "-", Expires: w.Remaining})
+	}
+	return rows
+}
+
+func rwWatched(ch inspect.Channels) []string { return []string{ch.RWRead} }
+
+func rwListen(st *inspect.State) (string, string) {
+	rw := st.RWLock
+	if rw == nil || (len(rw.Readers) == 0 && rw.Writer == nil) {
+		return "", ""
+	}
+	return rw.Key, "~r"
+}
+
+func forceRW(c *Client, name string, st *inspect.State) []kinds.Release {
+	rw := st.RWLock
+	if rw == nil {
+		return nil
+	}
+	var out []kinds.Release
+	if rw.Writer != nil {
+		out = append(out, kinds.Release{Mode: "write", Holders: []inspect.Holder{*rw.Writer}, Unit: "hold", Do: c.RWLock(name).WriteLock().ForceUnlock})
+	}
+	if len(rw.Readers) > 0 {
+		out = append(out, kinds.Release{Mode: "read", Holders: rw.Readers, Unit: "hold", Do: c.RWLock(name).ReadLock().ForceUnlock})
+	}
+	return out
+}
+
+// exclusiveRows are the holder lines of a Lock or a FairLock.
+func exclusiveRows(e inspect.Exclusive) []kinds.Row {
+	var rows []kinds.Row
+	for _, h := range e.Holders {
+		rows = append(rows, kinds.Row{Role: "holder", Owner: h.Owner, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Token: e.Token})
+	}
+	return rows
+}
+
+func queued(i int) string { return "queued #" + strconv.Itoa(i+1) }
+
+// wokeFirst is what a force release of an exclusive lock does to its n
+// queued waiters.
+func wokeFirst(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("woke the first of %d queued waiters", n)
+}

@@ -1,0 +1,147 @@
+package relock
+
+import (
+	"context"
+	"time"
+
+	"github.com/relock-go/relock/inspect"
+	"github.com/relock-go/relock/internal/kinds"
+)
+
+// KindSpinLock is a SpinLock's events.
+const KindSpinLock Kind = "spinlock"
+
+// spinEvery is how often a SpinLock's waiter tries again while the holder's
+// lease lasts longer.
+const spinEvery = 20 * time.Millisecond
+
+// SpinLock is a reentrant, exclusive lock whose waiters poll: a waiter tries
+// again every 20 ms, or when the holder's lease ends if that comes sooner,
+// and nothing subscribes or publishes for it. It suits a Redis user denied
+// pub/sub (the Client's own health subscription then fails, with a warning
+// in the log, and holds do not depend on it) and short holds; a Lock serves
+// its waiters sooner and with fewer commands. A SpinLock is not a Lock of
+// the same name: it has its own keys.
+//
+// Holds, leases, the watchdog, re-entry, fencing tokens and the failures
+// Lock, TryLock and Unlock report are those of a Lock; waiters are served
+// by whichever polls first, in no order.
+type SpinLock struct {
+	exclusive // Name, Key and the queries
+	keys      lockKeys
+}
+
+// SpinLock returns the spin lock called name. It sends nothing to Redis.
+// An empty or oversized name does not panic: every method of the returned
+// SpinLock then fails with ErrInvalidArgument.
+func (c *Client) SpinLock(name string) *SpinLock {
+	l := &SpinLock{}
+	if l.init(c, name) {
+		l.keys = spinKeysOf(l.ks)
+		l.hash = l.keys.hash
+	}
+	return l
+}
+
+// spinKeysOf lays a SpinLock out as a Lock under its own suffix.
+func spinKeysOf(ks keyspace) lockKeys {
+	return lockKeysOn(ks.key("spin"), ks.key("spin:last"), ks.key("spin:ch"))
+}
+
+// Lock blocks until the lock is acquired or ctx ends, as Lock.Lock does.
+func (l *SpinLock) Lock(ctx context.Context) (context.Context, error) {
+	return l.TryLock(ctx, WaitForever, 0)
+}
+
+// TryLock tries to acquire the lock for at most wait, as Lock.TryLock does.
+func (l *SpinLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
+	return l.tryLock(ctx, soleOf(spinScheme{l}), wait, lease)
+}
+
+// Unlock releases one hold of ctx's owner, as Lock.Unlock does.
+func (l *SpinLock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(spinScheme{l})) }
+
+// Do runs fn holding the lock, as Lock.Do does.
+func (l *SpinLock) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	return doWith(ctx, l.Lock, l.Unlock, fn)
+}
+
+// ForceUnlock frees the lock whoever holds it, as Lock.ForceUnlock does; no
+// waiter is woken: the first to poll takes it.
+func (l *SpinLock) ForceUnlock(ctx context.Context) (bool, error) {
+	return l.forceUnlock(ctx, l.keys.hash, lockForceReleaseCall(l.c, l.keys))
+}
+
+// Token returns the fencing token of ctx's hold, as Lock.Token does.
+func (l *SpinLock) Token(ctx context.Context) (int64, error) { return l.token(ctx, spinScheme{l}) }
+
+// spinScheme runs Lock's scripts on a SpinLock's keys, never queueing: a
+// busy attempt names no channel, so the wait loop polls.
+type spinScheme struct{ l *SpinLock }
+
+func (s spinScheme) client() *Client { return s.l.c }
+func (s spinScheme) holdID() string  { return s.l.keys.hash }
+func (s spinScheme) info() LockInfo  { return LockInfo{Name: s.l.ks.name, Kind: KindSpinLock} }
+func (s spinScheme) traits() traits  { return traits{} }
+
+func (s spinScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
+	l := s.l
+	var buf [4]int64
+	res, repl, err := l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, false), buf[:0])
+	if err != nil {
+		return attempt{}, err
+	}
+	a, err := parseAcquire(res, "")
+	switch a.outcome {
+	case acquired:
+		a.replication = repl
+	case busy:
+		if a.retryIn < 0 || a.retryIn > spinEvery {
+			a.retryIn = spinEvery
+		}
+	}
+	return a, err
+}
+
+func (s spinScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
+	l := s.l
+	n, err := l.c.eval(ctx, "release", lockReleaseCall(l.c, l.keys, r.owner, r)).Int64()
+	if err != nil {
+		return 0, err
+	}
+	return parseRelease(n)
+}
+
+func (s spinScheme) renewal(_, gen string, lease time.Duration) renewal {
+	return renewal{call: lockRenewCall(s.l.keys.hash, gen, lease)}
+}
+
+// The SpinLock's row in the table of kinds (kinds.go).
+
+func decodeSpin(st *inspect.State, v []keyValue, _ int64) {
+	if ex := exclusiveState(v[0].key, v[0].fields, v[0].pttl); len(ex.Holders) > 0 {
+		st.SpinLock = &ex
+	}
+}
+
+func summarizeSpin(st *inspect.State) (inspect.Summary, bool) {
+	l := st.SpinLock
+	if l == nil {
+		return inspect.Summary{}, false
+	}
+	return inspect.Summary{Holders: len(l.Holders), Lease: l.Lease, Token: l.Token}, true
+}
+
+func spinRows(st *inspect.State) []kinds.Row {
+	if l := st.SpinLock; l != nil {
+		return exclusiveRows(*l)
+	}
+	return nil
+}
+
+func forceSpin(c *Client, name string, st *inspect.State) []kinds.Release {
+	if l := st.SpinLock; l != nil {
+		return []kinds.Release{{Holders: l.Holders, Unit: "hold", Do: c.SpinLock(name).ForceUnlock}}
+	}
+	return nil
+}
