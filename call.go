@@ -81,6 +81,9 @@ func (r result) Slice() ([]any, error) {
 // context ends only at its deadline (a deadlineCtx), which the coalescer
 // respects.
 func (c *Client) eval(ctx context.Context, what string, sc scriptCall) result {
+	if err := c.ready(ctx); err != nil {
+		return result{failedCmd(ctx, err), what}
+	}
 	var cmd *redis.Cmd
 	if _, bounded := ctx.(*deadlineCtx); bounded || ctx.Done() == nil {
 		cmd = c.coalesce.run(ctx, c.rdb, sc)
@@ -98,6 +101,9 @@ func (c *Client) eval(ctx context.Context, what string, sc scriptCall) result {
 func (c *Client) evalReplicated(ctx context.Context, what string, sc scriptCall) (r result, repl error) {
 	if c.opts.replicas == 0 {
 		return c.eval(ctx, what, sc), nil
+	}
+	if err := c.ready(ctx); err != nil {
+		return result{failedCmd(ctx, err), what}, nil
 	}
 	target, err := c.waitTarget(ctx, sc.keys[0])
 	if err != nil {
@@ -132,8 +138,14 @@ func (c *Client) runAcquire(ctx context.Context, sc scriptCall, buf []int64) (va
 // Client's Redis, what naming them in errors, and returns each call's reply
 // and how many pipelines it sent.
 func (c *Client) evalPipeline(ctx context.Context, what string, calls []scriptCall) ([]result, int) {
+	out := make([]result, len(calls))
+	if err := c.ready(ctx); err != nil {
+		for i := range out {
+			out[i] = result{failedCmd(ctx, err), what}
+		}
+		return out, 0
+	}
 	cmds, sent := evalPipeline(ctx, c.rdb, calls, nil)
-	out := make([]result, len(cmds))
 	for i, cmd := range cmds {
 		c.noteFault(cmd.Err())
 		out[i] = result{cmd, what}

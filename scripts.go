@@ -463,7 +463,8 @@ func inspectCall(ks keyspace) scriptCall {
 // options, boxed once by New.
 type scriptArgs struct {
 	// publish is the command a release publishes a hand-over with:
-	// SPUBLISH for sharded pub/sub, else PUBLISH.
+	// SPUBLISH for sharded pub/sub, else PUBLISH (a modeArg until the
+	// Cluster's mode is detected, as blind).
 	publish any
 	// latch is the unlock latch's lifetime in ms (WithUnlockLatch).
 	latch any
@@ -481,14 +482,20 @@ type scriptArgs struct {
 }
 
 func (c *Client) newScriptArgs() scriptArgs {
-	publish := "publish"
-	if c.sharded {
+	var publish, blind any = "publish", argFalse
+	switch {
+	case c.isCluster() && !c.detect.done.Load():
+		publish = &modeArg{sharded: &c.sharded, on: []byte("spublish"), off: []byte("publish")}
+		blind = &modeArg{sharded: &c.sharded, on: []byte("0"), off: []byte("1")}
+	case c.sharded.Load():
 		publish = "spublish"
+	case c.isCluster():
+		blind = argTrue
 	}
 	return scriptArgs{
 		publish:       publish,
 		latch:         msArg(c.opts.unlockLatch),
-		blind:         flagArg(c.isCluster() && !c.sharded),
+		blind:         blind,
 		fencing:       flagArg(c.opts.fencing),
 		watchdogLease: msArg(c.opts.watchdogLease),
 		waiterTimeout: msArg(c.opts.waiterTimeout),
