@@ -20,13 +20,14 @@ import (
 )
 
 // leastPrivilege is the ACL the README recommends for a relock user with the
-// default key prefix: the script commands, what the scripts call (which
+// default key prefix: the script commands (SCRIPT LOAD keeps the scripts
+// loaded; EVAL where it is refused), what the scripts call (which
 // covers the queries: EXISTS, HGET, PTTL), pub/sub on relock's channels, PING
 // for the subscriber's health checks and WAIT for WithReplicas; keys and
 // channels under relock: only.
 var leastPrivilege = slices.Concat(
 	[]string{"on", ">s3cret", "resetkeys", "resetchannels", "~relock:*", "&relock:*", "-@all"},
-	[]string{"+evalsha", "+eval"}, // the scripts
+	[]string{"+evalsha", "+eval", "+script|load"}, // the scripts
 	allow(scriptCommands),
 	[]string{"+publish", "+spublish", "+subscribe", "+unsubscribe", "+ssubscribe", "+sunsubscribe", "+ping"}, // waiting
 	[]string{"+wait"}, // WithReplicas

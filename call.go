@@ -169,9 +169,11 @@ func (c *Client) noted(what string, err error) error {
 	return wrapRedis(what, err)
 }
 
-// evalPipeline sends calls in one pipeline on target by EVALSHA, then sends
-// again, by EVAL in a second pipeline, those the server did not know yet
-// (NOSCRIPT): a script's source crosses the network once per server. after,
+// evalPipeline sends calls in one pipeline on target by EVALSHA, then
+// loads the scripts the server did not know yet (NOSCRIPT) and sends those
+// calls again in a second pipeline, by EVALSHA (by EVAL where a script
+// could not be loaded; see loadScript): a script's source crosses the
+// network once per server. after,
 // when set, adds commands at the end of each pipeline sent (WithReplicas's
 // WAIT). It returns each call's reply, in order, and how many pipelines it
 // sent.
@@ -209,6 +211,37 @@ func evalPipeline(ctx context.Context, target redis.Cmdable, calls []scriptCall,
 	if len(missing) == 0 {
 		return cmds, 1
 	}
-	send(true, missing)
-	return cmds, 2
+	loaded := loadScripts(ctx, target, calls, missing)
+	send(!loaded, missing)
+	if !loaded {
+		return cmds, 2
+	}
+	var again []int // flushed between the load and the call
+	for _, i := range missing {
+		if noScript(cmds[i].Err()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return cmds, 2
+	}
+	send(true, again)
+	return cmds, 3
+}
+
+// loadScripts loads the scripts of the calls todo on target (loadScript),
+// each once, and reports whether all were.
+func loadScripts(ctx context.Context, target redis.Cmdable, calls []scriptCall, todo []int) bool {
+	done := make(map[*redis.Script]bool, len(todo))
+	for _, i := range todo {
+		script := calls[i].script
+		if done[script] {
+			continue
+		}
+		if !loadScript(ctx, target, script) {
+			return false
+		}
+		done[script] = true
+	}
+	return true
 }

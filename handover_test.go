@@ -216,6 +216,12 @@ func TestUncontendedCommandsPerCycle(t *testing.T) {
 				require.NoError(t, l.Unlock(ctx))
 			}
 			cycle() // loads the scripts: NOSCRIPT replies do not count
+			// The Client's presence subscription (made once, after its first
+			// hold) is not a cycle's either.
+			presence := "relock:client:" + c.ID()
+			require.Eventually(t, func() bool {
+				return srv.Client().PubSubNumSub(context.Background(), presence).Val()[presence] == 1
+			}, 5*time.Second, time.Millisecond)
 			const cycles = 20
 			before := lockCommands(t, srv)
 			for range cycles {
