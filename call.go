@@ -81,7 +81,7 @@ func (r result) Slice() ([]any, error) {
 // context ends only at its deadline (a deadlineCtx), which the coalescer
 // respects.
 func (c *Client) eval(ctx context.Context, what string, sc scriptCall) result {
-	if err := c.ready(ctx); err != nil {
+	if err := c.ready(ctx, sc.firstKey()); err != nil {
 		return result{failedCmd(ctx, err), what}
 	}
 	var cmd *redis.Cmd
@@ -102,7 +102,7 @@ func (c *Client) evalReplicated(ctx context.Context, what string, sc scriptCall)
 	if c.opts.replicas == 0 {
 		return c.eval(ctx, what, sc), nil
 	}
-	if err := c.ready(ctx); err != nil {
+	if err := c.ready(ctx, sc.firstKey()); err != nil {
 		return result{failedCmd(ctx, err), what}, nil
 	}
 	target, err := c.waitTarget(ctx, sc.keys[0])
@@ -139,7 +139,11 @@ func (c *Client) runAcquire(ctx context.Context, sc scriptCall, buf []int64) (va
 // and how many pipelines it sent.
 func (c *Client) evalPipeline(ctx context.Context, what string, calls []scriptCall) ([]result, int) {
 	out := make([]result, len(calls))
-	if err := c.ready(ctx); err != nil {
+	var key string
+	if len(calls) > 0 {
+		key = calls[0].firstKey()
+	}
+	if err := c.ready(ctx, key); err != nil {
 		for i := range out {
 			out[i] = result{failedCmd(ctx, err), what}
 		}

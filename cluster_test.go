@@ -603,3 +603,37 @@ func TestShardedPubSubForcedWhereRefused(t *testing.T) {
 	wctx := mustGet(t, got, 5*time.Second)
 	require.NoError(t, plain.Lock("forced").Unlock(wctx))
 }
+
+// A Cluster whose servers refuse SPUBLISH (here an ACL without the sharded
+// pub/sub commands, as on Redis 6.2, which lacks them) gets classic pub/sub
+// by default: locks are released and waiters woken, where a Client that
+// assumed sharded pub/sub failed every release that published.
+func TestClusterWithoutShardedPubSubUsesClassic(t *testing.T) {
+	noLeaks(t)
+	cl := redistest.StartCluster(t, 3, 0)
+	rules := slices.DeleteFunc(slices.Clone(leastPrivilege), func(r string) bool {
+		return r == "+spublish" || r == "+ssubscribe" || r == "+sunsubscribe"
+	})
+	rules = append(rules, "+cluster|slots", "+cluster|shards", "+command", "+readonly") // go-redis's Cluster bookkeeping
+	for _, node := range cl.Nodes {
+		setUser(t, node.Client(), "classic", rules)
+	}
+	asUser := func() *redis.ClusterClient {
+		return cl.Client(func(o *redis.ClusterOptions) { o.Username, o.Password = "classic", "s3cret" })
+	}
+	eachKind(t, func(t *testing.T, k lockKind) {
+		holder := relock.New(asUser())
+		t.Cleanup(func() { _ = holder.Close() })
+		waiter := relock.New(asUser())
+		t.Cleanup(func() { _ = waiter.Close() })
+		ctx := context.Background()
+		name := "classic-" + k.name
+		hctx, err := k.open(holder, name).Lock(ctx)
+		require.NoError(t, err)
+		got := lockAsync(k.open(waiter, name))
+		require.Eventually(t, func() bool { return waiter.SubscribedChannels() == 1 }, 5*time.Second, time.Millisecond)
+		require.NoError(t, k.open(holder, name).Unlock(hctx))
+		wctx := mustGet(t, got, 2*time.Second) // woken, not by the lease (30 s)
+		require.NoError(t, k.open(waiter, name).Unlock(wctx))
+	})
+}

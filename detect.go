@@ -24,10 +24,12 @@ import (
 //     ErrUnsupported where the server lacks it;
 //   - anything else uses classic pub/sub, and probes nothing.
 //
-// The probe is one SPUBLISH of an empty message on <prefix>:probe, a
-// channel nobody listens on, sent once, by the first call that reaches
-// the funnel (or the subscriber, whichever comes first); every later call
-// pays one atomic load. SPUBLISH rather than COMMAND INFO or PUBSUB
+// The probe is one SPUBLISH of an empty message on <prefix>:probe:<key>,
+// a channel nobody listens on in the slot of the key (or channel) the
+// call is about, so that it asks the node the call needs and no other: a
+// master down elsewhere does not hold it up. It is sent once, by the first
+// call that reaches the funnel (or the subscriber, whichever comes first);
+// every later call pays one atomic load. SPUBLISH rather than COMMAND INFO or PUBSUB
 // SHARDNUMSUB: the README's least-privilege ACL allows it and refuses
 // those.
 
@@ -80,14 +82,15 @@ func (c *Client) initMode() {
 // (the network, a server between roles, ctx) is returned and the next call
 // probes again. The error that makes the Client unusable (ErrUnsupported)
 // is returned by every call.
-func (c *Client) ready(ctx context.Context) error {
+// key is a key or channel of the call (the probe goes to its slot), or "".
+func (c *Client) ready(ctx context.Context, key string) error {
 	if c.detect.done.Load() {
 		return c.detect.err
 	}
-	return c.probe(ctx)
+	return c.probe(ctx, key)
 }
 
-func (c *Client) probe(ctx context.Context) error {
+func (c *Client) probe(ctx context.Context, key string) error {
 	d := &c.detect
 	for {
 		d.mu.Lock()
@@ -108,7 +111,7 @@ func (c *Client) probe(ctx context.Context) error {
 		d.running = running
 		d.mu.Unlock()
 
-		err := c.probeSharded(ctx)
+		err := c.probeSharded(ctx, key)
 
 		d.mu.Lock()
 		d.running = nil
@@ -120,8 +123,12 @@ func (c *Client) probe(ctx context.Context) error {
 
 // probeSharded sends the probe and decides from its reply; it returns the
 // error of a probe that decided nothing.
-func (c *Client) probeSharded(ctx context.Context) error {
-	err := c.rdb.SPublish(ctx, c.opts.prefix+":probe", "").Err()
+func (c *Client) probeSharded(ctx context.Context, key string) error {
+	channel := c.opts.prefix + ":probe"
+	if key != "" {
+		channel += ":" + key // its hash tag, so its slot
+	}
+	err := c.rdb.SPublish(ctx, channel, "").Err()
 	c.noteFault(err)
 	var reply redis.Error
 	if err != nil && (!errors.As(err, &reply) || transient(err)) {

@@ -129,7 +129,7 @@ func WithUnlockLatch(d time.Duration) Option {
 // WithShardedPubSub forces sharded pub/sub (SSUBSCRIBE/SPUBLISH, Redis 7+) on
 // or off. By default it is on for a *redis.ClusterClient whose servers
 // offer it (the Client's first call asks them: one SPUBLISH on
-// <prefix>:probe) and off otherwise: a Redis 6.2 Cluster, or an ACL without
+// <prefix>:probe:<key>) and off otherwise: a Redis 6.2 Cluster, or an ACL without
 // +spublish, gets classic pub/sub. Forced on where the server refuses
 // SPUBLISH, every call fails with ErrUnsupported, from the first on.
 func WithShardedPubSub(on bool) Option {

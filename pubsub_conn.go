@@ -234,7 +234,7 @@ func nextDelay(d time.Duration) time.Duration {
 // command per slot. s.mu is not held: this dials.
 func (s *subscriber) open(sh *shard, chans []string) (*redis.PubSub, error) {
 	ctx := context.Background()
-	if err := s.c.ready(ctx); err != nil {
+	if err := s.c.ready(ctx, chans[0]); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

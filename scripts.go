@@ -82,6 +82,15 @@ func newCall(script *redis.Script, keys keySet, args ...any) scriptCall {
 	return scriptCall{script: script, keys: keys.names, args: argv[3+nk:], argv: argv}
 }
 
+// firstKey is the call's first key, by which a Cluster routes it ("" for
+// none).
+func (sc scriptCall) firstKey() string {
+	if len(sc.keys) == 0 {
+		return ""
+	}
+	return sc.keys[0]
+}
+
 // evalshaArgv is the call's EVALSHA command line: argv, or one built now.
 func (sc scriptCall) evalshaArgv() []any {
 	if sc.argv != nil {
