@@ -116,7 +116,7 @@
 // A blocked Lock queues in Redis — in the lock hash itself, field ~q — and
 // sleeps on its Client's channel for that lock (<hash>:w:<client id>)
 // through the Client's one shared subscriber connection (one per node on a
-// Cluster, with sharded pub/sub), never polling. The final release hands
+// Cluster, with sharded pub/sub where the servers offer it), never polling. The final release hands
 // the lock over, in the same script, to the first queued waiter whose Client
 // still listens — PUBLISH counts the receivers, so a waiter whose process
 // died is skipped — and the grant ("<waiter id> <token>") ends that
