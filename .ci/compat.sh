@@ -27,7 +27,7 @@ servers=("$@")
 # names it elsewhere.
 build=${RELOCK_BUILD_SH:-}
 for cand in "$root/../shared/servers/build.sh" "$root/../../shared/servers/build.sh"; do
-  [ -z "$build" ] && [ -x "$cand" ] && build=$cand
+  [ -z "$build" ] && [ -f "$cand" ] && build=$cand
 done
 
 run=${COMPAT_RUN:-'^(TestScriptsLoadOnRedis|TestLeastPrivilegeACL|TestUncontendedCommandsPerCycle|TestMultiLockTakesPartsOfOneRedisInOneScriptCall|TestMultiLockRechecksWhenAPartIsHandedOver|TestFairLockGrantsInRequestOrder|TestFairLockWaiterThatGivesUpLeavesTheQueue|TestFairLockForceUnlockHandsOverToTheNextWaiter|TestRWLockWriteUnlockWakesAllReaders|TestRWAbandonReleasesACrossedGrant|TestRWLockForceUnlock|TestSemaphoreAcquireRelease|TestSemaphoreWaiterGivesUp|TestSemaphoreFIFOLargeRequestFirst|TestCountDownLatchWakesWaiters|TestRedLockHoldsAMajorityAndReleasesEverywhere|TestForceUnlockFreesTheLockAndTellsTheHolder|TestTokensIncreaseAcrossRestartWithoutPersistence|TestInspectSeveralKinds|TestShardedPubSubForcedWhereRefused|TestClusterWithoutShardedPubSubUsesClassic|TestScriptsStayLoadedPastOtherEvals|TestCluster|TestClusterSemaphoreAndLatch|TestHandOverPastAKilledWaiterOnACluster|TestSentinel)$'}
@@ -40,7 +40,7 @@ for s in "${servers[@]}"; do
   else
     [ -n "$build" ] || { echo "compat.sh: no shared/servers/build.sh (set RELOCK_BUILD_SH)" >&2; exit 2; }
     start=$SECONDS
-    bin=$("$build" "$s")
+    bin=$(bash "$build" "$s") # shared/ may have lost its exec bits
     echo "== $s: $bin (ready in $((SECONDS - start)) s)"
   fi
   echo "== $s: $("$bin/redis-server" --version)"
