@@ -128,11 +128,10 @@ func (c *Client) probeSharded(ctx context.Context, key string) error {
 	if key != "" {
 		channel += ":" + key // its hash tag, so its slot
 	}
-	err := c.rdb.SPublish(ctx, channel, "").Err()
-	c.noteFault(err)
+	_, err := request(c, "probe sharded pub/sub", c.rdb.SPublish(ctx, channel, "").Result)
 	var reply redis.Error
 	if err != nil && (!errors.As(err, &reply) || transient(err)) {
-		return wrapRedis("probe sharded pub/sub", err)
+		return err
 	}
 	forced := c.opts.sharded != nil
 	switch {
