@@ -29,9 +29,9 @@ import (
 // call is about, so that it asks the node the call needs and no other: a
 // master down elsewhere does not hold it up. It is sent once, by the first
 // call that reaches the funnel (or the subscriber, whichever comes first);
-// every later call pays one atomic load. SPUBLISH rather than COMMAND INFO or PUBSUB
-// SHARDNUMSUB: the README's least-privilege ACL allows it and refuses
-// those.
+// every later call pays one atomic load. SPUBLISH rather than COMMAND INFO
+// or PUBSUB SHARDNUMSUB: the README's least-privilege ACL allows it and
+// refuses those.
 
 // A detector runs the probe once per Client.
 type detector struct {
