@@ -20,13 +20,14 @@ import (
 )
 
 // leastPrivilege is the ACL the README recommends for a relock user with the
-// default key prefix: the script commands, what the scripts call (which
+// default key prefix: the script commands (SCRIPT LOAD keeps the scripts
+// loaded; EVAL where it is refused), what the scripts call (which
 // covers the queries: EXISTS, HGET, PTTL), pub/sub on relock's channels, PING
 // for the subscriber's health checks and WAIT for WithReplicas; keys and
 // channels under relock: only.
 var leastPrivilege = slices.Concat(
 	[]string{"on", ">s3cret", "resetkeys", "resetchannels", "~relock:*", "&relock:*", "-@all"},
-	[]string{"+evalsha", "+eval"}, // the scripts
+	[]string{"+evalsha", "+eval", "+script|load"}, // the scripts
 	allow(scriptCommands),
 	[]string{"+publish", "+spublish", "+subscribe", "+unsubscribe", "+ssubscribe", "+sunsubscribe", "+ping"}, // waiting
 	[]string{"+wait"}, // WithReplicas
@@ -47,10 +48,16 @@ func allow(cmds []string) []string {
 	return out
 }
 
+// setUser sets the ACL user name with rules, less the commands the server
+// does not know (Redis 6.2 refuses +spublish, +ssubscribe and +sunsubscribe,
+// which relock does not use there).
 func setUser(t *testing.T, admin *redis.Client, name string, rules []string) {
 	t.Helper()
 	args := []any{"acl", "setuser", name}
 	for _, r := range rules {
+		if cmd, ok := strings.CutPrefix(r, "+"); ok && !strings.ContainsAny(cmd, "@|") && !redistest.Knows(context.Background(), admin, cmd) {
+			continue
+		}
 		args = append(args, r)
 	}
 	require.NoError(t, admin.Do(context.Background(), args...).Err())
@@ -161,19 +168,25 @@ func TestLeastPrivilegeACL(t *testing.T) {
 	})
 
 	// With a permission missing, the server's refusal reaches the caller
-	// wrapped ("relock: acquire: ..."), and nothing is written.
+	// wrapped ("relock: acquire: ..."), at once, as a reply of the server's
+	// (whatever its wording: Redis 7.0 says the user "can't run this
+	// command", Valkey "has no permissions to run the 'hset' command"), not
+	// as Redis being unavailable; and nothing is written.
 	t.Run("MissingPermissionIsReported", func(t *testing.T) {
 		rules := append(append([]string{}, leastPrivilege...), "-hset")
 		setUser(t, admin, "nohset", rules)
 		c := relock.New(asUser("nohset"))
 		t.Cleanup(func() { _ = c.Close() })
 		l := c.Lock("acl-nohset")
+		start := time.Now()
 		_, err := l.Lock(ctx)
 		require.Error(t, err)
+		assert.Less(t, time.Since(start), time.Second, "refused at once, not retried")
 		assert.True(t, strings.HasPrefix(err.Error(), "relock: acquire: "), err.Error())
-		assert.ErrorContains(t, err, "can't run this command")
 		var reply redis.Error
 		assert.ErrorAs(t, err, &reply, "the server's error stays reachable")
+		assert.NotErrorIs(t, err, relock.ErrUnavailable)
+		assert.NotErrorIs(t, err, relock.ErrNotObtained)
 		assert.Empty(t, hgetall(t, admin, l.Key()))
 	})
 }

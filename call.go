@@ -81,6 +81,9 @@ func (r result) Slice() ([]any, error) {
 // context ends only at its deadline (a deadlineCtx), which the coalescer
 // respects.
 func (c *Client) eval(ctx context.Context, what string, sc scriptCall) result {
+	if err := c.ready(ctx, sc.firstKey()); err != nil {
+		return result{failedCmd(ctx, err), what}
+	}
 	var cmd *redis.Cmd
 	if _, bounded := ctx.(*deadlineCtx); bounded || ctx.Done() == nil {
 		cmd = c.coalesce.run(ctx, c.rdb, sc)
@@ -98,6 +101,9 @@ func (c *Client) eval(ctx context.Context, what string, sc scriptCall) result {
 func (c *Client) evalReplicated(ctx context.Context, what string, sc scriptCall) (r result, repl error) {
 	if c.opts.replicas == 0 {
 		return c.eval(ctx, what, sc), nil
+	}
+	if err := c.ready(ctx, sc.firstKey()); err != nil {
+		return result{failedCmd(ctx, err), what}, nil
 	}
 	target, err := c.waitTarget(ctx, sc.keys[0])
 	if err != nil {
@@ -132,8 +138,18 @@ func (c *Client) runAcquire(ctx context.Context, sc scriptCall, buf []int64) (va
 // Client's Redis, what naming them in errors, and returns each call's reply
 // and how many pipelines it sent.
 func (c *Client) evalPipeline(ctx context.Context, what string, calls []scriptCall) ([]result, int) {
+	out := make([]result, len(calls))
+	var key string
+	if len(calls) > 0 {
+		key = calls[0].firstKey()
+	}
+	if err := c.ready(ctx, key); err != nil {
+		for i := range out {
+			out[i] = result{failedCmd(ctx, err), what}
+		}
+		return out, 0
+	}
 	cmds, sent := evalPipeline(ctx, c.rdb, calls, nil)
-	out := make([]result, len(cmds))
 	for i, cmd := range cmds {
 		c.noteFault(cmd.Err())
 		out[i] = result{cmd, what}
@@ -157,9 +173,11 @@ func (c *Client) noted(what string, err error) error {
 	return wrapRedis(what, err)
 }
 
-// evalPipeline sends calls in one pipeline on target by EVALSHA, then sends
-// again, by EVAL in a second pipeline, those the server did not know yet
-// (NOSCRIPT): a script's source crosses the network once per server. after,
+// evalPipeline sends calls in one pipeline on target by EVALSHA, then
+// loads the scripts the server did not know yet (NOSCRIPT) and sends those
+// calls again in a second pipeline, by EVALSHA (by EVAL where a script
+// could not be loaded; see loadScript): a script's source crosses the
+// network once per server. after,
 // when set, adds commands at the end of each pipeline sent (WithReplicas's
 // WAIT). It returns each call's reply, in order, and how many pipelines it
 // sent.
@@ -197,6 +215,37 @@ func evalPipeline(ctx context.Context, target redis.Cmdable, calls []scriptCall,
 	if len(missing) == 0 {
 		return cmds, 1
 	}
-	send(true, missing)
-	return cmds, 2
+	loaded := loadScripts(ctx, target, calls, missing)
+	send(!loaded, missing)
+	if !loaded {
+		return cmds, 2
+	}
+	var again []int // flushed between the load and the call
+	for _, i := range missing {
+		if noScript(cmds[i].Err()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return cmds, 2
+	}
+	send(true, again)
+	return cmds, 3
+}
+
+// loadScripts loads the scripts of the calls todo on target (loadScript),
+// each once, and reports whether all were.
+func loadScripts(ctx context.Context, target redis.Cmdable, calls []scriptCall, todo []int) bool {
+	done := make(map[*redis.Script]bool, len(todo))
+	for _, i := range todo {
+		script := calls[i].script
+		if done[script] {
+			continue
+		}
+		if !loadScript(ctx, target, script) {
+			return false
+		}
+		done[script] = true
+	}
+	return true
 }

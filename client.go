@@ -24,12 +24,15 @@ import (
 //
 // All methods are safe for concurrent use.
 type Client struct {
-	rdb     redis.UniversalClient
-	id      string
-	opts    options
-	log     *slog.Logger
-	err     error // construction error, returned by every call
-	sharded bool
+	rdb  redis.UniversalClient
+	id   string
+	opts options
+	log  *slog.Logger
+	err  error // construction error, returned by every call
+	// sharded: waiters use sharded pub/sub (SSUBSCRIBE, SPUBLISH), as
+	// detect decides (detect.go).
+	sharded atomic.Bool
+	detect  detector
 	// deadlines: rdb bounds every command by its context's deadline itself
 	// (see honoursDeadlines), so Unlock runs its release inline.
 	deadlines bool
@@ -86,12 +89,8 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	} else if c.opts.replicas > 0 && c.err == nil {
 		c.err = checkReplicaTimeout(rdb, c.opts.replicaTimeout)
 	}
-	_, isCluster := rdb.(*redis.ClusterClient)
-	c.sharded = isCluster
 	c.deadlines = honoursDeadlines(rdb)
-	if c.opts.sharded != nil {
-		c.sharded = *c.opts.sharded
-	}
+	c.initMode()
 	if c.opts.logger == nil {
 		c.opts.logger = slog.Default()
 	}

@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +28,7 @@ func TestCluster(t *testing.T) {
 
 	eachKind(t, func(t *testing.T, k lockKind) {
 		t.Run("LockUnlockAnyName", func(t *testing.T) { testClusterAnyName(t, cl, k) })
-		t.Run("WaitersWokenBySharded", func(t *testing.T) { testClusterWaiters(t, cl, k) })
+		t.Run("WaitersWoken", func(t *testing.T) { testClusterWaiters(t, cl, k) })
 		t.Run("WatchdogRenewsOnEveryNode", func(t *testing.T) { testClusterWatchdog(t, cl, k) })
 		t.Run("MutualExclusion", func(t *testing.T) { testClusterCounter(t, cl, k) })
 		t.Run("WaitOnTheLocksMaster", func(t *testing.T) { testClusterReplicas(t, cl, k) })
@@ -127,10 +128,17 @@ func clientList(t *testing.T, node *redis.Client) []string {
 // shardSubscribers counts the connections on node that have sharded
 // subscriptions, and their subscriptions in total.
 func shardSubscribers(t *testing.T, node *redis.Client) (conns, subs int) {
+	return subscriberConns(t, node, "ssub=")
+}
+
+// subscriberConns counts the connections on node whose CLIENT LIST field
+// (ssub= for sharded subscriptions, sub= for classic ones) is not 0, and
+// that field's sum.
+func subscriberConns(t *testing.T, node *redis.Client, field string) (conns, subs int) {
 	t.Helper()
 	for _, line := range clientList(t, node) {
 		for _, f := range strings.Fields(line) {
-			if v, ok := strings.CutPrefix(f, "ssub="); ok {
+			if v, ok := strings.CutPrefix(f, field); ok {
 				n, err := strconv.Atoi(v)
 				require.NoError(t, err)
 				if n > 0 {
@@ -143,6 +151,20 @@ func shardSubscribers(t *testing.T, node *redis.Client) (conns, subs int) {
 	return conns, subs
 }
 
+// liveNumSub sums PUBSUB NUMSUB of channel over the running nodes of cl.
+func liveNumSub(cl *redistest.Cluster, channel string) int64 {
+	var n int64
+	for _, node := range cl.Nodes {
+		if !node.Running() {
+			continue
+		}
+		if m, err := node.Client().PubSubNumSub(context.Background(), channel).Result(); err == nil {
+			n += m[channel]
+		}
+	}
+	return n
+}
+
 func shardNumSub(t *testing.T, node *redis.Client, channel string) int64 {
 	t.Helper()
 	m, err := node.PubSubShardNumSub(context.Background(), channel).Result()
@@ -152,10 +174,14 @@ func shardNumSub(t *testing.T, node *redis.Client, channel string) int64 {
 
 // Waiters in one process sleep on sharded subscriptions: one connection per
 // master, carrying every channel of that master's slots, and an unlock
-// (SPUBLISH on the lock's node) wakes them.
+// (SPUBLISH on the lock's node) wakes them. Where the servers have no
+// sharded pub/sub (Redis 6.2), they sleep on classic subscriptions, all on
+// one connection, and an unlock's PUBLISH reaches them through the
+// cluster bus.
 func testClusterWaiters(t *testing.T, cl *redistest.Cluster, k lockKind) {
 	ctx := context.Background()
 	nodes := nodeClients(t, cl)
+	sharded := redistest.ShardedPubSub(ctx, cl.Client())
 	holder := relock.New(cl.Client())
 	t.Cleanup(func() { _ = holder.Close() })
 	waiter := relock.New(cl.Client())
@@ -192,8 +218,21 @@ func testClusterWaiters(t *testing.T, cl *redistest.Cluster, k lockKind) {
 	}
 	require.Eventually(t, func() bool { return waiter.SubscribedChannels() == len(holds) }, 10*time.Second, 5*time.Millisecond)
 
+	if !sharded {
+		require.Eventually(t, func() bool {
+			conns, subs := 0, 0
+			for _, node := range nodes {
+				c, s := subscriberConns(t, node, "sub=")
+				conns, subs = conns+c, subs+s
+			}
+			return conns == 1 && subs == len(holds)
+		}, 10*time.Second, 10*time.Millisecond, "one classic subscriber connection")
+	}
 	// Each master carries its own channels on exactly one connection.
 	for addr, names := range perMaster {
+		if !sharded {
+			break
+		}
 		node := nodes[addr]
 		require.Eventually(t, func() bool {
 			conns, subs := shardSubscribers(t, node)
@@ -234,10 +273,11 @@ func testClusterWaiters(t *testing.T, cl *redistest.Cluster, k lockKind) {
 	// The last waiter out unsubscribes (after the hand-over channels'
 	// linger): nothing stays subscribed anywhere.
 	require.Eventually(t, func() bool { return waiter.SubscribedChannels() == 0 }, 10*time.Second, 10*time.Millisecond)
-	for addr := range perMaster {
+	for addr := range nodes {
 		require.Eventually(t, func() bool {
-			_, subs := shardSubscribers(t, nodes[addr])
-			return subs == 0
+			_, shard := shardSubscribers(t, nodes[addr])
+			_, classic := subscriberConns(t, nodes[addr], "sub=")
+			return shard == 0 && classic == 0
 		}, 5*time.Second, 10*time.Millisecond)
 	}
 }
@@ -393,15 +433,24 @@ func testClusterFailover(t *testing.T, cl *redistest.Cluster) {
 		wctx, err := waiter.Lock("failover").Lock(ctx)
 		result <- got{wctx, err}
 	}()
-	require.Eventually(t, func() bool { return shardNumSub(t, old.Client(), l.Key()+":w:"+waiter.ID()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	channel := l.Key() + ":w:" + waiter.ID()
+	sharded := redistest.ShardedPubSub(ctx, cl.Client())
+	subscribedOn := func(node *redistest.Server) bool {
+		if sharded {
+			return shardNumSub(t, node.Client(), channel) == 1
+		}
+		return liveNumSub(cl, channel) == 1 // classic: on whichever node
+	}
+	require.Eventually(t, func() bool { return subscribedOn(old) }, 5*time.Second, 5*time.Millisecond)
 
 	old.Kill()
 	require.NoError(t, cl.WaitHealthy(30*time.Second))
 	promoted, err := cl.MasterOf(ctx, l.Key())
 	require.NoError(t, err)
 	require.NotEqual(t, old.Addr(), promoted.Addr())
-	// The waiter's subscriber followed the slot to the promoted master.
-	require.Eventually(t, func() bool { return shardNumSub(t, promoted.Client(), l.Key()+":w:"+waiter.ID()) == 1 }, 10*time.Second, 10*time.Millisecond)
+	// The waiter's subscriber followed the slot to the promoted master, or
+	// the waiter has the lock already (checked below).
+	require.Eventually(t, func() bool { return len(result) > 0 || subscribedOn(promoted) }, 10*time.Second, 10*time.Millisecond)
 
 	select {
 	case r := <-result:
@@ -520,4 +569,71 @@ func testClusterMultiLock(t *testing.T, cl *redistest.Cluster) {
 			}
 		}
 	}
+}
+
+// Where the server refuses SPUBLISH (here an ACL without +spublish; Redis
+// 6.2 does not know it), WithShardedPubSub(true) fails every call, from the
+// first, with ErrUnsupported naming it, and writes nothing; rather than
+// taking locks whose releases then fail in the middle of their script.
+func TestShardedPubSubForcedWhereRefused(t *testing.T) {
+	noLeaks(t)
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	rules := slices.DeleteFunc(slices.Clone(leastPrivilege), func(r string) bool { return r == "+spublish" })
+	setUser(t, admin, "nospublish", rules)
+	rdb := srv.Client(func(o *redis.Options) { o.Username, o.Password = "nospublish", "s3cret" })
+	c := relock.New(rdb, relock.WithShardedPubSub(true))
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	for range 2 {
+		_, err := c.Lock("forced").Lock(ctx)
+		require.ErrorIs(t, err, relock.ErrUnsupported)
+		assert.ErrorContains(t, err, "SPUBLISH")
+	}
+	assert.Zero(t, admin.Exists(ctx, c.Lock("forced").Key()).Val(), "nothing written")
+
+	// Without the option the same user's Client just uses classic pub/sub.
+	plain := relock.New(rdb)
+	t.Cleanup(func() { _ = plain.Close() })
+	hctx, err := plain.Lock("forced").Lock(ctx)
+	require.NoError(t, err)
+	got := lockAsync(plain.Lock("forced"))
+	require.Eventually(t, func() bool { return plain.SubscribedChannels() == 1 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, plain.Lock("forced").Unlock(hctx))
+	wctx := mustGet(t, got, 5*time.Second)
+	require.NoError(t, plain.Lock("forced").Unlock(wctx))
+}
+
+// A Cluster whose servers refuse SPUBLISH (here an ACL without the sharded
+// pub/sub commands, as on Redis 6.2, which lacks them) gets classic pub/sub
+// by default: locks are released and waiters woken, where a Client that
+// assumed sharded pub/sub failed every release that published.
+func TestClusterWithoutShardedPubSubUsesClassic(t *testing.T) {
+	noLeaks(t)
+	cl := redistest.StartCluster(t, 3, 0)
+	rules := slices.DeleteFunc(slices.Clone(leastPrivilege), func(r string) bool {
+		return r == "+spublish" || r == "+ssubscribe" || r == "+sunsubscribe"
+	})
+	rules = append(rules, "+cluster|slots", "+cluster|shards", "+command", "+readonly") // go-redis's Cluster bookkeeping
+	for _, node := range cl.Nodes {
+		setUser(t, node.Client(), "classic", rules)
+	}
+	asUser := func() *redis.ClusterClient {
+		return cl.Client(func(o *redis.ClusterOptions) { o.Username, o.Password = "classic", "s3cret" })
+	}
+	eachKind(t, func(t *testing.T, k lockKind) {
+		holder := relock.New(asUser())
+		t.Cleanup(func() { _ = holder.Close() })
+		waiter := relock.New(asUser())
+		t.Cleanup(func() { _ = waiter.Close() })
+		ctx := context.Background()
+		name := "classic-" + k.name
+		hctx, err := k.open(holder, name).Lock(ctx)
+		require.NoError(t, err)
+		got := lockAsync(k.open(waiter, name))
+		require.Eventually(t, func() bool { return waiter.SubscribedChannels() == 1 }, 5*time.Second, time.Millisecond)
+		require.NoError(t, k.open(holder, name).Unlock(hctx))
+		wctx := mustGet(t, got, 2*time.Second) // woken, not by the lease (30 s)
+		require.NoError(t, k.open(waiter, name).Unlock(wctx))
+	})
 }

@@ -51,7 +51,7 @@ return ARGV[1]`)
 // Calls queued behind the sends in flight leave in batches no larger than
 // coalesceMaxBatch, each call gets its own reply or error (an error reply
 // fails that call only), and a batch of scripts the server does not know
-// yet (NOSCRIPT) is sent again by EVAL.
+// yet (NOSCRIPT) is loaded and sent again.
 func TestCoalescedBatchesAreBoundedAndRepliesPerCall(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})

@@ -55,6 +55,13 @@ var (
 	// longer renewed; the release goes on in the background until it is
 	// confirmed or the lease runs out. It comes with ErrUnavailable.
 	ErrNotConfirmed = errors.New("relock: unlock not confirmed")
+
+	// ErrUnsupported: the server lacks something an option requires and
+	// nothing stands in for it (WithShardedPubSub(true) on a server without
+	// SPUBLISH: Redis before 7.0, or an ACL without +spublish). Every call
+	// on the Client returns it, from the first on; the error names what is
+	// missing and wraps the server's reply.
+	ErrUnsupported = errors.New("relock: not supported by the server")
 )
 
 // ReleaseError is what Do returns when fn returned nil and the release that

@@ -480,7 +480,7 @@ func TestUncontendedLockAndUnlockAreOneRoundTripEach(t *testing.T) {
 	c := b.newClient(t)
 	l := c.Lock("rt")
 	ctx := context.Background()
-	warm, err := l.Lock(ctx) // loads the scripts (EVAL once, on NOSCRIPT)
+	warm, err := l.Lock(ctx) // loads the scripts (SCRIPT LOAD once, on NOSCRIPT)
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(warm))
 	// The first hold also subscribes the Client's presence channel (once

@@ -119,8 +119,11 @@ func WithUnlockLatch(d time.Duration) Option {
 	}
 }
 
-// WithShardedPubSub forces sharded pub/sub (Redis 7+) on or off; by default
-// it is on for a *redis.ClusterClient only.
+// WithShardedPubSub forces sharded pub/sub (SSUBSCRIBE/SPUBLISH, Redis 7+) on
+// or off. By default it is on for a *redis.ClusterClient whose servers offer
+// it (the first call asks with one SPUBLISH) and off otherwise: a Redis 6.2
+// Cluster, or an ACL without +spublish, gets classic pub/sub. Forced on
+// where the server refuses SPUBLISH, every call fails with ErrUnsupported.
 func WithShardedPubSub(on bool) Option {
 	return func(o *options) error {
 		o.sharded = &on

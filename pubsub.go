@@ -130,6 +130,9 @@ func newSubscriber(c *Client) *subscriber {
 // and the waiter the addressee of grants to id (one that came already is
 // its at once).
 func (s *subscriber) join(ctx context.Context, channel, id string, since time.Time) (*waiter, error) {
+	if err := s.c.ready(ctx, channel); err != nil { // the pub/sub mode routes channel
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -16,7 +16,7 @@ import (
 // of a Cluster, routed by slot.
 func (s *subscriber) clusterSharded() (*redis.ClusterClient, bool) {
 	cc, ok := s.c.rdb.(*redis.ClusterClient)
-	return cc, ok && s.c.sharded
+	return cc, ok && s.c.sharded.Load()
 }
 
 // shardFor returns the shard that must carry channel: the only one, or on a
@@ -49,7 +49,7 @@ func (s *subscriber) bySlot(chans []string) []outCmd {
 	if len(chans) == 0 {
 		return nil
 	}
-	if !s.c.sharded {
+	if !s.c.sharded.Load() {
 		return []outCmd{{chans: chans}}
 	}
 	slots := make(map[int][]string)

@@ -129,11 +129,11 @@ func (s *subscriber) queue(sh *shard, cmd outCmd) {
 // send writes one command on ps.
 func (s *subscriber) send(ctx context.Context, ps *redis.PubSub, cmd outCmd) error {
 	switch {
-	case cmd.unsub && s.c.sharded:
+	case cmd.unsub && s.c.sharded.Load():
 		return ps.SUnsubscribe(ctx, cmd.chans...)
 	case cmd.unsub:
 		return ps.Unsubscribe(ctx, cmd.chans...)
-	case s.c.sharded:
+	case s.c.sharded.Load():
 		return ps.SSubscribe(ctx, cmd.chans...)
 	default:
 		return ps.Subscribe(ctx, cmd.chans...)
@@ -234,11 +234,14 @@ func nextDelay(d time.Duration) time.Duration {
 // command per slot. s.mu is not held: this dials.
 func (s *subscriber) open(sh *shard, chans []string) (*redis.PubSub, error) {
 	ctx := context.Background()
+	if err := s.c.ready(ctx, chans[0]); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	node := sh.node
 	s.mu.Unlock()
 	var ps *redis.PubSub
-	if s.c.sharded {
+	if s.c.sharded.Load() {
 		ps = node.SSubscribe(ctx) // no channel: nothing sent yet
 	} else {
 		ps = node.Subscribe(ctx)

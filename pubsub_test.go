@@ -85,6 +85,9 @@ func TestUnlockWakesOneLocalWaiter(t *testing.T) {
 	b := newReal(t)
 	c := b.newClient(t)
 	l := c.Lock("herd")
+	warm, err := l.Lock(context.Background()) // the server learns the scripts
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(warm))
 	holder, err := l.Lock(context.Background())
 	require.NoError(t, err)
 

@@ -95,7 +95,6 @@ func (r *ReadLock) IsLocked(ctx context.Context) (bool, error) { return r.m.isLo
 // HoldCount returns how many read holds ctx's owner has.
 func (r *ReadLock) HoldCount(ctx context.Context) (int, error) { return r.m.holdCount(ctx) }
 
-
 // TTL returns the lease of the RWLock's longest-lived hold, read or write
 // (0 when nobody holds it).
 func (r *ReadLock) TTL(ctx context.Context) (time.Duration, error) { return r.m.ttl(ctx) }
@@ -122,7 +121,6 @@ func (w *WriteLock) IsLocked(ctx context.Context) (bool, error) { return w.m.isL
 
 // HoldCount returns how many write holds ctx's owner has.
 func (w *WriteLock) HoldCount(ctx context.Context) (int, error) { return w.m.holdCount(ctx) }
-
 
 // TTL is ReadLock.TTL.
 func (w *WriteLock) TTL(ctx context.Context) (time.Duration, error) { return w.m.ttl(ctx) }

@@ -40,10 +40,11 @@ import (
 // (release_common.lua); numbers stay on the rare paths (re-entry counts, a
 // token that is the last + 1).
 //
-// A call runs by EVALSHA and falls back to EVAL when the server does not
-// know the script yet (NOSCRIPT), as redis.Script.Run, so the source
-// crosses the network once per server; evalPipeline does the same for a
-// pipeline of calls. The EVALSHA line is relock's own (scriptCall.argv,
+// A call runs by EVALSHA; when the server does not know the script yet
+// (NOSCRIPT), it is loaded by SCRIPT LOAD and the call sent again by
+// EVALSHA (EVAL where SCRIPT LOAD is refused), so the source crosses the
+// network once per server; evalPipeline does the same for a pipeline of
+// calls. The EVALSHA line is relock's own (scriptCall.argv,
 // sent with Process), not go-redis's EvalSha: that one copies keys and
 // args into a new list at each send, boxing every key again: a fifth of a
 // Lock+Unlock's allocations.
@@ -81,6 +82,15 @@ func newCall(script *redis.Script, keys keySet, args ...any) scriptCall {
 	return scriptCall{script: script, keys: keys.names, args: argv[3+nk:], argv: argv}
 }
 
+// firstKey is the call's first key, by which a Cluster routes it ("" for
+// none).
+func (sc scriptCall) firstKey() string {
+	if len(sc.keys) == 0 {
+		return ""
+	}
+	return sc.keys[0]
+}
+
 // evalshaArgv is the call's EVALSHA command line: argv, or one built now.
 func (sc scriptCall) evalshaArgv() []any {
 	if sc.argv != nil {
@@ -110,14 +120,29 @@ func (sc scriptCall) evalSha(ctx context.Context, p processor) *redis.Cmd {
 	return cmd
 }
 
-// run runs the call on rdb (EVALSHA, then EVAL on NOSCRIPT, as
-// redis.Script.Run).
+// run runs the call on rdb by EVALSHA; on NOSCRIPT it loads the script
+// (loadScript) and sends EVALSHA again, or sends EVAL where the script
+// could not be loaded so.
 func (sc scriptCall) run(ctx context.Context, rdb redis.UniversalClient) *redis.Cmd {
 	cmd := sc.evalSha(ctx, rdb)
+	if noScript(cmd.Err()) && loadScript(ctx, rdb, sc.script) {
+		cmd = sc.evalSha(ctx, rdb)
+	}
 	if noScript(cmd.Err()) {
 		return sc.script.Eval(ctx, rdb, sc.keys, sc.args...)
 	}
 	return cmd
+}
+
+// loadScript loads script on rdb by SCRIPT LOAD (on every master of a
+// Cluster: go-redis's ClusterClient sends it to each) and reports whether
+// it did. A script loaded so stays until SCRIPT FLUSH or a restart, where
+// one that EVAL loaded may be evicted (Redis 7.4 keeps the last 500 of
+// those): relock's scripts are not pushed out by a neighbour's EVALs. A
+// refusal (an ACL without +script|load, a master down) leaves EVAL to the
+// caller, as before the script could be loaded.
+func loadScript(ctx context.Context, rdb redis.Cmdable, script *redis.Script) bool {
+	return script.Load(ctx, rdb).Err() == nil
 }
 
 // noScript says err is Redis's NOSCRIPT: the server does not know the
@@ -457,7 +482,8 @@ var inspectScript = newScript("inspect")
 // options, boxed once by New.
 type scriptArgs struct {
 	// publish is the command a release publishes a hand-over with:
-	// SPUBLISH for sharded pub/sub, else PUBLISH.
+	// SPUBLISH for sharded pub/sub, else PUBLISH (a modeArg until the
+	// Cluster's mode is detected, as blind).
 	publish any
 	// latch is the unlock latch's lifetime in ms (WithUnlockLatch).
 	latch any
@@ -475,14 +501,20 @@ type scriptArgs struct {
 }
 
 func (c *Client) newScriptArgs() scriptArgs {
-	publish := "publish"
-	if c.sharded {
+	var publish, blind any = "publish", argFalse
+	switch {
+	case c.isCluster() && !c.detect.done.Load():
+		publish = &modeArg{sharded: &c.sharded, on: []byte("spublish"), off: []byte("publish")}
+		blind = &modeArg{sharded: &c.sharded, on: []byte("0"), off: []byte("1")}
+	case c.sharded.Load():
 		publish = "spublish"
+	case c.isCluster():
+		blind = argTrue
 	}
 	return scriptArgs{
 		publish:       publish,
 		latch:         msArg(c.opts.unlockLatch),
-		blind:         flagArg(c.isCluster() && !c.sharded),
+		blind:         blind,
 		fencing:       flagArg(c.opts.fencing),
 		watchdogLease: msArg(c.opts.watchdogLease),
 		waiterTimeout: msArg(c.opts.waiterTimeout),

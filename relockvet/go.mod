@@ -1,6 +1,6 @@
 module github.com/relock-go/relock/relockvet
 
-go 1.26.8
+go 1.26.0
 
 require golang.org/x/tools v0.52.0
 

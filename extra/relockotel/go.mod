@@ -1,6 +1,6 @@
 module github.com/relock-go/relock/extra/relockotel
 
-go 1.26.8
+go 1.26.0
 
 replace github.com/relock-go/relock => ../..
 
