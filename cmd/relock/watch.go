@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -110,10 +111,16 @@ func (w *watcher) subscribe(ctx context.Context) error {
 	}
 	go w.forward(ctx, w.classic)
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		w.sharded = cc.SSubscribe(ctx, exact...)
-		if err := confirm(ctx, w.sharded, len(exact)); err != nil {
+		ps := cc.SSubscribe(ctx, exact...)
+		if err := confirm(ctx, ps, len(exact)); err != nil {
+			_ = ps.Close()
+			var reply redis.Error
+			if errors.As(err, &reply) {
+				return nil // no sharded pub/sub here (Redis 6.2): relock publishes on the classic channels
+			}
 			return err
 		}
+		w.sharded = ps
 		go w.forward(ctx, w.sharded)
 	}
 	return nil
