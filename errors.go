@@ -55,6 +55,14 @@ var (
 	// longer renewed; the release goes on in the background until it is
 	// confirmed or the lease runs out. It comes with ErrUnavailable.
 	ErrNotConfirmed = errors.New("relock: unlock not confirmed")
+
+	// ErrDeadlock: the waiter was chosen to break a deadlock: its owner
+	// waited for a lock whose holders wait, in a cycle, for what it holds
+	// (see WithDeadlockDetection). It comes with ErrNotObtained; the message
+	// names the cycle's owners and locks. The caller is expected to release
+	// what its owner holds (and may retry later), which lets the others of
+	// the cycle proceed.
+	ErrDeadlock = errors.New("relock: deadlock")
 )
 
 // ReleaseError is what Do returns when fn returned nil and the release that

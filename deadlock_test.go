@@ -1,0 +1,226 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// mutex is what every exclusive kind offers.
+type mutex interface {
+	Lock(context.Context) (context.Context, error)
+	Unlock(context.Context) error
+}
+
+// cycleRun is what runCycle saw.
+type cycleRun struct {
+	errs      []error
+	formed    time.Time     // when the last owner started waiting
+	broken    time.Duration // from formed to the victim's return
+	deadlocks []relock.DeadlockEvent
+}
+
+// runCycle runs len(locks) owners, each on a Client of its own, as
+// processes would: owner i takes locks[i] and then, once every owner holds
+// its first lock, waits for locks[(i+1)%n]. An owner that gets its second
+// lock releases both; one that is refused releases its first.
+func runCycle(t *testing.T, srv *redistest.Server, opt relock.Option, locks []func(*relock.Client) mutex) cycleRun {
+	t.Helper()
+	n := len(locks)
+	var mu sync.Mutex
+	run := cycleRun{errs: make([]error, n)}
+	var waiting atomic.Int32
+	clients := make([]*relock.Client, n)
+	for i := range clients {
+		obs := &relock.Observer{
+			WaitStarted: func(context.Context, relock.LockInfo) {
+				if waiting.Add(1) == int32(n) {
+					mu.Lock()
+					run.formed = time.Now()
+					mu.Unlock()
+				}
+			},
+			Deadlock: func(_ context.Context, ev relock.DeadlockEvent) {
+				mu.Lock()
+				run.deadlocks = append(run.deadlocks, ev)
+				mu.Unlock()
+			},
+		}
+		clients[i] = relock.New(srv.Client(), opt, relock.WithObserver(obs))
+		t.Cleanup(func() { _ = clients[i].Close() })
+	}
+	held := make([]context.Context, n)
+	for i := range n {
+		var err error
+		held[i], err = locks[i](clients[i]).Lock(relock.NewOwner(context.Background()))
+		require.NoError(t, err)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			first, second := locks[i](clients[i]), locks[(i+1)%n](clients[i])
+			ctx, cancel := context.WithTimeout(held[i], 15*time.Second)
+			defer cancel()
+			h2, err := second.Lock(ctx)
+			if err != nil {
+				mu.Lock()
+				run.errs[i], run.broken = err, time.Since(run.formed)
+				mu.Unlock()
+			} else {
+				assert.NoError(t, second.Unlock(h2))
+			}
+			assert.NoError(t, first.Unlock(held[i]))
+		})
+	}
+	wg.Wait()
+	return run
+}
+
+// requireOneVictim checks that exactly one owner of run was told
+// ErrDeadlock (with ErrNotObtained), within 2 s of the cycle forming, and
+// that every other got its lock.
+func requireOneVictim(t *testing.T, run cycleRun) {
+	t.Helper()
+	victims := 0
+	for i, err := range run.errs {
+		if err == nil {
+			continue
+		}
+		require.ErrorIs(t, err, relock.ErrDeadlock, "owner %d", i)
+		require.ErrorIs(t, err, relock.ErrNotObtained, "owner %d", i)
+		victims++
+	}
+	require.Equal(t, 1, victims, "exactly one victim: %v", run.errs)
+	require.Len(t, run.deadlocks, 1, "one Deadlock event")
+	require.Len(t, run.deadlocks[0].Cycle, len(run.errs), "the event names every wait of the cycle")
+	t.Logf("cycle of %d broken %v after it formed", len(run.errs), run.broken)
+	assert.Less(t, run.broken, 2*time.Second+250*time.Millisecond, "broken within 2 s of forming (plus a margin for this machine)")
+}
+
+func TestDeadlockTwoOwnersTwoClientsLock(t *testing.T) {
+	srv := redistest.Start(t)
+	lock := func(name string) func(*relock.Client) mutex {
+		return func(c *relock.Client) mutex { return c.Lock(name) }
+	}
+	run := runCycle(t, srv, relock.WithDeadlockDetection(time.Second), []func(*relock.Client) mutex{lock("dl-a"), lock("dl-b")})
+	requireOneVictim(t, run)
+	for _, err := range run.errs {
+		if err != nil {
+			assert.Contains(t, err.Error(), `"dl-a"`, "the error names the cycle's locks")
+			assert.Contains(t, err.Error(), `"dl-b"`, "the error names the cycle's locks")
+		}
+	}
+	requireOnlyExpiringLeftovers(t, srv.Client())
+}
+
+// The default detection is on, at 1 s: the options are left out.
+func TestDeadlockThreeOwnersMixingKinds(t *testing.T) {
+	srv := redistest.Start(t)
+	locks := []func(*relock.Client) mutex{
+		func(c *relock.Client) mutex { return c.Lock("dl-lock") },
+		func(c *relock.Client) mutex { return c.FairLock("dl-fair") },
+		func(c *relock.Client) mutex { return c.RWLock("dl-rw").WriteLock() },
+	}
+	run := runCycle(t, srv, relock.WithKeyPrefix("relock"), locks)
+	requireOneVictim(t, run)
+	requireOnlyExpiringLeftovers(t, srv.Client())
+}
+
+// A waiter whose holder waits for nothing is never a victim: B holds the
+// lock for 3 s, well past the detection delay, and A gets it then.
+func TestDeadlockNoFalsePositiveWhenTheHolderDoesNotWait(t *testing.T) {
+	srv := redistest.Start(t)
+	var events atomic.Int32
+	obs := relock.WithObserver(&relock.Observer{Deadlock: func(context.Context, relock.DeadlockEvent) { events.Add(1) }})
+	a, b := relock.New(srv.Client(), obs), relock.New(srv.Client(), obs)
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	hb, err := b.Lock("dl-x").Lock(context.Background())
+	require.NoError(t, err)
+	ha, err := a.Lock("dl-y").Lock(context.Background()) // A holds something too
+	require.NoError(t, err)
+	go func() {
+		time.Sleep(3 * time.Second) // B works, waiting for nothing
+		assert.NoError(t, b.Lock("dl-x").Unlock(hb))
+	}()
+	ctx, cancel := context.WithTimeout(ha, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	h2, err := a.Lock("dl-x").Lock(ctx)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, time.Since(start), 2*time.Second, "A waited for B")
+	require.NoError(t, a.Lock("dl-x").Unlock(h2))
+	require.NoError(t, a.Lock("dl-y").Unlock(ha))
+	assert.Zero(t, events.Load(), "no deadlock reported")
+	requireOnlyExpiringLeftovers(t, srv.Client())
+}
+
+// A cycle of holds with short leases breaks by itself when a lease ends:
+// detected only after the leases, it is never reported.
+func TestDeadlockBrokenByALeaseEndIsNotReported(t *testing.T) {
+	srv := redistest.Start(t)
+	var events atomic.Int32
+	opts := []relock.Option{
+		relock.WithDeadlockDetection(2 * time.Second),
+		relock.WithObserver(&relock.Observer{Deadlock: func(context.Context, relock.DeadlockEvent) { events.Add(1) }}),
+	}
+	a, b := relock.New(srv.Client(), opts...), relock.New(srv.Client(), opts...)
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	ha, err := a.Lock("dl-p").TryLock(relock.NewOwner(context.Background()), 0, 700*time.Millisecond)
+	require.NoError(t, err)
+	hb, err := b.Lock("dl-q").TryLock(relock.NewOwner(context.Background()), 0, 700*time.Millisecond)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for _, w := range []struct {
+		c    *relock.Client
+		h    context.Context
+		name string
+	}{{a, ha, "dl-q"}, {b, hb, "dl-p"}} {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(w.h), 10*time.Second)
+			defer cancel()
+			h2, err := w.c.Lock(w.name).Lock(ctx)
+			if assert.NoError(t, err, "the lease ended the cycle") {
+				assert.NoError(t, w.c.Lock(w.name).Unlock(h2))
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, events.Load(), "no deadlock reported")
+	requireOnlyExpiringLeftovers(t, srv.Client())
+}
+
+// A wait record left by an owner that does not hold what the chain leads
+// to makes no cycle: A waits for x held by B; B's record (forged, with a
+// live lease) says B waits for y, which A does not hold.
+func TestDeadlockStaleRecordMakesNoCycle(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	var events atomic.Int32
+	obs := relock.WithObserver(&relock.Observer{Deadlock: func(context.Context, relock.DeadlockEvent) { events.Add(1) }})
+	a, b := relock.New(rdb, obs, relock.WithDeadlockDetection(100*time.Millisecond)), relock.New(rdb, obs)
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	hb, err := b.Lock("dl-x").Lock(context.Background())
+	require.NoError(t, err)
+	bOwner := ownerField(t, b, hb)
+	require.NoError(t, rdb.Set(context.Background(), "relock:{dl:"+bOwner+"}", "1\x00forged\x00lock\x00dl-y", 10*time.Second).Err())
+	ha, err := a.Lock("dl-z").Lock(context.Background())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(ha, time.Second)
+	defer cancel()
+	_, err = a.Lock("dl-x").Lock(ctx)
+	require.ErrorIs(t, err, relock.ErrNotObtained)
+	require.NotErrorIs(t, err, relock.ErrDeadlock)
+	assert.True(t, errors.Is(err, context.DeadlineExceeded), "the wait ended with its context: %v", err)
+	assert.Zero(t, events.Load())
+	require.NoError(t, a.Lock("dl-z").Unlock(ha))
+	require.NoError(t, b.Lock("dl-x").Unlock(hb))
+}
