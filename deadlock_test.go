@@ -35,6 +35,13 @@ type cycleRun struct {
 // lock releases both; one that is refused releases its first.
 func runCycle(t *testing.T, srv *redistest.Server, opt relock.Option, locks []func(*relock.Client) mutex) cycleRun {
 	t.Helper()
+	return runCycleOf(t, srv, opt, locks, append(locks[1:len(locks):len(locks)], locks[0]))
+}
+
+// runCycleOf is runCycle where owner i holds holds[i] and waits for
+// waits[i].
+func runCycleOf(t *testing.T, srv *redistest.Server, opt relock.Option, locks, waits []func(*relock.Client) mutex) cycleRun {
+	t.Helper()
 	n := len(locks)
 	var mu sync.Mutex
 	run := cycleRun{errs: make([]error, n)}
@@ -67,7 +74,7 @@ func runCycle(t *testing.T, srv *redistest.Server, opt relock.Option, locks []fu
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			first, second := locks[i](clients[i]), locks[(i+1)%n](clients[i])
+			first, second := locks[i](clients[i]), waits[i](clients[i])
 			ctx, cancel := context.WithTimeout(held[i], 15*time.Second)
 			defer cancel()
 			h2, err := second.Lock(ctx)
@@ -223,4 +230,82 @@ func TestDeadlockStaleRecordMakesNoCycle(t *testing.T) {
 	assert.Zero(t, events.Load())
 	require.NoError(t, a.Lock("dl-z").Unlock(ha))
 	require.NoError(t, b.Lock("dl-x").Unlock(hb))
+}
+
+// semMutex is a Semaphore's single permit as a mutex.
+type semMutex struct{ s *relock.Semaphore }
+
+func (m semMutex) Lock(ctx context.Context) (context.Context, error) { return m.s.Acquire(ctx, 1) }
+func (m semMutex) Unlock(ctx context.Context) error                  { return m.s.Release(ctx) }
+
+// A cycle through a Semaphore, an RWLock's readers and its writer: A holds
+// the permit and waits for the Lock, B holds the Lock and waits for the
+// write lock, C reads and waits for the permit.
+func TestDeadlockThroughSemaphoreAndReaders(t *testing.T) {
+	srv := redistest.Start(t)
+	sem := func(c *relock.Client) mutex { return semMutex{c.Semaphore("dl-sem", 1)} }
+	lock := func(c *relock.Client) mutex { return c.Lock("dl-l") }
+	read := func(c *relock.Client) mutex { return c.RWLock("dl-rw").ReadLock() }
+	write := func(c *relock.Client) mutex { return c.RWLock("dl-rw").WriteLock() }
+	run := runCycleOf(t, srv, relock.WithDeadlockDetection(time.Second),
+		[]func(*relock.Client) mutex{sem, lock, read},
+		[]func(*relock.Client) mutex{lock, write, sem})
+	requireOneVictim(t, run)
+	requireOnlyExpiringLeftovers(t, srv.Client())
+}
+
+// A reader waits for the writer: A writes and waits for the Lock, B holds
+// the Lock and waits to read.
+func TestDeadlockReaderWaitingForTheWriter(t *testing.T) {
+	srv := redistest.Start(t)
+	lock := func(c *relock.Client) mutex { return c.Lock("dl-l") }
+	read := func(c *relock.Client) mutex { return c.RWLock("dl-rw").ReadLock() }
+	write := func(c *relock.Client) mutex { return c.RWLock("dl-rw").WriteLock() }
+	run := runCycleOf(t, srv, relock.WithDeadlockDetection(time.Second),
+		[]func(*relock.Client) mutex{write, lock},
+		[]func(*relock.Client) mutex{lock, read})
+	requireOneVictim(t, run)
+	requireOnlyExpiringLeftovers(t, srv.Client())
+}
+
+// A Semaphore waiter is deadlocked only when every holder leads back: with
+// a second permit held by an owner that waits for nothing, the waiter may
+// still be served, and nothing is reported; the permit's release serves it.
+func TestDeadlockSemaphoreWithAFreeHolderIsNoCycle(t *testing.T) {
+	srv := redistest.Start(t)
+	var events atomic.Int32
+	obs := relock.WithObserver(&relock.Observer{Deadlock: func(context.Context, relock.DeadlockEvent) { events.Add(1) }})
+	a, b, free := relock.New(srv.Client(), obs), relock.New(srv.Client(), obs), relock.New(srv.Client(), obs)
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close(); _ = free.Close() })
+	ha, err := a.Semaphore("dl-sem2", 2).Acquire(relock.NewOwner(context.Background()), 1)
+	require.NoError(t, err)
+	hf, err := free.Semaphore("dl-sem2", 2).Acquire(relock.NewOwner(context.Background()), 1)
+	require.NoError(t, err)
+	hb, err := b.Lock("dl-l2").Lock(relock.NewOwner(context.Background()))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Go(func() { // A waits for B's Lock; B waits for a permit
+		ctx, cancel := context.WithTimeout(ha, 10*time.Second)
+		defer cancel()
+		h, err := a.Lock("dl-l2").Lock(ctx)
+		if assert.NoError(t, err) {
+			assert.NoError(t, a.Lock("dl-l2").Unlock(h))
+		}
+		assert.NoError(t, a.Semaphore("dl-sem2", 2).Release(ha))
+	})
+	wg.Go(func() {
+		ctx, cancel := context.WithTimeout(hb, 10*time.Second)
+		defer cancel()
+		h, err := b.Semaphore("dl-sem2", 2).Acquire(ctx, 1)
+		if assert.NoError(t, err) {
+			assert.NoError(t, b.Semaphore("dl-sem2", 2).Release(h))
+		}
+		assert.NoError(t, b.Lock("dl-l2").Unlock(hb))
+	})
+	time.Sleep(2500 * time.Millisecond) // past two checks of each waiter
+	assert.Zero(t, events.Load(), "no deadlock while a holder may still release")
+	require.NoError(t, free.Semaphore("dl-sem2", 2).Release(hf))
+	wg.Wait()
+	assert.Zero(t, events.Load())
+	requireOnlyExpiringLeftovers(t, srv.Client())
 }
