@@ -309,3 +309,71 @@ func TestDeadlockSemaphoreWithAFreeHolderIsNoCycle(t *testing.T) {
 	assert.Zero(t, events.Load())
 	requireOnlyExpiringLeftovers(t, srv.Client())
 }
+
+// The cost of detection: 100 waiters, not in a cycle, waiting past the
+// delay for a holder that waits for nothing. Each check renews the waiter's
+// record (SET), reads the holders of its lock (one script) and the holder's
+// record (GET): three commands per waiter per half delay. Without
+// detection, the same waiters send nothing while they sleep.
+func TestDeadlockDetectionCostOf100Waiters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures for seconds")
+	}
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+		max   float64 // client commands per second
+	}{{"off", 0, 20}, {"1s", time.Second, 100 * 3 * 2 * 1.2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			perSec := detectionCost(t, tc.after)
+			t.Logf("100 waiters, detection %s: %.0f Redis commands/s", tc.name, perSec)
+			assert.LessOrEqual(t, perSec, tc.max)
+			if tc.after > 0 {
+				assert.GreaterOrEqual(t, perSec, 100*3*2*0.7, "every waiter checks every half delay")
+			}
+		})
+	}
+}
+
+// detectionCost returns the Redis commands per second that clients send
+// while 100 waiters wait for a lock held by an owner that waits for
+// nothing, measured over 3 s once they have all waited past after.
+func detectionCost(t *testing.T, after time.Duration) float64 {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	holder := relock.New(rdb)
+	t.Cleanup(func() { _ = holder.Close() })
+	hctx, err := holder.Lock("dl-cost").Lock(context.Background())
+	require.NoError(t, err)
+	const waiters = 100
+	var wg sync.WaitGroup
+	clients := make([]*relock.Client, 4) // as four processes
+	for i := range clients {
+		clients[i] = relock.New(srv.Client(), relock.WithDeadlockDetection(after))
+		t.Cleanup(func() { _ = clients[i].Close() })
+	}
+	for i := range waiters {
+		c := clients[i%len(clients)]
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(relock.NewOwner(context.Background()), 20*time.Second)
+			defer cancel()
+			h, err := c.Lock("dl-cost").Lock(ctx)
+			if assert.NoError(t, err) {
+				assert.NoError(t, c.Lock("dl-cost").Unlock(h))
+			}
+		})
+	}
+	time.Sleep(1500 * time.Millisecond) // every waiter past the delay
+	count := func() int64 {
+		m, err := redistest.CommandCalls(context.Background(), rdb)
+		require.NoError(t, err)
+		return m["evalsha"] + m["eval"] + m["set"] + m["get"] + m["del"] + m["ping"]
+	}
+	before, start := count(), time.Now()
+	time.Sleep(3 * time.Second)
+	n, d := count()-before, time.Since(start)
+	require.NoError(t, holder.Lock("dl-cost").Unlock(hctx))
+	wg.Wait()
+	requireOnlyExpiringLeftovers(t, rdb)
+	return float64(n) / d.Seconds()
+}
