@@ -38,7 +38,7 @@ const (
 	// deadlockLeases is a record's lease in detection delays: it outlives
 	// several renewals (every half delay) but not a waiter that is gone for
 	// long.
-	deadlockLeases = 3
+	deadlockLeases = 2
 )
 
 // deadlockOwner is the owner a lock call publishes as waiting, "" for a

@@ -204,7 +204,7 @@ const defaultDeadlockAfter = time.Second
 // began last, by its Client's clock (ties: the greater owner) — gives up
 // with an error wrapping ErrDeadlock and ErrNotObtained. The others keep
 // waiting. A wait shorter than after costs nothing; a longer one costs
-// about three Redis commands per after/2. Only owners whose Clients have
+// about three Redis commands per after/2 (renew the record, read the holders of its lock, read the holder's record). Only owners whose Clients have
 // detection on are seen waiting, and only holds of relock owners are seen
 // at all (see "Deadlock detection" in the README for the limits).
 func WithDeadlockDetection(after time.Duration) Option {
