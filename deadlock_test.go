@@ -3,6 +3,9 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -376,4 +379,63 @@ func detectionCost(t *testing.T, after time.Duration) float64 {
 	wg.Wait()
 	requireOnlyExpiringLeftovers(t, rdb)
 	return float64(n) / d.Seconds()
+}
+
+// The multi-process run: 4 processes (internal/holderproc -kind deadlock)
+// take 2 of 4 names in random orders, holding the first while they wait
+// for the second, for 20 s (RELOCK_DEADLOCK_RUN: a duration to run for
+// instead). Every deadlock is broken (no wait reaches its 10 s bound), each
+// within the bound, no two holders of a name overlap, and nothing is left
+// held.
+func TestDeadlockProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs processes for 20 s")
+	}
+	runFor := 20 * time.Second
+	if v := os.Getenv("RELOCK_DEADLOCK_RUN"); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err)
+		runFor = d
+	}
+	bin := buildHolder(t)
+	srv := redistest.Start(t)
+	const procs = 4
+	type proc struct {
+		lines  <-chan string
+		exited <-chan struct{}
+	}
+	ps := make([]proc, procs)
+	for i := range ps {
+		_, lines, exited := startHolderProcess(t, bin, "-addr", srv.Addr(), "-kind", "deadlock",
+			"-name", "dlp-0,dlp-1,dlp-2,dlp-3", "-for", runFor.String())
+		ps[i] = proc{lines, exited}
+	}
+	var total struct{ ops, deadlocks, timeouts, overlaps, errs int }
+	var maxBreak int
+	for i, p := range ps {
+		var line string
+		select {
+		case line = <-p.lines:
+		case <-time.After(runFor + 30*time.Second):
+			t.Fatalf("process %d did not report", i)
+		}
+		<-p.exited
+		var ops, dls, mb, tos, ovs, errs int
+		_, err := fmt.Sscanf(line, "result ops=%d deadlocks=%d maxbreak=%d timeouts=%d overlaps=%d errors=%d", &ops, &dls, &mb, &tos, &ovs, &errs)
+		require.NoError(t, err, "process %d said %q", i, line)
+		t.Logf("process %d: %s", i, strings.TrimSpace(line))
+		total.ops += ops
+		total.deadlocks += dls
+		total.timeouts += tos
+		total.overlaps += ovs
+		total.errs += errs
+		maxBreak = max(maxBreak, mb)
+	}
+	t.Logf("%v, %d processes: %d transfers, %d deadlocks broken, longest victim wait %d ms", runFor, procs, total.ops, total.deadlocks, maxBreak)
+	assert.Positive(t, total.deadlocks, "the run deadlocks")
+	assert.Zero(t, total.timeouts, "every deadlock broken: no wait reached its bound")
+	assert.Zero(t, total.overlaps, "no two holders of a name at once")
+	assert.Zero(t, total.errs)
+	assert.LessOrEqual(t, maxBreak, 2500, "each deadlock broken within 2 s of forming (a margin for this machine)")
+	requireOnlyExpiringLeftovers(t, srv.Client())
 }
