@@ -253,14 +253,20 @@ func (s *cycleSearch) run() ([]waitRecord, error) {
 // (Lock, FairLock, RWLock), through any holder of its lock, which the
 // waiter needs gone; for a Semaphore, through every holder, since any
 // other's release may free enough permits. It returns the records met on
-// the way. The waiter's own holds are not an edge: an owner is one flow of
-// control, which does not release while it waits.
+// the way. An owner that holds what it waits for is not waiting: its wait
+// has just been granted.
 func (s *cycleSearch) from(r waitRecord, depth int) ([]waitRecord, bool, error) {
 	holders, err := s.holdersOf(r.lock)
 	if err != nil {
 		return nil, false, err
 	}
-	holders = slices.DeleteFunc(holders, func(h string) bool { return h == r.owner })
+	if slices.Contains(holders, r.owner) {
+		// The owner holds what its record says it waits for: it got it
+		// and its wait is ending (the record goes once the wait loop has
+		// returned). A Semaphore waiter that holds permits of it already
+		// is taken as not waiting either.
+		return nil, false, nil
+	}
 	all := r.lock.Kind == KindSemaphore
 	if len(holders) == 0 {
 		return nil, false, nil
