@@ -151,7 +151,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		a, unknown = k.settleAttempt(dctx, req, a, err, unknown, started)
 		return a, err
 	}
-	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: c.leaseFor(k.lease), obs: k.t, stray: stray}, try)
+	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: c.leaseFor(k.lease), obs: k.t, owner: k.deadlockOwner(), stray: stray}, try)
 	err = waitResultErr(a, err)
 	if err == nil && a.gen == "" {
 		a.gen = req.op // handed over: the hold is named after the waiter

@@ -62,6 +62,14 @@ var (
 	// on the Client returns it, from the first on; the error names what is
 	// missing and wraps the server's reply.
 	ErrUnsupported = errors.New("relock: not supported by the server")
+
+	// ErrDeadlock: the waiter was chosen to break a deadlock: its owner
+	// waited for a lock whose holders wait, in a cycle, for what it holds
+	// (see WithDeadlockDetection). It comes with ErrNotObtained; the message
+	// names the cycle's owners and locks. The caller is expected to release
+	// what its owner holds (and may retry later), which lets the others of
+	// the cycle proceed.
+	ErrDeadlock = errors.New("relock: deadlock")
 )
 
 // ReleaseError is what Do returns when fn returned nil and the release that

@@ -36,6 +36,10 @@ type Observer struct {
 	// SubscriberReconnected is called when a lost subscriber connection is
 	// back.
 	SubscriberReconnected func(SubscriberEvent)
+	// Deadlock is called when a waiting Lock, the victim of a deadlock (see
+	// WithDeadlockDetection), gives up: once per broken deadlock, from the
+	// victim's call, before its WaitEnded.
+	Deadlock func(context.Context, DeadlockEvent)
 }
 
 // Kind names the lock type an event is about, as a metric label. It is not
@@ -153,6 +157,21 @@ type WaitEvent struct {
 	Err         error // why, when NotObtained
 }
 
+// DeadlockEvent describes a deadlock that a waiter of the Client broke by
+// giving up: LockInfo is what it waited for, Cycle every wait of the
+// cycle, the victim's first.
+type DeadlockEvent struct {
+	LockInfo
+	Cycle []DeadlockWait
+}
+
+// DeadlockWait is one owner's wait in a deadlock: Owner as written in
+// Redis ("<Client.ID()>:<n>", or a WithOwner id) waits for Lock.
+type DeadlockWait struct {
+	Owner string
+	Lock  LockInfo
+}
+
 // SubscriberEvent describes a subscriber connection that came back.
 type SubscriberEvent struct {
 	Shard string        // node address ("" for a single-node client)
@@ -242,5 +261,17 @@ func (c *Client) emitWait(ctx context.Context, s observed, start time.Time, atte
 func (c *Client) emitRenewed(holds, failed int, d time.Duration, err error) {
 	if o := c.opts.observer; o != nil && o.Renewed != nil {
 		o.Renewed(RenewedEvent{Holds: holds, Failed: failed, Duration: d, Err: err})
+	}
+}
+
+// emitDeadlock reports the deadlock that the victim, waiting for lock,
+// breaks; cycle starts with the victim's own wait.
+func (c *Client) emitDeadlock(ctx context.Context, lock LockInfo, cycle []waitRecord) {
+	if o := c.opts.observer; o != nil && o.Deadlock != nil {
+		ev := DeadlockEvent{LockInfo: lock, Cycle: make([]DeadlockWait, len(cycle))}
+		for i, r := range cycle {
+			ev.Cycle[i] = DeadlockWait{Owner: r.owner, Lock: r.lock}
+		}
+		o.Deadlock(ctx, ev)
 	}
 }

@@ -37,6 +37,8 @@ type options struct {
 	replicaTimeout time.Duration // WithReplicas
 
 	observer *Observer // WithObserver: nil off
+
+	deadlockAfter time.Duration // WithDeadlockDetection: 0 off
 }
 
 func defaultOptions() options {
@@ -48,6 +50,7 @@ func defaultOptions() options {
 		unlockLatch:   30 * time.Second,
 		waiterTimeout: defaultWaiterTimeout,
 		unlockTimeout: defaultUnlockTimeout,
+		deadlockAfter: defaultDeadlockAfter,
 	}
 }
 
@@ -161,6 +164,39 @@ func WithUnlockTimeout(d time.Duration) Option {
 			return err
 		}
 		o.unlockTimeout = d
+		return nil
+	}
+}
+
+// defaultDeadlockAfter is how long a waiter waits before it takes part in
+// deadlock detection (see WithDeadlockDetection).
+const defaultDeadlockAfter = time.Second
+
+// WithDeadlockDetection sets how long a Lock, FairLock, RWLock (read or
+// write) or Semaphore waiter of this Client waits before it takes part in
+// deadlock detection (default 1 s; 0 turns detection off for the Client's
+// waiters). Such a waiter publishes in Redis which lock its owner waits
+// for, under a lease it renews, and every after/2 follows the chain: the
+// owners that hold what it waits for, what they wait for, and so on. When
+// the chain comes back to its own owner, the cycle is read a second time
+// to confirm it, and exactly one waiter of the cycle — the one whose wait
+// began last, by its Client's clock (ties: the greater owner) — gives up
+// with an error wrapping ErrDeadlock and ErrNotObtained. The others keep
+// waiting. A wait shorter than after costs nothing; a longer one costs
+// about three Redis commands per after/2 (renew the record, read the holders of its lock, read the holder's record). Only owners whose Clients have
+// detection on are seen waiting, and only holds of relock owners are seen
+// at all (see "Deadlock detection" in the README for the limits).
+func WithDeadlockDetection(after time.Duration) Option {
+	return func(o *options) error {
+		if after != 0 {
+			if err := checkDuration("deadlock detection delay", after); err != nil {
+				return err
+			}
+			if after < 2*minDuration {
+				return fmt.Errorf("%w: deadlock detection delay %v is shorter than 2ms", ErrInvalidArgument, after)
+			}
+		}
+		o.deadlockAfter = after
 		return nil
 	}
 }

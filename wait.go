@@ -14,6 +14,9 @@ type waitSpec struct {
 	id    string // "" : the scheme hands nothing over
 	lease time.Duration
 	obs   observed // the lock the Observer hears about (WaitStarted, Woken); nil: none
+	// owner is the waiting owner's field in Redis, for deadlock detection
+	// (deadlock.go); "": the wait takes no part.
+	owner string
 	// stray releases a grant, on the waiter's channel, to an id of this
 	// Client that no longer waits (see subscriber.granted); zero: none.
 	stray strayRelease
@@ -63,6 +66,8 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	dl := c.watchDeadlocks(spec, tried)
+	defer dl.end()
 	for {
 		if w, err = c.subs.follow(ctx, w, a, spec, tried); err != nil {
 			return a, slept, err
@@ -76,7 +81,7 @@ func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, e
 		}
 		var handed bool
 		var h attempt
-		if h, handed, err = c.sleep(ctx, spec, w, timer, sleep, tried, check); handed {
+		if h, handed, err = c.sleep(ctx, spec, w, timer, sleep, tried, check, &dl); handed {
 			a = h
 			return a, slept, nil
 		}
@@ -124,20 +129,35 @@ func (c *Client) sleepBound(a attempt, deadline time.Time) (time.Duration, bool)
 // only when check trusts it and it comes within a third of the lease after
 // the last attempt (tried), from whose start the hold's end is counted;
 // any other is claimed by the next attempt, made at once, whose replay of
-// the waiter's op id is the claim and extends the lease from then.
-func (c *Client) sleep(ctx context.Context, spec waitSpec, w *waiter, timer *time.Timer, d time.Duration, tried time.Time, check grantCheck) (a attempt, handed bool, err error) {
-	timer.Reset(d)
-	select {
-	case <-ctx.Done():
-		return a, false, notObtained(ctx)
-	case <-c.closing:
-		return a, false, ErrClientClosed
-	case <-w.signal():
-		c.emitWoken(ctx, spec.obs)
-		a, handed = w.handedOver()
-		return a, handed && check.trusted() && time.Since(tried) < spec.lease/3, nil
-	case <-timer.C:
-		return a, false, nil
+// the waiter's op id is the claim and extends the lease from then. The
+// deadlock checks of dl that fall due meanwhile run within the sleep; the
+// one that finds the waiter the victim of a deadlock ends the wait.
+func (c *Client) sleep(ctx context.Context, spec waitSpec, w *waiter, timer *time.Timer, d time.Duration, tried time.Time, check grantCheck, dl *deadlockWatch) (a attempt, handed bool, err error) {
+	end := dl.sleepEnd(d)
+	timer.Reset(dl.cap(d))
+	for {
+		select {
+		case <-ctx.Done():
+			return a, false, notObtained(ctx)
+		case <-c.closing:
+			return a, false, ErrClientClosed
+		case <-w.signal():
+			c.emitWoken(ctx, spec.obs)
+			a, handed = w.handedOver()
+			return a, handed && check.trusted() && time.Since(tried) < spec.lease/3, nil
+		case <-timer.C:
+			if !dl.due() {
+				return a, false, nil
+			}
+			if err = dl.check(ctx); err != nil {
+				return a, false, err
+			}
+			left := time.Until(end)
+			if left <= 0 {
+				return a, false, nil
+			}
+			timer.Reset(dl.cap(left))
+		}
 	}
 }
 

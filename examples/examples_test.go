@@ -82,6 +82,14 @@ var stories = map[string][]string{
 		`coordinator the latch opened: all 5 processes done`,
 		`coordinator 15 jobs ran, at most 3 at once; 3 of 3 permits free again$`,
 	},
+	"deadlock": {
+		`^relock deadlock on an embedded miniredis`,
+		`[AB]\s+told after 1s: ErrDeadlock \(and ErrNotObtained: true\)`,
+		`[AB]\s+releases "account:\w+" and will try again`,
+		`[AB]\s+locked "account:\w+" too: transfers, then unlocks both`,
+		`[AB]\s+locked "account:\w+" too: transfers, then unlocks both`,
+		`both transfers done; nothing left locked$`,
+	},
 	"observe": {
 		`^relock observe on an embedded miniredis`,
 		`A\s+locked "orders"`,

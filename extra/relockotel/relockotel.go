@@ -15,6 +15,7 @@
 //	relock.lock.waiters         up-down counter lock.kind
 //	relock.renewals             counter         outcome (ok, failed)
 //	relock.subscriber.reconnects counter
+//	relock.deadlocks            counter         lock.kind
 //
 // cause is one of a fixed set (the Cause* constants), taken from the core's
 // typed LostEvent.Reason, never from error text, so that it cannot add
@@ -152,6 +153,7 @@ func NewObserver(opts ...Option) (*relock.Observer, error) {
 		WaitStarted:           r.waitStarted,
 		WaitEnded:             r.waitEnded,
 		SubscriberReconnected: r.subscriberReconnected,
+		Deadlock:              r.deadlock,
 	}, nil
 }
 
@@ -161,6 +163,7 @@ type recorder struct {
 
 	wait, held                                metric.Float64Histogram
 	acquisitions, losses, renewals, reconnect metric.Int64Counter
+	deadlocks                                 metric.Int64Counter
 	holds, waiters                            metric.Int64UpDownCounter
 
 	kinds   map[relock.Kind]*kindAttrs
@@ -214,6 +217,9 @@ func newRecorder(cfg config) (*recorder, error) {
 	check(err)
 	r.reconnect, err = m.Int64Counter("relock.subscriber.reconnects", metric.WithUnit("{reconnect}"),
 		metric.WithDescription("Subscriber connections that came back after they were lost"))
+	check(err)
+	r.deadlocks, err = m.Int64Counter("relock.deadlocks", metric.WithUnit("{deadlock}"),
+		metric.WithDescription("Deadlocks this process broke: waits that gave up with ErrDeadlock, by the kind waited for"))
 	check(err)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("relockotel: %w", errors.Join(errs...))
@@ -387,4 +393,10 @@ func causeIndex(reason relock.LossReason) int {
 		return causeClientClosed
 	}
 	return causeOther
+}
+
+// deadlock counts a deadlock the Client broke, by the kind its victim
+// waited for.
+func (r *recorder) deadlock(ctx context.Context, e relock.DeadlockEvent) {
+	r.deadlocks.Add(ctx, 1, r.add(e.LockInfo, func(ka *kindAttrs) []metric.AddOption { return ka.holds })...)
 }

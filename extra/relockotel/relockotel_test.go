@@ -350,7 +350,7 @@ func TestDefaultProviders(t *testing.T) {
 	obs.Acquired(bg, relock.AcquiredEvent{LockInfo: info("a", relock.KindLock)})
 	obs.WaitEnded(bg, relock.WaitEvent{LockInfo: info("a", relock.KindLock), Waited: time.Second})
 	if obs.Acquired == nil || obs.Released == nil || obs.Renewed == nil || obs.Lost == nil ||
-		obs.WaitStarted == nil || obs.WaitEnded == nil || obs.SubscriberReconnected == nil {
+		obs.WaitStarted == nil || obs.WaitEnded == nil || obs.SubscriberReconnected == nil || obs.Deadlock == nil {
 		t.Error("a hook is nil")
 	}
 }
@@ -445,4 +445,16 @@ func TestLossCauseIsBounded(t *testing.T) {
 	if n := points(t, ms, "relock.lock.losses"); n != 1 {
 		t.Errorf("%d series of losses, want 1", n)
 	}
+}
+
+// A deadlock the Client broke is counted by the kind its victim waited for.
+func TestDeadlockCounter(t *testing.T) {
+	h := newHarness(t)
+	cycle := []relock.DeadlockWait{{Owner: "a:1", Lock: info("x", relock.KindLock)}, {Owner: "b:1", Lock: info("y", relock.KindFairLock)}}
+	h.obs.Deadlock(bg, relock.DeadlockEvent{LockInfo: info("x", relock.KindLock), Cycle: cycle})
+	h.obs.Deadlock(bg, relock.DeadlockEvent{LockInfo: info("x", relock.KindLock), Cycle: cycle})
+	h.obs.Deadlock(bg, relock.DeadlockEvent{LockInfo: info("s", relock.KindSemaphore), Cycle: cycle})
+	ms := h.metrics(t)
+	wantSum(t, ms, "relock.deadlocks", set(relockotel.KindKey.String("lock")), 2)
+	wantSum(t, ms, "relock.deadlocks", set(relockotel.KindKey.String("semaphore")), 1)
 }

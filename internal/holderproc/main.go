@@ -17,7 +17,8 @@
 // internal/schedule).
 //
 // With -kind latch it waits for a CountDownLatch, or counts one down (-role,
-// see latchRole).
+// see latchRole). With -kind deadlock it takes two of the names of -name
+// (comma-separated) in random orders for -for (see runDeadlock).
 package main
 
 import (
@@ -88,6 +89,9 @@ func (cfg *config) run() (code int, err error) {
 			run = (&semaWorker{worker: w, permits: cfg.permits, goroutines: cfg.goroutines, take: cfg.take}).run
 		}
 		return 1, run()
+	}
+	if w.kind == "deadlock" {
+		return 1, runDeadlock(cfg)
 	}
 	c := cfg.client()
 	w.name = cfg.name

@@ -1,0 +1,459 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/inspect"
+)
+
+// Deadlock detection (see WithDeadlockDetection and docs/internals.md).
+//
+// A waiter that has waited longer than the Client's delay publishes a wait
+// record: the key <prefix>:{dl:<owner>}, a string naming the lock its owner
+// waits for, with a lease it renews at every check. The key has a hash tag
+// of its own, so each record sits in any slot and is read with one command:
+// a chain of them crosses a Cluster's slots one hop at a time. The waiter
+// then follows the chain in its sleep, from the holders of its own lock,
+// through their records, to the holders of theirs, and so on. A record is
+// trusted only while its lease runs and only for an owner that holds, in
+// Redis, what the previous hop waits for; a cycle back to the waiter's own
+// owner is read a second time, and only the same cycle, record for record,
+// confirms it. Every member of a cycle that finds it picks the same victim
+// from the records alone: the wait that began last, the greater owner on a
+// tie; only the victim gives up.
+
+const (
+	// deadlockMaxDepth bounds the owners a chain is followed through.
+	deadlockMaxDepth = 16
+	// deadlockMaxReads bounds the Redis reads of one pass over a chain.
+	deadlockMaxReads = 64
+	// deadlockLeases is a record's lease in detection delays: it outlives
+	// several renewals (every half delay) but not a waiter that is gone for
+	// long.
+	deadlockLeases = 2
+)
+
+// deadlockOwner is the owner a lock call publishes as waiting, "" for a
+// call that takes no part in deadlock detection (a MultiLock's, whose parts
+// may live in several deployments).
+func (k *lockCall) deadlockOwner() string {
+	if len(k.parts) != 1 || k.c.opts.deadlockAfter == 0 {
+		return ""
+	}
+	return k.parts[0].h.key.owner
+}
+
+// detectable reports whether waits for kind take part in detection.
+func detectable(kind Kind) bool {
+	switch kind {
+	case KindLock, KindFairLock, KindReadLock, KindWriteLock, KindSemaphore:
+		return true
+	}
+	return false
+}
+
+// A deadlockWatch is one wait's part in detection. It lives on the wait
+// loop's stack; next is zero when the wait takes no part.
+type deadlockWatch struct {
+	c      *Client
+	owner  string
+	obs    observed
+	start  time.Time // when the wait began
+	until  time.Time // the wait's deadline (zero: none)
+	next   time.Time // the next check
+	id     string    // the wait's id in its record ("" : no check yet)
+	record string    // the record published ("" : none yet)
+}
+
+// watchDeadlocks starts the detection of a wait that began at start: its
+// first check comes at start plus the Client's delay.
+func (c *Client) watchDeadlocks(spec waitSpec, start time.Time) deadlockWatch {
+	after := c.opts.deadlockAfter
+	if after == 0 || spec.owner == "" || spec.obs == nil {
+		return deadlockWatch{}
+	}
+	return deadlockWatch{c: c, owner: spec.owner, obs: spec.obs, start: start, until: spec.deadline(start), next: start.Add(after)}
+}
+
+// cap cuts a sleep of d at the next check.
+func (d *deadlockWatch) cap(sleep time.Duration) time.Duration {
+	if d.next.IsZero() {
+		return sleep
+	}
+	return max(min(sleep, time.Until(d.next)), 0)
+}
+
+// sleepEnd is when a sleep of d from now ends (zero when d takes no part:
+// no clock read).
+func (d *deadlockWatch) sleepEnd(sleep time.Duration) time.Time {
+	if d.next.IsZero() {
+		return time.Time{}
+	}
+	return time.Now().Add(sleep)
+}
+
+// due reports whether a check is due.
+func (d *deadlockWatch) due() bool {
+	return !d.next.IsZero() && !time.Now().Before(d.next)
+}
+
+// key is the record key of owner.
+func (c *Client) deadlockKey(owner string) string {
+	return c.opts.prefix + ":{dl:" + tagEscaper.Replace(owner) + "}"
+}
+
+// check publishes (or renews) the wait's record and follows its chain. It
+// returns an error wrapping ErrDeadlock and ErrNotObtained when the wait is
+// the victim of a confirmed cycle; a check that Redis fails, or that ctx
+// cuts short, finds nothing (the next one tries again). It takes at most
+// the delay, and ends with the wait's deadline.
+func (d *deadlockWatch) check(ctx context.Context) error {
+	c, after := d.c, d.c.opts.deadlockAfter
+	d.next = time.Now().Add(after / 2)
+	lock := d.obs.info()
+	if !detectable(lock.Kind) {
+		d.next = time.Time{}
+		return nil
+	}
+	until := time.Now().Add(after)
+	if !d.until.IsZero() && d.until.Before(until) {
+		until = d.until
+	}
+	cctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	if d.id == "" {
+		d.id = c.newOp()
+	}
+	self := waitRecord{owner: d.owner, id: d.id, start: d.start.UnixMilli(), lock: lock}
+	value := self.encode()
+	cycle, err := queryBounded(cctx, "deadlock check", func() ([]waitRecord, error) {
+		return c.findCycle(cctx, self, value)
+	})
+	d.record = value // published, or maybe: end deletes it either way
+	if err != nil {
+		c.log.Debug("relock: deadlock check failed", "lock", lock.Name, "err", err)
+		return nil
+	}
+	if cycle == nil || victim(cycle) != self.id {
+		return nil
+	}
+	c.emitDeadlock(ctx, lock, cycle)
+	return fmt.Errorf("%w: %w: %s", ErrNotObtained, ErrDeadlock, describeCycle(self.owner, cycle))
+}
+
+// findCycle renews self's record (value) and returns the confirmed cycle
+// through self, nil when there is none.
+func (c *Client) findCycle(ctx context.Context, self waitRecord, value string) ([]waitRecord, error) {
+	lease := deadlockLeases * c.opts.deadlockAfter
+	if _, err := request(c, "deadlock record", c.rdb.Set(ctx, c.deadlockKey(self.owner), value, lease).Result); err != nil {
+		return nil, err
+	}
+	first, err := newCycleSearch(c, ctx, self).run()
+	if first == nil || err != nil {
+		return nil, err
+	}
+	second, err := newCycleSearch(c, ctx, self).run()
+	if err != nil || !sameCycle(first, second) {
+		return nil, err
+	}
+	return second, nil
+}
+
+// end deletes the wait's record, if it published one, waiting at most
+// cleanupGrace for Redis (the delete goes on in the background; the lease
+// ends a record whose delete fails).
+func (d *deadlockWatch) end() {
+	if d.record == "" {
+		return
+	}
+	c, key := d.c, d.c.deadlockKey(d.owner)
+	d.record = ""
+	_, _, _ = awaitBounded(context.Background(), time.Now().Add(cleanupGrace), func() (int64, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.unlockTimeout)
+		defer cancel()
+		return request(c, "deadlock record", c.rdb.Del(ctx, key).Result)
+	})
+}
+
+// A waitRecord is what one owner's record says: it waits for lock since
+// start (Unix ms, its Client's clock), in the wait named id.
+type waitRecord struct {
+	owner string
+	id    string
+	start int64
+	lock  LockInfo
+}
+
+// encode is the record's value: start, id, kind and name, NUL-separated
+// (the name last: it may hold any byte).
+func (r waitRecord) encode() string {
+	return strconv.FormatInt(r.start, 10) + "\x00" + r.id + "\x00" + string(r.lock.Kind) + "\x00" + r.lock.Name
+}
+
+// parseWaitRecord reads owner's record value; false when it is not one.
+func parseWaitRecord(owner, v string) (waitRecord, bool) {
+	f := strings.SplitN(v, "\x00", 4)
+	if len(f) != 4 {
+		return waitRecord{}, false
+	}
+	start, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || !detectable(Kind(f[2])) {
+		return waitRecord{}, false
+	}
+	return waitRecord{owner: owner, id: f[1], start: start, lock: LockInfo{Name: f[3], Kind: Kind(f[2])}}, true
+}
+
+// A cycleSearch is one pass over the chain from self, each record and each
+// lock's holders read at most once.
+type cycleSearch struct {
+	c       *Client
+	ctx     context.Context
+	self    waitRecord
+	reads   int
+	records map[string]*waitRecord // nil: the owner does not wait
+	holders map[LockInfo][]string
+	path    []string
+}
+
+func newCycleSearch(c *Client, ctx context.Context, self waitRecord) *cycleSearch {
+	return &cycleSearch{c: c, ctx: ctx, self: self, records: map[string]*waitRecord{}, holders: map[LockInfo][]string{}}
+}
+
+// errSearchBound ends a pass that reached deadlockMaxReads: no cycle.
+var errSearchBound = errors.New("relock: deadlock search bound reached")
+
+// run returns the cycle through self, its members once each, nil when
+// there is none.
+func (s *cycleSearch) run() ([]waitRecord, error) {
+	members, ok, err := s.from(s.self, 0)
+	if errors.Is(err, errSearchBound) {
+		return nil, nil
+	}
+	if err != nil || !ok {
+		return nil, err
+	}
+	out := []waitRecord{s.self}
+	for _, m := range members {
+		if !slices.ContainsFunc(out, func(o waitRecord) bool { return o.owner == m.owner }) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// from reports whether r's wait leads back to self: for an exclusive wait
+// (Lock, FairLock, RWLock), through any holder of its lock, which the
+// waiter needs gone; for a Semaphore, through every holder, since any
+// other's release may free enough permits. It returns the records met on
+// the way. An owner that holds what it waits for is not waiting: its wait
+// has just been granted.
+func (s *cycleSearch) from(r waitRecord, depth int) ([]waitRecord, bool, error) {
+	holders, err := s.holdersOf(r.lock)
+	if err != nil {
+		return nil, false, err
+	}
+	if slices.Contains(holders, r.owner) {
+		// The owner holds what its record says it waits for: it got it
+		// and its wait is ending (the record goes once the wait loop has
+		// returned). A Semaphore waiter that holds permits of it already
+		// is taken as not waiting either.
+		return nil, false, nil
+	}
+	all := r.lock.Kind == KindSemaphore
+	if len(holders) == 0 {
+		return nil, false, nil
+	}
+	var members []waitRecord
+	for _, h := range holders {
+		sub, ok, err := s.through(h, depth)
+		if err != nil {
+			return nil, false, err
+		}
+		switch {
+		case ok && !all:
+			return sub, true, nil
+		case !ok && all:
+			return nil, false, nil
+		}
+		members = append(members, sub...)
+	}
+	return members, all, nil
+}
+
+// through reports whether holder h leads back to self.
+func (s *cycleSearch) through(h string, depth int) ([]waitRecord, bool, error) {
+	if h == s.self.owner {
+		return nil, true, nil
+	}
+	if depth+1 >= deadlockMaxDepth || slices.Contains(s.path, h) {
+		return nil, false, nil // too deep, or a cycle that self is not part of
+	}
+	rec, err := s.recordOf(h)
+	if rec == nil || err != nil {
+		return nil, false, err
+	}
+	s.path = append(s.path, h)
+	sub, ok, err := s.from(*rec, depth+1)
+	s.path = s.path[:len(s.path)-1]
+	if !ok || err != nil {
+		return nil, false, err
+	}
+	return append([]waitRecord{*rec}, sub...), true, nil
+}
+
+// read counts one Redis read of the pass against its bound.
+func (s *cycleSearch) read() error {
+	if s.reads++; s.reads > deadlockMaxReads {
+		return errSearchBound
+	}
+	return nil
+}
+
+// recordOf reads owner's wait record (nil: none, or not one).
+func (s *cycleSearch) recordOf(owner string) (*waitRecord, error) {
+	if r, ok := s.records[owner]; ok {
+		return r, nil
+	}
+	if err := s.read(); err != nil {
+		return nil, err
+	}
+	c := s.c
+	v, err := request(c, "deadlock check", func() (string, error) {
+		v, err := c.rdb.Get(s.ctx, c.deadlockKey(owner)).Result()
+		if errors.Is(err, redis.Nil) {
+			return "", nil
+		}
+		return v, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var rec *waitRecord
+	if r, ok := parseWaitRecord(owner, v); ok {
+		rec = &r
+	}
+	s.records[owner] = rec
+	return rec, nil
+}
+
+// holdersOf reads the owners that lock's waiter waits for: the holders of
+// a Lock, FairLock or Semaphore; the writer and the writers queued ahead
+// of a reader; the writer and the readers of a writer.
+func (s *cycleSearch) holdersOf(lock LockInfo) ([]string, error) {
+	if h, ok := s.holders[lock]; ok {
+		return slices.Clone(h), nil
+	}
+	if err := s.read(); err != nil {
+		return nil, err
+	}
+	ks, err := newKeyspace(s.c.opts.prefix, lock.Name)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.c.eval(s.ctx, "deadlock check", inspectCall(ks)).Slice()
+	if err != nil {
+		return nil, err
+	}
+	st, err := parseInspect(ks, res)
+	if err != nil {
+		return nil, err
+	}
+	h := waitedFor(st, lock.Kind)
+	s.holders[lock] = h
+	return slices.Clone(h), nil
+}
+
+// waitedFor picks, from a lock's state, the owners a waiter of kind waits
+// for, each once.
+func waitedFor(st *inspect.State, kind Kind) []string {
+	var hs []inspect.Holder
+	switch kind {
+	case KindLock:
+		if st.Lock != nil {
+			hs = st.Lock.Holders
+		}
+	case KindFairLock:
+		if st.FairLock != nil {
+			hs = st.FairLock.Holders
+		}
+	case KindReadLock, KindWriteLock:
+		hs = rwWaitedFor(st.RWLock, kind)
+	case KindSemaphore:
+		if st.Semaphore != nil {
+			hs = st.Semaphore.Holders
+		}
+	}
+	var out []string
+	for _, h := range hs {
+		if !slices.Contains(out, h.Owner) {
+			out = append(out, h.Owner)
+		}
+	}
+	return out
+}
+
+// rwWaitedFor is waitedFor of an RWLock.
+func rwWaitedFor(rw *inspect.RW, kind Kind) []inspect.Holder {
+	if rw == nil {
+		return nil
+	}
+	var hs []inspect.Holder
+	if rw.Writer != nil {
+		hs = append(hs, *rw.Writer)
+	}
+	if kind == KindWriteLock {
+		return append(hs, rw.Readers...)
+	}
+	for _, w := range rw.WritersWaiting {
+		hs = append(hs, inspect.Holder{Owner: w.Owner})
+	}
+	return hs
+}
+
+// sameCycle reports whether two passes found the same cycle: the same
+// waits (record ids) of the same owners.
+func sameCycle(a, b []waitRecord) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, r := range a {
+		if !slices.ContainsFunc(b, func(o waitRecord) bool { return o.owner == r.owner && o.id == r.id }) {
+			return false
+		}
+	}
+	return true
+}
+
+// victim is the id of the wait of the cycle that gives up: the one that
+// began last, the greater owner on a tie. Every member computes it from
+// the same records, so every member picks the same one.
+func victim(cycle []waitRecord) string {
+	v := cycle[0]
+	for _, r := range cycle[1:] {
+		if r.start > v.start || r.start == v.start && r.owner > v.owner {
+			v = r
+		}
+	}
+	return v.id
+}
+
+// describeCycle names the cycle's waits, self's first.
+func describeCycle(self string, cycle []waitRecord) string {
+	var b strings.Builder
+	b.WriteString("owner " + self + " is the victim of a cycle:")
+	for i, r := range cycle {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		fmt.Fprintf(&b, " owner %s waits for %s %q", r.owner, r.lock.Kind, r.lock.Name)
+	}
+	return b.String()
+}
