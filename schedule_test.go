@@ -28,7 +28,7 @@ import (
 var (
 	scheduleLong = flag.Bool("schedule.long", false, "TestFaultSchedule: run -schedule.runs fresh seeds and print the table")
 	scheduleSeed = flag.Int64("schedule.seed", 0, "TestFaultSchedule: replay this seed (with -schedule.kind); with -schedule.long: the first seed")
-	scheduleKind = flag.String("schedule.kind", "", "TestFaultSchedule: lock kind of -schedule.seed: lock, fair, rw or multi (default: every kind)")
+	scheduleKind = flag.String("schedule.kind", "", "TestFaultSchedule: lock kind of -schedule.seed: lock, fair, rw, multi, sema or latch (default: every kind)")
 	scheduleRuns = flag.Int("schedule.runs", 40, "TestFaultSchedule: runs of -schedule.long")
 )
 

@@ -25,16 +25,31 @@ const (
 	RuleOrphan    = "held in Redis by nobody"
 	RuleLeftover  = "left held after the run"
 	RuleRun       = "run"
+	// Semaphore and latch rules.
+	RuleOverCapacity = "permits over capacity, a loser not told"
+	RuleUnsignalled  = "permits lost, holder not told"
+	RuleLatchOpen    = "latch opened without its CountDowns"
+	RuleLatchResult  = "latch call reported a wrong result"
 )
 
-var ruleOrder = []string{RuleUnordered, RuleUntold, RuleToken, RuleOversleep, RuleOrphan, RuleLeftover, RuleRun}
+var ruleOrder = []string{RuleUnordered, RuleUntold, RuleToken, RuleOverCapacity, RuleUnsignalled, RuleLatchOpen,
+	RuleLatchResult, RuleOversleep, RuleOrphan, RuleLeftover, RuleRun}
 
 // Sample is what the test saw in Redis at one moment: which resources had a
-// holder. Known is false while Redis was down or being restored.
+// holder. Known is false while Redis was down or being restored. For a
+// Semaphore, Held[ResA] means that a waiter may have to wait (permits are in
+// use and fewer than MaxTake are free) and Sema is its state; for a latch,
+// Held[LatchName(i)] means that round i's latch is closed.
 type Sample struct {
 	At    time.Time
 	Held  map[string]bool
 	Known bool
+	Sema  SemaSample
+}
+
+// SemaSample is a Semaphore's state in Redis.
+type SemaSample struct {
+	Permits, Used, Waiters int
 }
 
 // Verdict is the judgement of one run.
@@ -60,10 +75,20 @@ func Check(plan *Plan, h *History, samples []Sample, pauses []Span, takenAway []
 			v.Told++
 		}
 	}
-	v.checkOverlaps(h.Holds, append(slices.Clone(h.Forces), takenAway...))
-	v.checkTokens(h.Holds)
-	v.checkOversleep(plan, h.Waits, samples, pauses)
-	v.checkOrphans(h.Holds, samples)
+	taken := append(slices.Clone(h.Forces), takenAway...)
+	switch plan.Kind {
+	case KindSema:
+		v.checkCapacity(h, samples, taken)
+		v.checkPermitsInRedis(h.Holds, samples, taken)
+		v.checkOversleep(plan, h.Waits, samples, pauses)
+	case KindLatch:
+		v.checkLatch(plan, h.Calls, samples, pauses)
+	default:
+		v.checkOverlaps(h.Holds, taken)
+		v.checkTokens(h.Holds)
+		v.checkOversleep(plan, h.Waits, samples, pauses)
+		v.checkOrphans(h.Holds, samples)
+	}
 	return v
 }
 

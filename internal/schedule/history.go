@@ -50,6 +50,9 @@ type History struct {
 	Closed map[string]bool // processes that closed their Client
 	Done   map[string]bool
 	Counts map[string]int // events by kind
+	// Calls are the Semaphore's and latch's call events (judge.KindPermits,
+	// judge.KindLatch*), in report order per process.
+	Calls []judge.Event
 }
 
 // NewHistory builds the history of plan's processes from their events; end
@@ -86,6 +89,9 @@ func NewHistory(plan *Plan, events []judge.Event, end time.Time) *History {
 			}
 		case judge.KindForce:
 			h.Forces = append(h.Forces, e.At)
+		case judge.KindPermits, judge.KindLatchSet, judge.KindLatchCount, judge.KindLatchDelete,
+			judge.KindLatchWait, judge.KindLatchOpen:
+			h.Calls = append(h.Calls, e)
 		case judge.KindVoid, judge.KindLockErr, judge.KindDone, judge.KindClose:
 			endWait(e.Proc, e.At)
 			h.Done[e.Proc] = h.Done[e.Proc] || e.Kind == judge.KindDone
