@@ -55,9 +55,12 @@ func latchRounds(plan *Plan, calls []judge.Event) []latchRound {
 // checkLatch judges every round of a latch plan:
 //   - a TrySetCount of the round's new latch that returned no error
 //     reports true (nothing else set it);
-//   - a Wait that started once the latch was set and returned nil did so
-//     after at least Count CountDowns that may have applied to it (started
-//     before it returned, returned after the set started);
+//   - a Wait that started once the latch was set, while the test saw it
+//     closed in Redis, and returned nil did so after at least Count
+//     CountDowns that may have applied to it (started before it returned,
+//     returned after the set started); a Wait that never had the latch
+//     closed in Redis (a restored snapshot forgot the set) may read it as
+//     never set;
 //   - no waiter sleeps more than Bound while its latch is gone from Redis
 //     (opened, deleted, forgotten): it returns, with nil or an error.
 func (v *Verdict) checkLatch(plan *Plan, calls []judge.Event, samples []Sample, pauses []Span) {
@@ -84,7 +87,7 @@ func (v *Verdict) checkLatch(plan *Plan, calls []judge.Event, samples []Sample, 
 				end = samplesEnd(samples)
 			}
 			v.oversleep(Span{Proc: w.proc, Start: w.start, End: end}, open, pauses, name+" gone")
-			if w.end.IsZero() || w.outcome != "<nil>" {
+			if w.end.IsZero() || w.outcome != "<nil>" || !sawClosed(samples, name, w.start, w.end) {
 				continue
 			}
 			if n := countsBefore(rd.counts, set.start, w.end); n < plan.Rounds[i].Count {
@@ -126,4 +129,26 @@ func samplesEnd(samples []Sample) time.Time {
 		return time.Time{}
 	}
 	return samples[len(samples)-1].At
+}
+
+// sawClosed reports whether the test saw latch name closed in Redis during
+// [from, to], or in its last sample before from (taken within two sample
+// periods, and known: no restart came between).
+func sawClosed(samples []Sample, name string, from, to time.Time) bool {
+	const recent = 50 * time.Millisecond
+	for i, s := range samples {
+		if s.At.After(to) {
+			break
+		}
+		if s.At.Before(from) {
+			last := i+1 == len(samples) || !samples[i+1].At.Before(from)
+			if !last || from.Sub(s.At) > recent {
+				continue
+			}
+		}
+		if s.Known && s.Held[name] {
+			return true
+		}
+	}
+	return false
 }
