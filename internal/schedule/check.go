@@ -30,10 +30,11 @@ const (
 	RuleUnsignalled  = "permits lost, holder not told"
 	RuleLatchOpen    = "latch opened without its CountDowns"
 	RuleLatchResult  = "latch call reported a wrong result"
+	RuleRefused      = "acquire refused with the capacity Redis records"
 )
 
 var ruleOrder = []string{RuleUnordered, RuleUntold, RuleToken, RuleOverCapacity, RuleUnsignalled, RuleLatchOpen,
-	RuleLatchResult, RuleOversleep, RuleOrphan, RuleLeftover, RuleRun}
+	RuleLatchResult, RuleRefused, RuleOversleep, RuleOrphan, RuleLeftover, RuleRun}
 
 // Sample is what the test saw in Redis at one moment: which resources had a
 // holder. Known is false while Redis was down or being restored. For a
@@ -79,6 +80,7 @@ func Check(plan *Plan, h *History, samples []Sample, pauses []Span, takenAway []
 	switch plan.Kind {
 	case KindSema:
 		v.checkCapacity(h, samples, taken)
+		v.checkRefusals(h.Calls)
 		v.checkPermitsInRedis(h.Holds, samples, taken)
 		v.checkOversleep(plan, h.Waits, samples, pauses)
 	case KindLatch:

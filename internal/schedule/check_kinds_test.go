@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +171,20 @@ func TestGenerateSemaAndLatch(t *testing.T) {
 	}
 	if crowds == 0 {
 		t.Fatal("no Semaphore plan of 30 has a crowd")
+	}
+}
+
+// An Acquire refused as a capacity mismatch while its Semaphore has the
+// capacity Redis records fails; a real mismatch passes.
+func TestCheckSemaRefusal(t *testing.T) {
+	refused := func(redis, mine int) []judge.Event {
+		return []judge.Event{ev("p1", judge.KindWait, 0, 0, ""), ev("p1", judge.KindLockErr, 0, 10,
+			fmt.Sprintf(`relock: invalid argument: semaphore "A" has %d permits in Redis, this Semaphore %d (all users pass the same)`, redis, mine))}
+	}
+	if v := Check(semaPlan(), NewHistory(semaPlan(), refused(5, 5), atMs(20)), nil, nil, nil, t0); !strings.Contains(v.Broken(), RuleRefused) {
+		t.Fatalf("want %q, got %q", RuleRefused, v.Broken())
+	}
+	if v := Check(semaPlan(), NewHistory(semaPlan(), refused(4, 5), atMs(20)), nil, nil, nil, t0); v.Failed() {
+		t.Fatalf("a real mismatch: got %v", v.Problems)
 	}
 }

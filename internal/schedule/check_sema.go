@@ -1,8 +1,11 @@
 package schedule
 
 import (
+	"regexp"
 	"strings"
 	"time"
+
+	"github.com/relock-go/relock/internal/judge"
 )
 
 // capacityDuring is the largest capacity Redis recorded during [from, to],
@@ -101,6 +104,24 @@ func (v *Verdict) checkPermitsInRedis(holds []Interval, samples []Sample, taken 
 		if d > Bound {
 			v.AddProblem(RuleOrphan, "from %s to %s (%v) Redis counted more permits used than the holders hold",
 				v.rel(s.Start), v.rel(s.End), d.Round(time.Millisecond))
+		}
+	}
+}
+
+// refusedSame matches the refusal of an Acquire whose Semaphore has the
+// capacity Redis records.
+var refusedSame = regexp.MustCompile(`has (\d+) permits in Redis, this Semaphore (\d+)\b`)
+
+// checkRefusals: an Acquire is refused for a capacity mismatch only when
+// its Semaphore's capacity differs from the one Redis records (a SetPermits
+// of the same value must not refuse it).
+func (v *Verdict) checkRefusals(calls []judge.Event) {
+	for _, e := range calls {
+		if e.Kind != judge.KindLockErr {
+			continue
+		}
+		if m := refusedSame.FindStringSubmatch(e.Detail); m != nil && m[1] == m[2] {
+			v.AddProblem(RuleRefused, "%s at %s: %s", e.Proc, v.rel(e.At), e.Detail)
 		}
 	}
 }
