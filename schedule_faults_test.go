@@ -73,6 +73,9 @@ func (r *scheduleRun) sampleSema(ctx context.Context, s *schedule.Sample) {
 		return
 	}
 	s.Sema = schedule.SemaSample{Permits: st.Permits, Used: st.Used, Waiters: st.Waiters}
+	if st.Used == 0 && st.Waiters == 0 {
+		s.Sema.Permits = 0 // nothing in Redis, no capacity recorded: State reports this Semaphore's
+	}
 	s.Held[schedule.ResA] = st.Used > 0 && st.Permits-st.Used < schedule.MaxTake
 }
 

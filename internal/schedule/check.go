@@ -48,7 +48,8 @@ type Sample struct {
 	Sema  SemaSample
 }
 
-// SemaSample is a Semaphore's state in Redis.
+// SemaSample is a Semaphore's state in Redis; Permits is 0 when Redis
+// records none (an idle Semaphore leaves nothing).
 type SemaSample struct {
 	Permits, Used, Waiters int
 }

@@ -10,8 +10,9 @@ import (
 
 // capacityDuring is the largest capacity Redis recorded during [from, to],
 // give or take a sample (a grant recorded its own capacity on an idle
-// semaphore just before the sample after it); with no known sample then,
-// the largest ever seen.
+// semaphore just before the sample after it); with none recorded in a known
+// sample then (the semaphore idle, or a hold shorter than a sample), the
+// largest ever seen.
 func capacityDuring(samples []Sample, from, to time.Time) int {
 	top, all := 0, 0
 	for i, s := range samples {
