@@ -77,6 +77,9 @@ func TestFaultSchedule(t *testing.T) {
 			run.stopEarly = !*scheduleLong
 			v := run.run()
 			rows = append(rows, scheduleRow(v, time.Since(began)))
+			if c.kind == schedule.KindSema {
+				t.Logf("longest queue seen: %d waiters", v.MaxQueue)
+			}
 			if v.Failed() {
 				t.Errorf("fault schedule %s failed: %s\nreplay: %s\n%s\n%s", c.kind, v.Broken(), replayCommand(c),
 					strings.Join(v.Problems, "\n"), plan.Describe())

@@ -63,6 +63,7 @@ type Verdict struct {
 	Told         int // holds that ended with ErrLockLost
 	MaxOversleep time.Duration
 	MaxOrphan    time.Duration
+	MaxQueue     int // the most waiters a Semaphore's samples saw queued
 	judge.Findings
 }
 
@@ -80,6 +81,9 @@ func Check(plan *Plan, h *History, samples []Sample, pauses []Span, takenAway []
 	taken := append(slices.Clone(h.Forces), takenAway...)
 	switch plan.Kind {
 	case KindSema:
+		for _, s := range samples {
+			v.MaxQueue = max(v.MaxQueue, s.Sema.Waiters)
+		}
 		v.checkCapacity(h, samples, taken)
 		v.checkRefusals(h.Calls)
 		v.checkPermitsInRedis(h.Holds, samples, taken)
