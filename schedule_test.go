@@ -22,6 +22,16 @@ import (
 // its lock is free, nothing held in Redis by nobody past the bound, nothing
 // left after the run.
 //
+// -schedule.kind=sema plays a Semaphore: four processes holding 1 to 3
+// permits at a time, SetPermits at random points, in a third of the plans a
+// crowd of 100+ waiters over several Clients; its checks (schedule's
+// checkCapacity, checkPermitsInRedis) hold the permits of the holds its
+// processes believe live to the capacity Redis recorded, and Redis's count
+// of used permits to theirs. -schedule.kind=latch plays rounds of a
+// CountDownLatch: TrySetCount, CountDowns and Waits from every process;
+// no Wait returns nil without its CountDowns, none sleeps past the bound
+// once its latch is gone (checkLatch).
+//
 // go test runs the CI seeds; -schedule.long runs many fresh ones and prints
 // the table RELIABILITY.md shows; -schedule.seed and -schedule.kind replay
 // one.

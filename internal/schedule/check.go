@@ -70,9 +70,10 @@ type Verdict struct {
 // Check judges a run: the history the processes reported, the samples of
 // Redis, the windows during which each process was paused by the test, and
 // the times the test itself took holds away (a restored snapshot, then
-// ForceUnlock).
+// ForceUnlock). A Semaphore's and a latch's runs have rules of their own
+// (checkCapacity, checkPermitsInRedis, checkRefusals; checkLatch).
 func Check(plan *Plan, h *History, samples []Sample, pauses []Span, takenAway []time.Time, start time.Time) *Verdict {
-	v := &Verdict{Plan: plan, Start: start, Acquisitions: len(h.Holds)}
+	v := &Verdict{Plan: plan, Start: start, Acquisitions: len(h.Holds)} // a latch's: its Waits that returned nil
 	for _, iv := range h.Holds {
 		if iv.Told() {
 			v.Told++

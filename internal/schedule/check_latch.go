@@ -63,6 +63,8 @@ func latchRounds(plan *Plan, calls []judge.Event) []latchRound {
 //     never set;
 //   - no waiter sleeps more than Bound while its latch is gone from Redis
 //     (opened, deleted, forgotten): it returns, with nil or an error.
+//
+// Its Acquisitions are the Waits that returned nil.
 func (v *Verdict) checkLatch(plan *Plan, calls []judge.Event, samples []Sample, pauses []Span) {
 	for i, rd := range latchRounds(plan, calls) {
 		name := LatchName(i)
@@ -87,7 +89,11 @@ func (v *Verdict) checkLatch(plan *Plan, calls []judge.Event, samples []Sample, 
 				end = samplesEnd(samples)
 			}
 			v.oversleep(Span{Proc: w.proc, Start: w.start, End: end}, open, pauses, name+" gone")
-			if w.end.IsZero() || w.outcome != "<nil>" || !sawClosed(samples, name, w.start, w.end) {
+			if w.end.IsZero() || w.outcome != "<nil>" {
+				continue
+			}
+			v.Acquisitions++
+			if !sawClosed(samples, name, w.start, w.end) {
 				continue
 			}
 			if n := countsBefore(rd.counts, set.start, w.end); n < plan.Rounds[i].Count {

@@ -216,7 +216,10 @@ func (p *Plan) Describe() string {
 		for _, h := range pr.Holds {
 			leases = append(leases, fmt.Sprintf("%v/%v", h.Lease, h.Hold))
 		}
-		fmt.Fprintf(&b, "\n  %s %s holds(lease/hold) %s", pr.ID, pr.Role, strings.Join(leases, " "))
+		fmt.Fprintf(&b, "\n  %s %s", pr.ID, pr.Role)
+		if len(leases) > 0 {
+			fmt.Fprintf(&b, " holds(lease/hold) %s", strings.Join(leases, " "))
+		}
 		describeExtra(&b, pr)
 		for _, f := range pr.Conn {
 			fmt.Fprintf(&b, "\n     at %v: %s", f.At, f)
