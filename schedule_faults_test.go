@@ -172,6 +172,13 @@ func (r *scheduleRun) restore(server int, d time.Duration) {
 			r.forceUnlockAll(r.inspect[server], res)
 		}
 	}
+	if r.plan.Kind == schedule.KindSema {
+		// The Semaphore's queue went with its hash: a waiter that queued
+		// since the restart queues again at its next periodic attempt.
+		r.mu.Lock()
+		r.forced = append(r.forced, time.Now())
+		r.mu.Unlock()
+	}
 }
 
 func (r *scheduleRun) forceUnlockAll(c *relock.Client, res string) {

@@ -51,8 +51,8 @@ var (
 // restored snapshot and ForceUnlock (bug 10); fair/101 passed; multi/703
 // cuts a MultiLock's rollback (bug 4: with the background free reverted, A
 // is left held by nobody — caught in 2 of 3 runs, the cut depends on B
-// being busy at a first attempt). sema/4 restores a snapshot, pauses a
-// process, closes a Client and sets the capacity three times; sema/16 adds a
+// being busy at a first attempt). sema/7 restores a snapshot, pauses a
+// process, closes a Client and sets the capacity; sema/16 adds a
 // crowd of 100+ waiters over four Clients to a restore and a pause; latch/2
 // restores a snapshot over a round's TrySetCount; latch/13 cuts links around
 // the CountDowns (all passed; RELIABILITY.md). lock/302 (bugs 1 and 2 on the code before
@@ -64,7 +64,7 @@ var scheduleCISeeds = []scheduleCase{
 	{schedule.KindRW, 102},
 	{schedule.KindMulti, 405},
 	{schedule.KindMulti, 703},
-	{schedule.KindSema, 4},
+	{schedule.KindSema, 7},
 	{schedule.KindSema, 16},
 	{schedule.KindLatch, 2},
 	{schedule.KindLatch, 13},

@@ -70,7 +70,7 @@ func runSchedule(planJSON, id, judgeAddr, addrs string) error {
 		counter.faults = f
 		rdb.AddHook(f)
 		rdb.AddHook(counter)
-		c := relock.New(rdb, relock.WithLogger(logger))
+		c := relock.New(rdb, clientOptions(proc, logger)...)
 		defer c.Close()
 		w.clients, w.faults, w.cutters = append(w.clients, c), append(w.faults, f), append(w.cutters, counter)
 		w.rdbs = append(w.rdbs, rdb)
@@ -241,4 +241,12 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+func clientOptions(proc *schedule.Proc, logger *slog.Logger) []relock.Option {
+	opts := []relock.Option{relock.WithLogger(logger)}
+	if proc.Role == schedule.RoleSema || proc.Role == schedule.RoleCrowd {
+		opts = append(opts, relock.WithWaiterTimeout(schedule.SemaWaiterTimeout))
+	}
+	return opts
 }

@@ -133,7 +133,7 @@ func semaCritical(rep *judge.Reporter, s *relock.Semaphore, hctx context.Context
 func (w *schedWorker) crowd(stop context.Context, judgeAddr string) (int, error) {
 	handles := []*semaHandle{newSemaHandle(w.clients[0], w.plan.Permits)}
 	for range w.proc.CrowdClients - 1 {
-		c := relock.New(w.rdbs[0], relock.WithLogger(w.logger))
+		c := relock.New(w.rdbs[0], clientOptions(w.proc, w.logger)...)
 		defer c.Close()
 		handles = append(handles, newSemaHandle(c, w.plan.Permits))
 	}

@@ -88,7 +88,7 @@ func Check(plan *Plan, h *History, samples []Sample, pauses []Span, takenAway []
 		v.checkCapacity(h, samples, taken)
 		v.checkRefusals(h.Calls)
 		v.checkPermitsInRedis(h.Holds, samples, taken)
-		v.checkOversleep(plan, h.Waits, samples, pauses)
+		v.checkOversleep(plan, requeued(h.Waits, taken), samples, pauses)
 	case KindLatch:
 		v.checkLatch(plan, h.Calls, samples, pauses)
 	default:

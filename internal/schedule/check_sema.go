@@ -126,3 +126,27 @@ func (v *Verdict) checkRefusals(calls []judge.Event) {
 		}
 	}
 }
+
+// SemaWaiterTimeout is the waiter timeout (relock.WithWaiterTimeout) of a
+// Semaphore schedule's Clients: three times the default, so that a waiter's
+// periodic attempt, a third of it, comes 10 s apart. A waiter must then be
+// served by the releases, expiries and reconnections it is told of within
+// Bound; one stranded until that fallback shows as asleep while permits
+// are free.
+const SemaWaiterTimeout = 30 * time.Second
+
+// requeued judges the waits during which the test deleted the Semaphore
+// (after a restored snapshot: its queue with it) from the waiter's next
+// periodic attempt on, when it queues again.
+func requeued(waits []Span, taken []time.Time) []Span {
+	out := make([]Span, 0, len(waits))
+	for _, w := range waits {
+		for _, t := range taken {
+			if t.After(w.Start) && t.Before(w.End) {
+				w.Start = judge.Earlier(w.End, judge.Later(w.Start, t.Add(SemaWaiterTimeout/3)))
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
