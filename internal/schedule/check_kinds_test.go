@@ -41,6 +41,13 @@ func TestCheckSemaOverCapacity(t *testing.T) {
 	if strings.Contains(v.Broken(), RuleOverCapacity) {
 		t.Fatalf("loser told: got %q", v.Broken())
 	}
+	// A SetPermits(5) that served p2 shows in the first sample after its
+	// enter, however late that comes.
+	late := append(semaSamples(100, 4, used), Sample{At: atMs(300), Known: true, Sema: SemaSample{Permits: 5, Used: 5}, Held: map[string]bool{ResA: true}})
+	v = Check(semaPlan(), NewHistory(semaPlan(), events[:4], atMs(400)), late, nil, nil, t0)
+	if strings.Contains(v.Broken(), RuleOverCapacity) {
+		t.Fatalf("served by SetPermits(5): got %q", v.Broken())
+	}
 	// The capacity Redis recorded while p2 waited was 5: it fits.
 	v = Check(semaPlan(), NewHistory(semaPlan(), events[:4], atMs(400)), semaSamples(400, 5, used), nil, nil, t0)
 	if strings.Contains(v.Broken(), RuleOverCapacity) {

@@ -9,12 +9,13 @@ import (
 )
 
 // capacityDuring is the largest capacity Redis recorded during [from, to],
-// give or take a sample (a grant recorded its own capacity on an idle
-// semaphore just before the sample after it); with none recorded in a known
+// and in the first known sample after it (a SetPermits that served the
+// waiter, or a grant that recorded its own capacity on an idle semaphore,
+// just before that sample); with none recorded in a known
 // sample then (the semaphore idle, or a hold shorter than a sample), the
 // largest ever seen.
 func capacityDuring(samples []Sample, from, to time.Time) int {
-	top, all := 0, 0
+	top, all, after := 0, 0, false
 	for i, s := range samples {
 		if !s.Known {
 			continue
@@ -26,6 +27,12 @@ func capacityDuring(samples []Sample, from, to time.Time) int {
 		}
 		if !next.Before(from) && !s.At.After(to.Add(sampleSlack)) {
 			top = max(top, s.Sema.Permits)
+			continue
+		}
+		if s.At.After(to.Add(sampleSlack)) && !after {
+			// The first known sample after: samples come late when Redis
+			// or the machine is slow.
+			top, after = max(top, s.Sema.Permits), true
 		}
 	}
 	if top == 0 {
