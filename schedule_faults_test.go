@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"slices"
 	"syscall"
 	"time"
 
@@ -34,6 +35,21 @@ func (r *scheduleRun) sample(ctx context.Context) {
 
 func (r *scheduleRun) sampleOnce(ctx context.Context) schedule.Sample {
 	s := schedule.Sample{At: time.Now(), Held: map[string]bool{}, Known: !r.restoring.Load()}
+	switch r.plan.Kind {
+	case schedule.KindSema:
+		r.sampleSema(ctx, &s)
+	case schedule.KindLatch:
+		r.sampleLatches(ctx, &s)
+	default:
+		r.sampleLocks(ctx, &s)
+	}
+	if r.restoring.Load() {
+		s.Known = false
+	}
+	return s
+}
+
+func (r *scheduleRun) sampleLocks(ctx context.Context, s *schedule.Sample) {
 	for res, srv := range resourceServer {
 		if srv >= len(r.inspect) {
 			continue
@@ -44,16 +60,51 @@ func (r *scheduleRun) sampleOnce(ctx context.Context) schedule.Sample {
 		}
 		s.Held[res] = held
 	}
-	if r.restoring.Load() {
-		s.Known = false
-	}
-	return s
 }
 
-// held reports whether Redis lists a holder of res, of any kind.
+// sampleSema reads Semaphore A's state; a waiter may have to wait while
+// permits are used and fewer than schedule.MaxTake are free.
+func (r *scheduleRun) sampleSema(ctx context.Context, s *schedule.Sample) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	st, err := r.inspect[0].Semaphore(schedule.ResA, 1).State(ctx)
+	if err != nil {
+		s.Known = false
+		return
+	}
+	s.Sema = schedule.SemaSample{Permits: st.Permits, Used: st.Used, Waiters: st.Waiters}
+	if st.Used == 0 && st.Waiters == 0 {
+		s.Sema.Permits = 0 // nothing in Redis, no capacity recorded: State reports this Semaphore's
+	}
+	s.Held[schedule.ResA] = st.Used > 0 && st.Permits-st.Used < schedule.MaxTake
+}
+
+// sampleLatches reads which rounds' latches are closed.
+func (r *scheduleRun) sampleLatches(ctx context.Context, s *schedule.Sample) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for i := range r.plan.Rounds {
+		name := schedule.LatchName(i)
+		n, err := r.inspect[0].CountDownLatch(name).Count(ctx)
+		if err != nil {
+			s.Known = false
+		}
+		s.Held[name] = n > 0
+	}
+}
+
+// held reports whether Redis lists a holder of res, of any kind (for a
+// Semaphore: a hold or a waiter).
 func (r *scheduleRun) held(ctx context.Context, res string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
+	switch r.plan.Kind {
+	case schedule.KindSema:
+		st, err := r.inspect[0].Semaphore(res, 1).State(ctx)
+		return st.Used > 0 || st.Waiters > 0, err
+	case schedule.KindLatch:
+		return false, nil // a latch left closed is a key without a TTL
+	}
 	st, err := r.inspect[resourceServer[res]].Inspect(ctx, res)
 	if err != nil {
 		return false, err
@@ -121,6 +172,13 @@ func (r *scheduleRun) restore(server int, d time.Duration) {
 			r.forceUnlockAll(r.inspect[server], res)
 		}
 	}
+	if r.plan.Kind == schedule.KindSema {
+		// The Semaphore's queue went with its hash: a waiter that queued
+		// since the restart queues again at its next periodic attempt.
+		r.mu.Lock()
+		r.forced = append(r.forced, time.Now())
+		r.mu.Unlock()
+	}
 }
 
 func (r *scheduleRun) forceUnlockAll(c *relock.Client, res string) {
@@ -128,6 +186,14 @@ func (r *scheduleRun) forceUnlockAll(c *relock.Client, res string) {
 	defer cancel()
 	var err error
 	switch r.plan.Kind {
+	case schedule.KindSema:
+		// No ForceUnlock frees a Semaphore's stale permits: the test
+		// deletes its hash, as an operator would.
+		rdb := r.servers[0].Client()
+		defer rdb.Close()
+		err = rdb.Del(ctx, c.Semaphore(res, 1).Key()).Err()
+	case schedule.KindLatch:
+		return // a restored latch keeps its count: its setter deletes it at the round's end
 	case schedule.KindFair:
 		_, err = c.FairLock(res).ForceUnlock(ctx)
 	case schedule.KindRW:
@@ -155,6 +221,9 @@ func (r *scheduleRun) waitFree(patience time.Duration) {
 }
 
 func anyHeld(s schedule.Sample) bool {
+	if s.Sema.Used > 0 || s.Sema.Waiters > 0 {
+		return true
+	}
 	for _, h := range s.Held {
 		if h {
 			return true
@@ -178,10 +247,28 @@ func (r *scheduleRun) checkLeftover(v *schedule.Verdict) {
 		rdb := r.servers[srv].Client()
 		keys, _ := rdb.Keys(ctx, "*").Result()
 		for _, k := range keys {
+			if r.restoredLatch(k) {
+				continue
+			}
 			if ttl, err := rdb.PTTL(ctx, k).Result(); err == nil && ttl == -1 { // PTTL: -1 no TTL, -2 gone
 				v.AddProblem(schedule.RuleLeftover, "key %s has no TTL after the run", k)
 			}
 		}
 		_ = rdb.Close()
 	}
+}
+
+// restoredLatch reports whether key is a latch of a plan that restored a
+// snapshot: the snapshot brings back latches their setters deleted since,
+// which nothing deletes again.
+func (r *scheduleRun) restoredLatch(key string) bool {
+	if r.plan.Kind != schedule.KindLatch || !slices.ContainsFunc(r.plan.Faults, func(f schedule.Fault) bool { return f.Op == schedule.FaultRestore }) {
+		return false
+	}
+	for i := range r.plan.Rounds {
+		if r.inspect[0].CountDownLatch(schedule.LatchName(i)).Key() == key {
+			return true
+		}
+	}
+	return false
 }

@@ -102,7 +102,7 @@ func (r *scheduleRun) run() *schedule.Verdict {
 func (r *scheduleRun) waitEnd(deadline time.Duration) {
 	end := time.Now().Add(deadline)
 	for time.Now().Before(end) {
-		if r.judge.WaitFor(500*time.Millisecond, func(s *judge.State) bool { return len(s.Done) == len(r.plan.Procs) }) {
+		if r.judge.WaitFor(500*time.Millisecond, func(s *judge.State) bool { return r.everyProc(s.Done) }) {
 			return
 		}
 		if r.stopEarly && r.verdict().Failed() {
@@ -132,16 +132,27 @@ func (r *scheduleRun) startProcs() bool {
 	}
 	const patience = 20 * time.Second
 	if !r.judge.WaitFor(patience, func(s *judge.State) bool {
-		n := 0
+		hello := map[string]bool{}
 		for _, e := range s.Events {
 			if e.Kind == judge.KindHello {
-				n++
+				hello[e.Proc] = true
 			}
 		}
-		return n == len(r.plan.Procs)
+		return r.everyProc(hello)
 	}) {
 		r.troublef("not every process reported within %v of its start", patience)
 		return false
+	}
+	return true
+}
+
+// everyProc reports whether every process of the plan is in set (a crowd's
+// waiters report under ids of their own, which do not count).
+func (r *scheduleRun) everyProc(set map[string]bool) bool {
+	for _, pr := range r.plan.Procs {
+		if !set[pr.ID] {
+			return false
+		}
 	}
 	return true
 }

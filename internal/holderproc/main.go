@@ -14,7 +14,9 @@
 // that address. With -kind sema, -goroutines goroutines each take 1 to -take
 // permits in a loop and report as "<id>.g<i>", with the permits as token.
 // With -plan it plays one process of a fault schedule (see sched.go and
-// internal/schedule).
+// internal/schedule): a lock's holds, a Semaphore's holds, SetPermits and
+// crowd of waiters (sched_sema.go), or a CountDownLatch's rounds
+// (sched_latch.go).
 //
 // With -kind latch it waits for a CountDownLatch, or counts one down (-role,
 // see latchRole). With -kind deadlock it takes two of the names of -name

@@ -22,7 +22,10 @@ import (
 // of a schedule.Plan — its holds with their leases, and the faults the plan
 // puts on its own connections — and reports to the judge.
 type schedWorker struct {
+	plan    *schedule.Plan
 	proc    *schedule.Proc
+	rdbs    []*redis.Client
+	logger  *slog.Logger
 	rep     *judge.Reporter
 	clients []*relock.Client
 	faults  []*redistest.ConnFaults
@@ -58,8 +61,8 @@ func runSchedule(planJSON, id, judgeAddr, addrs string) error {
 	if proc == nil {
 		return fmt.Errorf("no process %q in the plan", id)
 	}
-	w := &schedWorker{proc: proc}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proc", id)
+	w := &schedWorker{plan: plan, proc: proc, logger: logger}
 	for _, addr := range strings.Split(addrs, ",") {
 		rdb := redis.NewClient(&redis.Options{Addr: addr})
 		defer rdb.Close()
@@ -67,9 +70,10 @@ func runSchedule(planJSON, id, judgeAddr, addrs string) error {
 		counter.faults = f
 		rdb.AddHook(f)
 		rdb.AddHook(counter)
-		c := relock.New(rdb, relock.WithLogger(logger))
+		c := relock.New(rdb, clientOptions(proc, logger)...)
 		defer c.Close()
 		w.clients, w.faults, w.cutters = append(w.clients, c), append(w.faults, f), append(w.cutters, counter)
+		w.rdbs = append(w.rdbs, rdb)
 	}
 	if len(w.cutters) == 2 {
 		w.cutters[1].rollbackCut = w.cutters[0]
@@ -81,6 +85,12 @@ func runSchedule(planJSON, id, judgeAddr, addrs string) error {
 		return err
 	}
 	defer w.rep.Close()
+	switch proc.Role {
+	case schedule.RoleSema, schedule.RoleCrowd:
+		return w.runSema(judgeAddr)
+	case schedule.RoleLatch:
+		return w.runLatch()
+	}
 	return w.run()
 }
 
@@ -110,6 +120,8 @@ func (w *schedWorker) open() error {
 			m := relock.NewMultiLock(c0.Lock(schedule.ResA), b)
 			w.lock = held{m.TryLock, m.Unlock, nil}
 		}
+	case schedule.RoleSema, schedule.RoleCrowd, schedule.RoleLatch:
+		// runSema and runLatch build their own.
 	default:
 		return fmt.Errorf("unknown role %q", w.proc.Role)
 	}
@@ -229,4 +241,12 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+func clientOptions(proc *schedule.Proc, logger *slog.Logger) []relock.Option {
+	opts := []relock.Option{relock.WithLogger(logger)}
+	if proc.Role == schedule.RoleSema || proc.Role == schedule.RoleCrowd {
+		opts = append(opts, relock.WithWaiterTimeout(schedule.SemaWaiterTimeout))
+	}
+	return opts
 }

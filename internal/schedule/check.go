@@ -25,16 +25,33 @@ const (
 	RuleOrphan    = "held in Redis by nobody"
 	RuleLeftover  = "left held after the run"
 	RuleRun       = "run"
+	// Semaphore and latch rules.
+	RuleOverCapacity = "permits over capacity, a loser not told"
+	RuleUnsignalled  = "permits lost, holder not told"
+	RuleLatchOpen    = "latch opened without its CountDowns"
+	RuleLatchResult  = "latch call reported a wrong result"
+	RuleRefused      = "acquire refused with the capacity Redis records"
 )
 
-var ruleOrder = []string{RuleUnordered, RuleUntold, RuleToken, RuleOversleep, RuleOrphan, RuleLeftover, RuleRun}
+var ruleOrder = []string{RuleUnordered, RuleUntold, RuleToken, RuleOverCapacity, RuleUnsignalled, RuleLatchOpen,
+	RuleLatchResult, RuleRefused, RuleOversleep, RuleOrphan, RuleLeftover, RuleRun}
 
 // Sample is what the test saw in Redis at one moment: which resources had a
-// holder. Known is false while Redis was down or being restored.
+// holder. Known is false while Redis was down or being restored. For a
+// Semaphore, Held[ResA] means that a waiter may have to wait (permits are in
+// use and fewer than MaxTake are free) and Sema is its state; for a latch,
+// Held[LatchName(i)] means that round i's latch is closed.
 type Sample struct {
 	At    time.Time
 	Held  map[string]bool
 	Known bool
+	Sema  SemaSample
+}
+
+// SemaSample is a Semaphore's state in Redis; Permits is 0 when Redis
+// records none (an idle Semaphore leaves nothing).
+type SemaSample struct {
+	Permits, Used, Waiters int
 }
 
 // Verdict is the judgement of one run.
@@ -46,24 +63,40 @@ type Verdict struct {
 	Told         int // holds that ended with ErrLockLost
 	MaxOversleep time.Duration
 	MaxOrphan    time.Duration
+	MaxQueue     int // the most waiters a Semaphore's samples saw queued
 	judge.Findings
 }
 
 // Check judges a run: the history the processes reported, the samples of
 // Redis, the windows during which each process was paused by the test, and
 // the times the test itself took holds away (a restored snapshot, then
-// ForceUnlock).
+// ForceUnlock). A Semaphore's and a latch's runs have rules of their own
+// (checkCapacity, checkPermitsInRedis, checkRefusals; checkLatch).
 func Check(plan *Plan, h *History, samples []Sample, pauses []Span, takenAway []time.Time, start time.Time) *Verdict {
-	v := &Verdict{Plan: plan, Start: start, Acquisitions: len(h.Holds)}
+	v := &Verdict{Plan: plan, Start: start, Acquisitions: len(h.Holds)} // a latch's: its Waits that returned nil
 	for _, iv := range h.Holds {
 		if iv.Told() {
 			v.Told++
 		}
 	}
-	v.checkOverlaps(h.Holds, append(slices.Clone(h.Forces), takenAway...))
-	v.checkTokens(h.Holds)
-	v.checkOversleep(plan, h.Waits, samples, pauses)
-	v.checkOrphans(h.Holds, samples)
+	taken := append(slices.Clone(h.Forces), takenAway...)
+	switch plan.Kind {
+	case KindSema:
+		for _, s := range samples {
+			v.MaxQueue = max(v.MaxQueue, s.Sema.Waiters)
+		}
+		v.checkCapacity(h, samples, taken)
+		v.checkRefusals(h.Calls)
+		v.checkPermitsInRedis(h.Holds, samples, taken)
+		v.checkOversleep(plan, requeued(h.Waits, taken), samples, pauses)
+	case KindLatch:
+		v.checkLatch(plan, h.Calls, samples, pauses)
+	default:
+		v.checkOverlaps(h.Holds, taken)
+		v.checkTokens(h.Holds)
+		v.checkOversleep(plan, h.Waits, samples, pauses)
+		v.checkOrphans(h.Holds, samples)
+	}
 	return v
 }
 

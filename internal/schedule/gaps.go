@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -23,19 +24,25 @@ func (v *Verdict) checkOversleep(plan *Plan, waits []Span, samples []Sample, pau
 				return !slices.ContainsFunc(res, func(r string) bool { return s.Held[r] })
 			})
 		}
-		for _, f := range free[role] {
-			start, end := judge.Later(w.Start, f.Start), judge.Earlier(w.End, f.End)
-			for _, p := range pauses {
-				if p.Proc == w.Proc && p.Start.Before(end) && p.End.After(start) {
-					start = judge.Later(start, p.End)
-				}
+		v.oversleep(w, free[role], pauses, fmt.Sprint(Resources(role)))
+	}
+}
+
+// oversleep judges one wait w against the stretches during which what it
+// waits for is free (what names it).
+func (v *Verdict) oversleep(w Span, free []Span, pauses []Span, what string) {
+	for _, f := range free {
+		start, end := judge.Later(w.Start, f.Start), judge.Earlier(w.End, f.End)
+		for _, p := range pauses {
+			if p.Proc == w.Proc && p.Start.Before(end) && p.End.After(start) {
+				start = judge.Later(start, p.End)
 			}
-			gap := end.Sub(start)
-			v.MaxOversleep = max(v.MaxOversleep, gap)
-			if gap > Bound {
-				v.AddProblem(RuleOversleep, "%s waited from %s to %s; %v of it (from %s) with %v free in Redis",
-					w.Proc, v.rel(w.Start), v.rel(w.End), gap.Round(time.Millisecond), v.rel(start), Resources(role))
-			}
+		}
+		gap := end.Sub(start)
+		v.MaxOversleep = max(v.MaxOversleep, gap)
+		if gap > Bound {
+			v.AddProblem(RuleOversleep, "%s waited from %s to %s; %v of it (from %s) with %s free in Redis",
+				w.Proc, v.rel(w.Start), v.rel(w.End), gap.Round(time.Millisecond), v.rel(start), what)
 		}
 	}
 }

@@ -39,9 +39,32 @@ const MaxPause = 700 * time.Millisecond
 func Generate(seed int64, kind string, size Size) *Plan {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
 	p := &Plan{Seed: seed, Kind: kind}
+	switch kind {
+	case KindSema:
+		genSema(r, p, size)
+		drawTestFaults(r, p, size)
+		return p
+	case KindLatch:
+		genLatch(r, p, size)
+		drawTestFaults(r, p, size)
+		return p
+	}
 	for i, role := range roles(kind, r) {
 		p.Procs = append(p.Procs, genProc(r, fmt.Sprintf("p%d", i+1), role, kind, size))
 	}
+	drawTestFaults(r, p, size)
+	if kind == KindMulti {
+		aimAtRollback(r, p, size)
+	}
+	if kind == KindLock {
+		aimAtStaleGrant(r, p)
+	}
+	return p
+}
+
+// drawTestFaults draws the test's own faults: a process paused, a snapshot
+// restored.
+func drawTestFaults(r *rand.Rand, p *Plan, size Size) {
 	if r.IntN(2) == 0 {
 		victim := p.Procs[r.IntN(len(p.Procs))].ID
 		p.Faults = append(p.Faults, Fault{At: at(r, size), Op: FaultPause, Proc: victim,
@@ -51,13 +74,6 @@ func Generate(seed int64, kind string, size Size) *Plan {
 		p.Faults = append(p.Faults, Fault{At: at(r, size), Op: FaultRestore, Server: r.IntN(p.Servers()),
 			For: time.Duration(300+r.IntN(700)) * time.Millisecond})
 	}
-	if kind == KindMulti {
-		aimAtRollback(r, p, size)
-	}
-	if kind == KindLock {
-		aimAtStaleGrant(r, p)
-	}
-	return p
 }
 
 // aimAtRollback gives a MultiLock process a cut that lands on its rollback

@@ -11,8 +11,9 @@ import (
 // Texts of relock's errors as they reach the judge (the processes report
 // error strings): ErrLockLost and ErrClientClosed.
 const (
-	lockLostText     = "relock: lock lost"
-	clientClosedText = "relock: client closed"
+	lockLostText        = "relock: lock lost"
+	clientClosedText    = "relock: client closed"
+	invalidArgumentText = "relock: invalid argument"
 )
 
 // Interval is one hold as its process lived it.
@@ -50,6 +51,10 @@ type History struct {
 	Closed map[string]bool // processes that closed their Client
 	Done   map[string]bool
 	Counts map[string]int // events by kind
+	// Calls are the Semaphore's and latch's call events (judge.KindPermits,
+	// judge.KindLatch*) and the acquires refused as invalid, in report
+	// order per process.
+	Calls []judge.Event
 }
 
 // NewHistory builds the history of plan's processes from their events; end
@@ -86,7 +91,13 @@ func NewHistory(plan *Plan, events []judge.Event, end time.Time) *History {
 			}
 		case judge.KindForce:
 			h.Forces = append(h.Forces, e.At)
+		case judge.KindPermits, judge.KindLatchSet, judge.KindLatchCount, judge.KindLatchDelete,
+			judge.KindLatchWait, judge.KindLatchOpen:
+			h.Calls = append(h.Calls, e)
 		case judge.KindVoid, judge.KindLockErr, judge.KindDone, judge.KindClose:
+			if e.Kind == judge.KindLockErr && strings.Contains(e.Detail, invalidArgumentText) {
+				h.Calls = append(h.Calls, e)
+			}
 			endWait(e.Proc, e.At)
 			h.Done[e.Proc] = h.Done[e.Proc] || e.Kind == judge.KindDone
 			h.Closed[e.Proc] = h.Closed[e.Proc] || e.Kind == judge.KindClose

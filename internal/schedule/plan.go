@@ -19,10 +19,12 @@ const (
 	KindFair  = "fair"  // FairLock
 	KindRW    = "rw"    // RWLock: writers and readers
 	KindMulti = "multi" // MultiLock over two redis-servers, with plain Locks on one part
+	KindSema  = "sema"  // Semaphore: holds of 1-3 permits, SetPermits, a crowd of waiters
+	KindLatch = "latch" // CountDownLatch: rounds of TrySetCount, CountDowns and Waits
 )
 
 // Kinds lists every kind, in the order the short run takes them.
-var Kinds = []string{KindLock, KindFair, KindRW, KindMulti}
+var Kinds = []string{KindLock, KindFair, KindRW, KindMulti, KindSema, KindLatch}
 
 // Roles: what one process takes.
 const (
@@ -32,6 +34,11 @@ const (
 	RoleRead  = "read"  // RWLock(A).ReadLock
 	RoleMulti = "multi" // MultiLock(A on server 0, B on server 1)
 	RolePart  = "part"  // Lock on B (server 1): the MultiLock's contender
+	RoleSema  = "sema"  // Semaphore A: one hold of Hold.Permits at a time
+	// RoleCrowd is Crowd goroutines over CrowdClients Clients, each taking
+	// one permit of Semaphore A once: a queue of many waiters.
+	RoleCrowd = "crowd"
+	RoleLatch = "latch" // CountDownLatch rounds: its TrySetCount, CountDowns and Waits
 )
 
 // Resource names. A lives on server 0, B on server 1.
@@ -46,7 +53,21 @@ type Plan struct {
 	Kind   string
 	Procs  []Proc
 	Faults []Fault // the test's own: pause a process, restore a snapshot
+	// Permits is the Semaphore's capacity at the start (KindSema).
+	Permits int `json:",omitempty"`
+	// Rounds are the latches of KindLatch, one name each (LatchName).
+	Rounds []Round `json:",omitempty"`
 }
+
+// Round is one latch: set to Count at At by the process SetBy.
+type Round struct {
+	At    time.Duration
+	Count int
+	SetBy string
+}
+
+// LatchName is the name of round i's latch.
+func LatchName(i int) string { return fmt.Sprintf("L%d", i) }
 
 // Proc is one OS process with its own relock Client (one per server).
 type Proc struct {
@@ -60,12 +81,41 @@ type Proc struct {
 	// ForceAt makes the process ForceUnlock its lock from its own Client,
 	// beside its own wait or hold (0: never).
 	ForceAt time.Duration
+	// SetPermits are the Semaphore capacity changes this process makes,
+	// beside its holds (KindSema).
+	SetPermits []PermitChange `json:",omitempty"`
+	// Crowd and CrowdClients shape a RoleCrowd process.
+	Crowd, CrowdClients int `json:",omitempty"`
+	// Latch is what a RoleLatch process does, in time order.
+	Latch []LatchOp `json:",omitempty"`
 }
 
 // Hold is one acquisition: TryLock with Lease (0: the watchdog's), stay
-// inside for Hold, Unlock, then pause Think before the next.
+// inside for Hold, Unlock, then pause Think before the next. Permits is the
+// number of permits of a Semaphore hold.
 type Hold struct {
 	Lease, Hold, Think time.Duration
+	Permits            int `json:",omitempty"`
+}
+
+// PermitChange is SetPermits(N) at At.
+type PermitChange struct {
+	At time.Duration
+	N  int
+}
+
+// Latch operations.
+const (
+	LatchSet   = "set"   // TrySetCount(Round's Count), then Wait, then Delete if still closed
+	LatchCount = "count" // CountDown
+	LatchWait  = "wait"  // Wait
+)
+
+// LatchOp is one latch call of round Round at At.
+type LatchOp struct {
+	At    time.Duration
+	Op    string
+	Round int
 }
 
 // Connection fault operations.
@@ -113,6 +163,8 @@ func Resources(role string) []string {
 		return []string{ResA, ResB}
 	case RolePart:
 		return []string{ResB}
+	case RoleLatch:
+		return nil
 	}
 	return []string{ResA}
 }
@@ -143,8 +195,10 @@ func Decode(s string) (*Plan, error) {
 	return &p, nil
 }
 
-// Proc returns the process with id, or nil.
+// Proc returns the process with id, or nil; a crowd's waiter, "<id>.g<i>",
+// is its process's.
 func (p *Plan) Proc(id string) *Proc {
+	id, _, _ = strings.Cut(id, ".")
 	for i := range p.Procs {
 		if p.Procs[i].ID == id {
 			return &p.Procs[i]
@@ -162,7 +216,11 @@ func (p *Plan) Describe() string {
 		for _, h := range pr.Holds {
 			leases = append(leases, fmt.Sprintf("%v/%v", h.Lease, h.Hold))
 		}
-		fmt.Fprintf(&b, "\n  %s %s holds(lease/hold) %s", pr.ID, pr.Role, strings.Join(leases, " "))
+		fmt.Fprintf(&b, "\n  %s %s", pr.ID, pr.Role)
+		if len(leases) > 0 {
+			fmt.Fprintf(&b, " holds(lease/hold) %s", strings.Join(leases, " "))
+		}
+		describeExtra(&b, pr)
 		for _, f := range pr.Conn {
 			fmt.Fprintf(&b, "\n     at %v: %s", f.At, f)
 		}
@@ -179,6 +237,12 @@ func (p *Plan) Describe() string {
 			target = fmt.Sprintf("server %d", f.Server)
 		}
 		fmt.Fprintf(&b, "\n  at %v: %s %s for %v", f.At, f.Op, target, f.For)
+	}
+	if p.Permits > 0 {
+		fmt.Fprintf(&b, "\n  capacity %d at the start", p.Permits)
+	}
+	for i, r := range p.Rounds {
+		fmt.Fprintf(&b, "\n  round %d: %s sets %s to %d at %v", i, r.SetBy, LatchName(i), r.Count, r.At)
 	}
 	return b.String()
 }
@@ -208,4 +272,21 @@ func (p *Plan) FaultCount() int {
 		}
 	}
 	return n
+}
+
+func describeExtra(b *strings.Builder, pr Proc) {
+	for _, h := range pr.Holds {
+		if h.Permits > 0 {
+			fmt.Fprintf(b, " [%d]", h.Permits)
+		}
+	}
+	if pr.Crowd > 0 {
+		fmt.Fprintf(b, "\n     a crowd of %d waiters over %d Clients", pr.Crowd, pr.CrowdClients)
+	}
+	for _, c := range pr.SetPermits {
+		fmt.Fprintf(b, "\n     at %v: SetPermits(%d)", c.At, c.N)
+	}
+	for _, op := range pr.Latch {
+		fmt.Fprintf(b, "\n     at %v: %s %s", op.At, op.Op, LatchName(op.Round))
+	}
 }

@@ -1,0 +1,197 @@
+package schedule
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/judge"
+)
+
+func semaPlan() *Plan { return Generate(1, KindSema, Default) }
+
+// semaSamples are samples every 20 ms over [0, ms] of a Semaphore with
+// capacity permits and used(ms) permits used.
+func semaSamples(ms, permits int, used func(int) int) []Sample {
+	var out []Sample
+	for at := 0; at <= ms; at += 20 {
+		u := used(at)
+		out = append(out, Sample{At: atMs(at), Known: true, Sema: SemaSample{Permits: permits, Used: u},
+			Held: map[string]bool{ResA: u > 0 && permits-u < MaxTake}})
+	}
+	return out
+}
+
+// p1 holds 3 permits and p2 enters with 2 of a capacity of 4: over
+// capacity, unless p1 was told it lost its permits.
+func TestCheckSemaOverCapacity(t *testing.T) {
+	used := func(ms int) int { return 3 }
+	events := []judge.Event{
+		ev("p1", judge.KindWait, 0, 0, ""), ev("p1", judge.KindEnter, 3, 10, ""),
+		ev("p2", judge.KindWait, 0, 20, ""), ev("p2", judge.KindEnter, 2, 100, ""),
+		ev("p1", judge.KindExit, 3, 200, ""), ev("p2", judge.KindExit, 2, 300, ""),
+	}
+	v := Check(semaPlan(), NewHistory(semaPlan(), events, atMs(400)), semaSamples(400, 4, used), nil, nil, t0)
+	if !strings.Contains(v.Broken(), RuleOverCapacity) {
+		t.Fatalf("want %q, got %q", RuleOverCapacity, v.Broken())
+	}
+	events[4] = ev("p1", judge.KindLost, 3, 200, "relock: lock lost: lease expired")
+	v = Check(semaPlan(), NewHistory(semaPlan(), events, atMs(400)), semaSamples(400, 4, used), nil, nil, t0)
+	if strings.Contains(v.Broken(), RuleOverCapacity) {
+		t.Fatalf("loser told: got %q", v.Broken())
+	}
+	// A SetPermits(5) that served p2 shows in the first sample after its
+	// enter, however late that comes.
+	late := append(semaSamples(100, 4, used), Sample{At: atMs(300), Known: true, Sema: SemaSample{Permits: 5, Used: 5}, Held: map[string]bool{ResA: true}})
+	v = Check(semaPlan(), NewHistory(semaPlan(), events[:4], atMs(400)), late, nil, nil, t0)
+	if strings.Contains(v.Broken(), RuleOverCapacity) {
+		t.Fatalf("served by SetPermits(5): got %q", v.Broken())
+	}
+	// The capacity Redis recorded while p2 waited was 5: it fits.
+	v = Check(semaPlan(), NewHistory(semaPlan(), events[:4], atMs(400)), semaSamples(400, 5, used), nil, nil, t0)
+	if strings.Contains(v.Broken(), RuleOverCapacity) {
+		t.Fatalf("capacity 5: got %q", v.Broken())
+	}
+}
+
+// Redis counting no permit while p1 believes it holds 2, past Bound, is a
+// loss nobody told; Redis counting 2 while nobody holds, past Bound, is a
+// permit held by nobody.
+func TestCheckSemaPermitsInRedis(t *testing.T) {
+	span := int((Bound + time.Second) / time.Millisecond)
+	held := []judge.Event{ev("p1", judge.KindEnter, 2, 0, ""), ev("p1", judge.KindExit, 2, span, "")}
+	h := NewHistory(semaPlan(), held, atMs(span))
+	if v := Check(semaPlan(), h, semaSamples(span, 4, func(int) int { return 0 }), nil, nil, t0); !strings.Contains(v.Broken(), RuleUnsignalled) {
+		t.Fatalf("want %q, got %q", RuleUnsignalled, v.Broken())
+	}
+	if v := Check(semaPlan(), h, semaSamples(span, 4, func(int) int { return 2 }), nil, nil, t0); v.Failed() {
+		t.Fatalf("held as believed: got %v", v.Problems)
+	}
+	nobody := NewHistory(semaPlan(), nil, atMs(span))
+	if v := Check(semaPlan(), nobody, semaSamples(span, 4, func(int) int { return 2 }), nil, nil, t0); !strings.Contains(v.Broken(), RuleOrphan) {
+		t.Fatalf("want %q, got %q", RuleOrphan, v.Broken())
+	}
+}
+
+// A waiter of the Semaphore asleep past Bound while none of its permits is
+// used fails.
+func TestCheckSemaOversleep(t *testing.T) {
+	span := int((Bound + time.Second) / time.Millisecond)
+	events := []judge.Event{ev("p1", judge.KindWait, 0, 0, ""), ev("p1", judge.KindEnter, 1, span, ""), ev("p1", judge.KindExit, 1, span+10, "")}
+	h := NewHistory(semaPlan(), events, atMs(span+20))
+	if v := Check(semaPlan(), h, semaSamples(span+20, 2, func(int) int { return 0 }), nil, nil, t0); !strings.Contains(v.Broken(), RuleOversleep) {
+		t.Fatalf("want %q, got %q", RuleOversleep, v.Broken())
+	}
+}
+
+func latchPlan() *Plan {
+	return &Plan{Seed: 1, Kind: KindLatch, Procs: []Proc{{ID: "p1", Role: RoleLatch}, {ID: "p2", Role: RoleLatch}},
+		Rounds: []Round{{At: 0, Count: 2, SetBy: "p1"}}}
+}
+
+func call(proc, kind string, startMs, endMs int, outcome string) judge.Event {
+	return ev(proc, kind, 0, startMs, judge.FormatCall(atMs(endMs), outcome))
+}
+
+// latchSamples: L0 closed from 10 ms until openMs.
+func latchSamples(ms, openMs int) []Sample {
+	var out []Sample
+	for at := 0; at <= ms; at += 20 {
+		out = append(out, Sample{At: atMs(at), Known: true, Held: map[string]bool{LatchName(0): at >= 10 && at < openMs}})
+	}
+	return out
+}
+
+// A Wait that returns nil after one CountDown of two fails; after two, it
+// passes.
+func TestCheckLatchOpensOnlyOnItsCountDowns(t *testing.T) {
+	events := []judge.Event{
+		call("p1", judge.KindLatchSet, 0, 5, "set=true <nil>"),
+		ev("p2", judge.KindLatchWait, 0, 20, ""),
+		call("p1", judge.KindLatchCount, 100, 105, "<nil>"),
+		ev("p2", judge.KindLatchOpen, 0, 150, "<nil>"),
+	}
+	plan := latchPlan()
+	v := Check(plan, NewHistory(plan, events, atMs(300)), latchSamples(300, 150), nil, nil, t0)
+	if !strings.Contains(v.Broken(), RuleLatchOpen) {
+		t.Fatalf("want %q, got %q", RuleLatchOpen, v.Broken())
+	}
+	events = append(events[:3], call("p2", judge.KindLatchCount, 120, 125, "<nil>"), events[3])
+	if v := Check(plan, NewHistory(plan, events, atMs(300)), latchSamples(300, 125), nil, nil, t0); v.Failed() {
+		t.Fatalf("two CountDowns: got %v", v.Problems)
+	}
+}
+
+// TrySetCount of a new latch reporting false, nil is a wrong result; a Wait
+// asleep past Bound after its latch opened fails.
+func TestCheckLatchResultAndOversleep(t *testing.T) {
+	span := int((Bound + time.Second) / time.Millisecond)
+	plan := latchPlan()
+	events := []judge.Event{call("p1", judge.KindLatchSet, 0, 5, "set=false <nil>")}
+	if v := Check(plan, NewHistory(plan, events, atMs(100)), latchSamples(100, 0), nil, nil, t0); !strings.Contains(v.Broken(), RuleLatchResult) {
+		t.Fatalf("want %q, got %q", RuleLatchResult, v.Broken())
+	}
+	events = []judge.Event{
+		call("p1", judge.KindLatchSet, 0, 5, "set=true <nil>"),
+		ev("p2", judge.KindLatchWait, 0, 20, ""),
+		call("p1", judge.KindLatchCount, 100, 105, "<nil>"), call("p1", judge.KindLatchCount, 110, 115, "<nil>"),
+		ev("p2", judge.KindLatchOpen, 0, span, "<nil>"),
+	}
+	if v := Check(plan, NewHistory(plan, events, atMs(span)), latchSamples(span, 120), nil, nil, t0); !strings.Contains(v.Broken(), RuleOversleep) {
+		t.Fatalf("want %q, got %q", RuleOversleep, v.Broken())
+	}
+}
+
+// Every Semaphore plan holds 1 to MaxTake permits at a time, a crowd has
+// 100+ waiters, and every latch round has exactly its count of CountDowns.
+func TestGenerateSemaAndLatch(t *testing.T) {
+	crowds := 0
+	for seed := range int64(30) {
+		for _, pr := range Generate(seed, KindSema, Default).Procs {
+			for _, h := range pr.Holds {
+				if h.Permits < 1 || h.Permits > MaxTake {
+					t.Fatalf("seed %d: %s takes %d permits", seed, pr.ID, h.Permits)
+				}
+			}
+			if pr.Role == RoleCrowd {
+				crowds++
+				if pr.Crowd < 100 {
+					t.Fatalf("seed %d: a crowd of %d", seed, pr.Crowd)
+				}
+			}
+		}
+		p := Generate(seed, KindLatch, Default)
+		counts := make([]int, len(p.Rounds))
+		for _, pr := range p.Procs {
+			for _, op := range pr.Latch {
+				if op.Op == LatchCount {
+					counts[op.Round]++
+				}
+			}
+		}
+		for i, r := range p.Rounds {
+			if counts[i] != r.Count {
+				t.Fatalf("seed %d: round %d counts %d of %d", seed, i, counts[i], r.Count)
+			}
+		}
+	}
+	if crowds == 0 {
+		t.Fatal("no Semaphore plan of 30 has a crowd")
+	}
+}
+
+// An Acquire refused as a capacity mismatch while its Semaphore has the
+// capacity Redis records fails; a real mismatch passes.
+func TestCheckSemaRefusal(t *testing.T) {
+	refused := func(redis, mine int) []judge.Event {
+		return []judge.Event{ev("p1", judge.KindWait, 0, 0, ""), ev("p1", judge.KindLockErr, 0, 10,
+			fmt.Sprintf(`relock: invalid argument: semaphore "A" has %d permits in Redis, this Semaphore %d (all users pass the same)`, redis, mine))}
+	}
+	if v := Check(semaPlan(), NewHistory(semaPlan(), refused(5, 5), atMs(20)), nil, nil, nil, t0); !strings.Contains(v.Broken(), RuleRefused) {
+		t.Fatalf("want %q, got %q", RuleRefused, v.Broken())
+	}
+	if v := Check(semaPlan(), NewHistory(semaPlan(), refused(4, 5), atMs(20)), nil, nil, nil, t0); v.Failed() {
+		t.Fatalf("a real mismatch: got %v", v.Problems)
+	}
+}
