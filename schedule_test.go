@@ -10,7 +10,7 @@ import (
 	"github.com/relock-go/relock/internal/schedule"
 )
 
-// The randomized fault-schedule tester (issue 25): each run draws a plan
+// The randomized fault-schedule tester: each run draws a plan
 // from a seed (internal/schedule.Generate) — four OS processes
 // (internal/holderproc -plan) with their own Clients on real redis-servers,
 // mixed short and watchdog leases, faults on one connection kind of one
@@ -43,7 +43,7 @@ var (
 )
 
 // scheduleCISeeds are the seeds of the CI run, each found by a fresh-seed
-// search on code without one of issue 25's fixes (RELIABILITY.md):
+// search on code without one of the fixes it guards (RELIABILITY.md):
 // lock/1006 is aimed at a stale grant (schedule's aimAtStaleGrant; bug 1:
 // with the grant check's trusted() reverted, the slow waiter enters with a
 // token below the holder's — caught in 4 of 4 runs); rw/102 strands a

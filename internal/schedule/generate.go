@@ -17,7 +17,7 @@ type Size struct {
 // so that a seed replays the same plan wherever it was found.
 var Default = Size{Holds: 12, Horizon: 6 * time.Second}
 
-// The generator is biased toward the places where the bugs of issue 25 live:
+// The generator is biased toward the places where faults have broken locks before:
 // leases short enough to run out during a hand-over mixed with the watchdog's
 // long one, holds that outlast their lease, a subscriber connection slower
 // than a short lease (a grant that arrives late), and cuts placed a few
@@ -95,7 +95,7 @@ func aimAtRollback(r *rand.Rand, p *Plan, size Size) {
 	pr.Conn = append(pr.Conn, ConnFault{At: at(r, size) / 4, Server: 0, Conn: "command", Op: OpCutAfterBusy})
 }
 
-// aimAtStaleGrant sets up the window of issue 25's item 1, a stale grant:
+// aimAtStaleGrant sets up the window of a stale grant:
 // a waiter W with a short lease is handed the lock by H, but only W's
 // subscriber is slow, by more than W's lease. The grant's hold runs out, the
 // rest of the queue (woken by the hand-over to a shorter lease) takes the
