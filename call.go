@@ -199,7 +199,16 @@ func evalPipeline(ctx context.Context, target redis.Cmdable, calls []scriptCall,
 		if after != nil {
 			after(pipe)
 		}
-		_, _ = pipe.Exec(ctx) // errors are read per command
+		// Errors are read per command. go-redis (v9.17.3, at least) leaves the
+		// commands of a pipeline that never got a connection (the pool's
+		// wait timed out) without a reply or an error: they get Exec's.
+		if _, err := pipe.Exec(ctx); err != nil {
+			for _, i := range todo {
+				if cmds[i].Err() == nil && cmds[i].Val() == nil {
+					cmds[i].SetErr(err)
+				}
+			}
+		}
 	}
 	all := make([]int, len(calls))
 	for i := range all {

@@ -296,19 +296,20 @@ func testLockCompletingAfterClose(t *testing.T, newLocker func(c *relock.Client)
 // still gets ErrUpgrade.
 func TestLeftoverReadHoldDoesNotBlockTheSameOwnersWriteLock(t *testing.T) {
 	fs := startFaulty(t)
-	// rw_release has 3 keys and 8 arguments: the first is let through (and
-	// cut), the background retries wait for the gate.
+	// rw_release has 3 keys and 8 arguments: once armed, the first is let
+	// through (and cut), the background retries wait for the gate.
 	gate := make(chan struct{})
 	var releases, retried atomic.Int32
+	var armed atomic.Bool // counting from the release that is cut
 	var once sync.Once
 	fs.rdb.AddHook(&scriptHook{
 		gate: func(n, argc int) {
-			if n == 3 && argc == 8 && releases.Add(1) > 3 {
+			if n == 3 && argc == 8 && armed.Load() && releases.Add(1) > 1 {
 				<-gate
 			}
 		},
 		after: func(n, argc int) {
-			if n == 3 && argc == 8 && releases.Load() > 3 {
+			if n == 3 && argc == 8 && armed.Load() && releases.Load() > 1 {
 				retried.Add(1)
 			}
 		},
@@ -330,6 +331,7 @@ func TestLeftoverReadHoldDoesNotBlockTheSameOwnersWriteLock(t *testing.T) {
 	require.NoError(t, err)
 	owner := ownerField(t, c, rctx)
 	fs.faults.CutBefore(redistest.CommandConn, "EVALSHA", 1)
+	armed.Store(true)
 	require.ErrorIs(t, rw.ReadLock().Unlock(rctx), redistest.ErrCut) // release 3: cut, retried later
 	require.Equal(t, "1", hgetall(t, fs.srv.Client(), "relock:{x}:rw")["r:"+owner], "the read hold is left in Redis")
 
