@@ -97,7 +97,7 @@ var stories = map[string][]string{
 		`B\s+waits for "orders"`,
 		`B\s+got it, then unlocked`,
 		`A\s+its context ended: relock: lock lost: lease expired`,
-		`B\s+closed its Client: the hold's context ended with relock: client closed`,
+		`B\s+closed its Client: the lock was released and the hold's context ended with relock: client closed: the hold was released by Close`,
 	},
 }
 
@@ -113,7 +113,6 @@ var observeEvents = []string{
 	`event\s+lost lock "report" .*: expired \(relock: lock lost: lease expired\)`,
 	`event\s+wait started lock "orders"`,
 	`event\s+woken lock "orders"`,
-	`event\s+lost lock "orders" .*: client_closed \(relock: client closed\)`,
 }
 
 // Not checked: Renewed (a watchdog tick falls inside B's 250ms wait, but a

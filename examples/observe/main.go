@@ -103,14 +103,15 @@ func leaseRunsOut(ctx context.Context, story *exampleredis.Story, srv *examplere
 	story.Say("A", "its context ended: %v", context.Cause(short))
 }
 
-// closeWhileHolding: closing a Client ends the contexts of its holds.
+// closeWhileHolding: closing a Client releases its holds and ends their
+// contexts.
 func closeWhileHolding(ctx context.Context, story *exampleredis.Story, procB *relock.Client) {
 	orders := procB.Lock("orders")
 	last, err := orders.TryLock(ctx, 0, 0)
 	check(err)
 	story.Say("B", "locked %q again, and shuts down without unlocking", orders.Name())
 	check(procB.Close())
-	story.Say("B", "closed its Client: the hold's context ended with %v", context.Cause(last))
+	story.Say("B", "closed its Client: the lock was released and the hold's context ended with %v", context.Cause(last))
 }
 
 func check(err error) {
