@@ -9,12 +9,18 @@ import (
 	"github.com/relock-go/relock/inspect"
 )
 
-// semaInspect reads a Semaphore's hash (see sema_common.lua) at server time
+// semaInspect reads a Semaphore (see sema_common.lua and inspect.lua: its
+// hash's fields, then "d:<gen>" per hold with its deadline and "q:<id>"
+// per waiter, in queue order, with its claim deadline) at server time
 // nowMs; nil when nobody holds or waits.
 func semaInspect(key string, fields []string, nowMs int64) *inspect.Semaphore {
 	f := make(map[string]string, len(fields)/2)
+	var queue []string
 	for i := 0; i+1 < len(fields); i += 2 {
 		f[fields[i]] = fields[i+1]
+		if id, ok := strings.CutPrefix(fields[i], "q:"); ok {
+			queue = append(queue, id)
+		}
 	}
 	st := &inspect.Semaphore{Key: key}
 	st.Permits, _ = strconv.Atoi(f["~p"])
@@ -24,24 +30,20 @@ func semaInspect(key string, fields []string, nowMs int64) *inspect.Semaphore {
 		if !ok || err != nil || dl <= nowMs {
 			continue
 		}
-		n, _ := strconv.Atoi(f["n:"+gen])
-		st.Used += n
-		st.Holders = append(st.Holders, inspect.Holder{Owner: f["o:"+gen], Count: n, Lease: time.Duration(dl-nowMs) * time.Millisecond})
+		n, owner, _ := strings.Cut(f["h:"+gen], ":")
+		permits, _ := strconv.Atoi(n)
+		st.Used += permits
+		st.Holders = append(st.Holders, inspect.Holder{Owner: owner, Count: permits, Lease: time.Duration(dl-nowMs) * time.Millisecond})
 	}
 	sortHolders(st.Holders)
-	for q := f["~q"]; q != ""; {
-		e := strings.SplitN(q, "\x00", 6)
-		if len(e) < 6 {
-			break
-		}
-		q = e[5]
-		dl, _ := strconv.ParseInt(e[4], 10, 64)
-		if dl <= nowMs {
+	for _, id := range queue {
+		dl, _ := strconv.ParseInt(f["q:"+id], 10, 64)
+		e := strings.SplitN(f["w:"+id], ":", 4) // permits, lease, waiter timeout, owner
+		if dl <= nowMs || len(e) < 4 {
 			continue
 		}
-		n, _ := strconv.Atoi(e[1])
-		at := time.UnixMilli(dl)
-		st.Waiters = append(st.Waiters, inspect.Waiter{Owner: e[3], Deadline: at, Remaining: time.Duration(dl-nowMs) * time.Millisecond})
+		n, _ := strconv.Atoi(e[0])
+		st.Waiters = append(st.Waiters, inspect.Waiter{Owner: e[3], Deadline: time.UnixMilli(dl), Remaining: time.Duration(dl-nowMs) * time.Millisecond})
 		st.WaiterPermits = append(st.WaiterPermits, n)
 	}
 	if len(st.Holders) == 0 && len(st.Waiters) == 0 {
