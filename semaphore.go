@@ -67,9 +67,10 @@ const maxPermits = 1 << 30
 // Keys: "<prefix>:{name}:sema" (capacity, holds, waiters), with three
 // sorted sets beside it, ":sema:d" (holds by lease end), ":sema:q" (the
 // queue) and ":sema:c" (waiters by claim end), all gone with the last
-// holder and waiter; and ":sema:last", the latch of the last Releases (a
-// bounded hash, see WithUnlockLatch), which outlives the last Release by
-// the unlock latch's time. Everything shares the name's hash tag: one
+// holder and waiter; and ":sema:last", the latch of the Releases, which
+// records every Release of the last unlock latch's time (WithUnlockLatch),
+// however many, forgets the older ones as Releases go on, and outlives the
+// last Release by the unlock latch's time. Everything shares the name's hash tag: one
 // Cluster slot. Acquire, Release, renewal and the queue's bookkeeping cost
 // Redis O(log n) in holders and waiters.
 type Semaphore struct {
