@@ -22,7 +22,7 @@
 -- semaphore fills any count in milliseconds): every release of the last
 -- latch lifetime is recorded in the tail, whatever their number, as
 --   r:<op>    the server time (ms) of release op, looked up by a replay
---   i:<seq>   the op of the seq-th release, in order, for the eviction
+--   i:<seq>   "<time>:<op>" of the seq-th release, in order, for forgetting
 --   ~n        the seq of the last release recorded
 --   ~h        the seq of the oldest release still recorded
 -- Each release records itself and forgets at most two releases older than
@@ -44,24 +44,25 @@ end
 -- sema_latch_add records release op at now, forgets releases older than
 -- the latch (ms), and keeps the tail for the latch's time.
 local function sema_latch_add(tail, op, now, ms)
-	local seq = redis.call('hincrby', tail, '~n', 1)
-	redis.call('hset', tail, 'i:' .. seq, op, 'r:' .. op, now)
-	local h = tonumber(redis.call('hget', tail, '~h') or 1)
-	local start = h
+	local f = redis.call('hmget', tail, '~n', '~h')
+	local seq, h = tonumber(f[1] or 0) + 1, tonumber(f[2] or 1)
+	local start, oldest = h, now - tonumber(ms)
 	for _ = 1, SEMA_FORGET do
-		local old = h < seq and redis.call('hget', tail, 'i:' .. h)
-		if not old then
-			break
+		local v = h < seq and redis.call('hget', tail, 'i:' .. h)
+		local t, old
+		if v then
+			t, old = string.match(v, '^(%d+):(.*)$')
 		end
-		local t = tonumber(redis.call('hget', tail, 'r:' .. old) or 0)
-		if t + tonumber(ms) > now then
+		if not t or tonumber(t) > oldest then
 			break
 		end
 		redis.call('hdel', tail, 'i:' .. h, 'r:' .. old)
 		h = h + 1
 	end
 	if h ~= start or seq == 1 then
-		redis.call('hset', tail, '~h', h)
+		redis.call('hset', tail, 'i:' .. seq, now .. ':' .. op, 'r:' .. op, now, '~n', seq, '~h', h)
+	else
+		redis.call('hset', tail, 'i:' .. seq, now .. ':' .. op, 'r:' .. op, now, '~n', seq)
 	end
 	redis.call('pexpire', tail, ms)
 end
