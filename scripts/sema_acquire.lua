@@ -46,7 +46,7 @@ if st.cap then
 			redis.call('zadd', k.d, st.now + lease, op)
 			sema_store(st)
 		end
-		return {1, 0, (sema_hold(redis.call('hget', k.h, 'h:' .. op)))}
+		return {1, 0, (sema_hold(redis.call('hget', k.h, 'h:' .. op) or (n .. ':')))}
 	end
 end
 if st.cap and st.cap ~= cap then
