@@ -38,7 +38,7 @@ var leastPrivilege = slices.Concat(
 // with the command they are given (PUBLISH or SPUBLISH).
 var scriptCommands = []string{
 	"hget", "hmget", "hset", "hexists", "hincrby", "hdel", "hgetall", "exists", "pttl", "pexpire", "del", "get", "set", "time",
-	"zadd", "zremrangebyscore", "zscore",
+	"zadd", "zrem", "zscore", "zrange", "zrangebyscore", "zremrangebyscore", "zcard", "zcount",
 }
 
 func allow(cmds []string) []string {

@@ -77,7 +77,7 @@ func parseInspect(ks keyspace, res []any) (*inspect.State, error) {
 		v := make([]keyValue, len(k.state))
 		for j, s := range k.state {
 			v[j] = keyValue{key: ks.key(s.suffix), pttl: p.int(i + 1)}
-			if s.typ == "hash" {
+			if s.typ == "hash" || s.typ == "zset" {
 				v[j].fields = p.strs(i)
 			} else {
 				v[j].str = p.str(i)

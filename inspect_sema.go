@@ -1,6 +1,7 @@
 package relock
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,12 +12,18 @@ import (
 	"github.com/relock-go/relock/internal/kinds"
 )
 
-// semaInspect reads a Semaphore's hash (see sema_common.lua) at server time
+// semaInspect reads a Semaphore (see sema_common.lua and inspect.lua: its
+// hash's fields, then "d:<gen>" per hold with its deadline and "q:<id>"
+// per waiter, in queue order, with its claim deadline) at server time
 // nowMs; nil when nobody holds or waits.
 func semaInspect(key string, fields []string, nowMs int64) *inspect.Semaphore {
 	f := make(map[string]string, len(fields)/2)
+	var queue []string
 	for i := 0; i+1 < len(fields); i += 2 {
 		f[fields[i]] = fields[i+1]
+		if id, ok := strings.CutPrefix(fields[i], "q:"); ok {
+			queue = append(queue, id)
+		}
 	}
 	st := &inspect.Semaphore{Key: key}
 	st.Permits, _ = strconv.Atoi(f["~p"])
@@ -26,24 +33,20 @@ func semaInspect(key string, fields []string, nowMs int64) *inspect.Semaphore {
 		if !ok || err != nil || dl <= nowMs {
 			continue
 		}
-		n, _ := strconv.Atoi(f["n:"+gen])
-		st.Used += n
-		st.Holders = append(st.Holders, inspect.Holder{Owner: f["o:"+gen], Count: n, Lease: time.Duration(dl-nowMs) * time.Millisecond})
+		n, owner, _ := strings.Cut(f["h:"+gen], ":")
+		permits, _ := strconv.Atoi(n)
+		st.Used += permits
+		st.Holders = append(st.Holders, inspect.Holder{Owner: owner, Count: permits, Lease: time.Duration(dl-nowMs) * time.Millisecond})
 	}
 	sortHolders(st.Holders)
-	for q := f["~q"]; q != ""; {
-		e := strings.SplitN(q, "\x00", 6)
-		if len(e) < 6 {
-			break
-		}
-		q = e[5]
-		dl, _ := strconv.ParseInt(e[4], 10, 64)
-		if dl <= nowMs {
+	for _, id := range queue {
+		dl, _ := strconv.ParseInt(f["q:"+id], 10, 64)
+		e := strings.SplitN(f["w:"+id], ":", 4) // permits, lease, waiter timeout, owner
+		if dl <= nowMs || len(e) < 4 {
 			continue
 		}
-		n, _ := strconv.Atoi(e[1])
-		at := time.UnixMilli(dl)
-		st.Waiters = append(st.Waiters, inspect.Waiter{Owner: e[3], Deadline: at, Remaining: time.Duration(dl-nowMs) * time.Millisecond})
+		n, _ := strconv.Atoi(e[0])
+		st.Waiters = append(st.Waiters, inspect.Waiter{Owner: e[3], Deadline: time.UnixMilli(dl), Remaining: time.Duration(dl-nowMs) * time.Millisecond})
 		st.WaiterPermits = append(st.WaiterPermits, n)
 	}
 	if len(st.Holders) == 0 && len(st.Waiters) == 0 {
@@ -65,8 +68,26 @@ func sortHolders(hs []inspect.Holder) {
 
 // The Semaphore's row in the table of kinds (kinds.go).
 
+// decodeSema reads the Semaphore's hash and its sorted sets (holds by
+// deadline, the queue in arrival order, claims by deadline: see
+// sema_common.lua) into the fields semaInspect reads: the hash's, then
+// "d:<gen>" per hold and "q:<id>" per waiter in queue order.
 func decodeSema(st *inspect.State, v []keyValue, nowMs int64) {
-	st.Semaphore = semaInspect(v[0].key, v[0].fields, nowMs)
+	fields := v[0].fields
+	if len(fields) > 0 {
+		d, q, c := v[1].fields, v[2].fields, v[3].fields
+		claims := make(map[string]string, len(c)/2)
+		for i := 0; i+1 < len(c); i += 2 {
+			claims[c[i]] = c[i+1]
+		}
+		for i := 0; i+1 < len(d); i += 2 {
+			fields = append(fields, "d:"+d[i], d[i+1])
+		}
+		for i := 0; i+1 < len(q); i += 2 {
+			fields = append(fields, "q:"+q[i], cmp.Or(claims[q[i]], "0"))
+		}
+	}
+	st.Semaphore = semaInspect(v[0].key, fields, nowMs)
 }
 
 func summarizeSema(st *inspect.State) (inspect.Summary, bool) {

@@ -31,7 +31,7 @@ type kindRow struct {
 }
 
 // stateKey is one state key of a kind: its suffix after the name's tag
-// (see keyspace.key) and its Redis type, "hash" or "string".
+// (see keyspace.key) and its Redis type, "hash", "zset" or "string".
 type stateKey struct{ suffix, typ string }
 
 // keyValue is what the inspect script read of one state key: its fields
@@ -66,7 +66,7 @@ var kindTable = []kindRow{
 	{typeName: "MultiLock", events: []Kind{KindMultiLock}},
 	{typeName: "RedLock", events: []Kind{KindRedLock}},
 	{typeName: "Semaphore", view: inspect.KindSemaphore, events: []Kind{KindSemaphore},
-		state:  []stateKey{{"sema", "hash"}},
+		state:  []stateKey{{"sema", "hash"}, {"sema:d", "zset"}, {"sema:q", "zset"}, {"sema:c", "zset"}},
 		decode: decodeSema, summary: summarizeSema, channels: semaChannels,
 		tool:  kinds.Kind{Rows: semaRows},
 		force: forceSema},

@@ -23,7 +23,7 @@ func TestKindTableRowsComplete(t *testing.T) {
 		assert.NotEmpty(t, k.events, "%s has no Observer kind", k.typeName)
 		assert.NotEmpty(t, k.state, "%s has no state key", k.typeName)
 		for _, s := range k.state {
-			assert.Contains(t, []string{"hash", "string"}, s.typ, "%s: state key %q", k.typeName, s.suffix)
+			assert.Contains(t, []string{"hash", "zset", "string"}, s.typ, "%s: state key %q", k.typeName, s.suffix)
 		}
 		ok := k.decode != nil && k.summary != nil && k.force != nil && k.tool.Rows != nil // channels: optional
 		assert.True(t, ok, "%s lacks a function", k.typeName)

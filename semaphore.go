@@ -50,26 +50,36 @@ const maxPermits = 1 << 30
 // its Client's channel: one release wakes only the waiters it serves, who
 // hold without another round trip. A waiter whose process died is skipped
 // (its Client no longer listens); one that gives up leaves the queue at
-// once. Permits that come back by expiry go to the head waiters at their
-// next attempt, which comes no later than the earliest hold's lease end (and
-// at least every third of the waiter timeout, WithWaiterTimeout, which also
-// bounds how long a dead waiter's claim lasts). A hand-over to a lease that
-// ends before every hold the queue slept on wakes the waiters left, so
-// that their next attempt comes by that lease's end too.
+// once. Permits that come back by expiry go to the head of the queue at its
+// next attempt, which comes no later than the earliest hold's lease end; the
+// waiters behind it, whom nothing can serve before the head, try again
+// every third of the waiter timeout (WithWaiterTimeout, which also bounds
+// how long a dead waiter's claim lasts), so an expiry wakes no herd. A
+// waiter that becomes the head while a hold ends before its next attempt
+// (a hand-over to a short lease) is woken, so that its next attempt comes
+// by that lease's end.
 //
 // It runs on the one acquisition engine of every lock type (see doc.go):
 // the wait loop, the registry of holds, the watchdog's batches, the shared
 // subscriber and the background clean-up of an acquire whose reply was
 // lost.
 //
-// Keys: "<prefix>:{name}:sema" (capacity, holds, queue; gone with its last
-// holder and waiter) and ":sema:last", the latch of the last Releases (a
-// bounded hash, see WithUnlockLatch), which outlives the last Release by
-// the unlock latch's time. Everything shares the name's hash tag: one Cluster slot.
+// Keys: "<prefix>:{name}:sema" (capacity, holds, waiters), with three
+// sorted sets beside it, ":sema:d" (holds by lease end), ":sema:q" (the
+// queue) and ":sema:c" (waiters by claim end), all gone with the last
+// holder and waiter; and ":sema:last", the latch of the Releases, which
+// records every Release of the last unlock latch's time (WithUnlockLatch),
+// however many, forgets the older ones as Releases go on, and outlives the
+// last Release by the unlock latch's time. Everything shares the name's hash tag: one
+// Cluster slot. Acquire, Release, renewal and the queue's bookkeeping cost
+// Redis O(log n) in holders and waiters.
 type Semaphore struct {
 	base
 	hash, tail, waitChannel string
-	permits                 atomic.Int64
+	// sets are the sorted sets beside the hash: holds by deadline, the
+	// queue, claims by deadline (see semaKeys).
+	sets    [3]string
+	permits atomic.Int64
 	// setting serialises this value's SetPermits (writers) with its
 	// acquire attempts (readers), each held over its script's round trip:
 	// the capacity an attempt sends is then the one this value last set
@@ -86,6 +96,7 @@ func (c *Client) Semaphore(name string, permits int) *Semaphore {
 	if s.init(c, name) {
 		s.hash = s.ks.key("sema")
 		s.tail = s.ks.key("sema:last")
+		s.sets = [3]string{s.ks.key("sema:d"), s.ks.key("sema:q"), s.ks.key("sema:c")}
 		s.waitChannel = s.hash + ":w:" + c.id
 	}
 	if s.err == nil {
@@ -192,7 +203,7 @@ func (s *Semaphore) State(ctx context.Context) (SemaphoreState, error) {
 		return SemaphoreState{}, err
 	}
 	res, err := queryBounded(ctx, "semaphore state", func() ([]int64, error) {
-		return s.c.eval(context.WithoutCancel(ctx), "semaphore state", semaStateCall(s.hash)).Int64Slice()
+		return s.c.eval(context.WithoutCancel(ctx), "semaphore state", semaStateCall(s)).Int64Slice()
 	})
 	if err != nil {
 		return SemaphoreState{}, err
@@ -254,7 +265,7 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 func (s *Semaphore) set(ctx context.Context, n int) error {
 	s.setting.Lock()
 	defer s.setting.Unlock()
-	if err := s.c.eval(ctx, "set permits", semaSetCall(s.c, s.hash, n)).Err(); err != nil {
+	if err := s.c.eval(ctx, "set permits", semaSetCall(s, n)).Err(); err != nil {
 		return err
 	}
 	s.permits.Store(int64(n))
@@ -280,7 +291,7 @@ func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 	var buf [4]int64 // the reply, on the stack
 	s.setting.RLock()
 	capacity := s.Permits()
-	res, repl, err := s.c.runAcquire(ctx, semaAcquireCall(s.c, s.hash, r, a.n, capacity), buf[:0])
+	res, repl, err := s.c.runAcquire(ctx, semaAcquireCall(s, r, a.n, capacity), buf[:0])
 	s.setting.RUnlock()
 	if err != nil {
 		return attempt{}, err
@@ -313,7 +324,7 @@ func (a semaScheme) refused(res []int64, capacity int) error {
 }
 
 func (a semaScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
-	n, err := a.s.c.eval(ctx, "release", semaReleaseCall(a.s.c, a.s.hash, a.s.tail, r)).Int64()
+	n, err := a.s.c.eval(ctx, "release", semaReleaseCall(a.s, r)).Int64()
 	if err != nil {
 		return 0, err
 	}
@@ -341,7 +352,7 @@ func (q semaQueue) leave(ctx context.Context, owner, waiter string) {
 	if owner == "" && q.s.holdsGeneration(waiter) {
 		return
 	}
-	q.s.c.leaveQueue(ctx, semaAbandonCall(q.s.c, q.s.hash, waiter))
+	q.s.c.leaveQueue(ctx, semaAbandonCall(q.s, waiter))
 }
 
 // holdsGeneration reports whether an acquisition of this semaphore in this
@@ -368,37 +379,47 @@ var (
 	semaRenewScript   = newScript("sema_renew")
 )
 
+// semaKeys are the keys of a Semaphore's scripts: its hash, then extra
+// (its tail, for the scripts that write it), then its sorted sets.
+func (s *Semaphore) semaKeys(extra ...string) []string {
+	return append(append(append(make([]string, 0, 5), s.hash), extra...), s.sets[:]...)
+}
+
 // semaAcquireCall takes n permits (request r) of a semaphore of capacity
 // cap, or queues the waiter (r.waiter).
-func semaAcquireCall(c *Client, hash string, r acquireReq, n, capacity int) scriptCall {
-	return scriptCall{script: semaAcquireScript, keys: []string{hash},
+func semaAcquireCall(s *Semaphore, r acquireReq, n, capacity int) scriptCall {
+	c := s.c
+	return scriptCall{script: semaAcquireScript, keys: s.semaKeys(),
 		args: []any{r.owner, r.op, n, capacity, c.leaseArg(r.lease), flagArg(r.waiter),
 			c.args.waiterTimeout, c.args.publish, c.args.blind}}
 }
 
 // semaReleaseCall gives back the permits of hold r.gen.
-func semaReleaseCall(c *Client, hash, tail string, r releaseReq) scriptCall {
-	return scriptCall{script: semaReleaseScript, keys: []string{hash, tail},
+func semaReleaseCall(s *Semaphore, r releaseReq) scriptCall {
+	c := s.c
+	return scriptCall{script: semaReleaseScript, keys: s.semaKeys(s.tail),
 		args: []any{r.gen, r.op, c.args.publish, c.args.latch, c.args.blind}}
 }
 
 // semaAbandonCall takes waiter out of the queue, giving back a grant
 // handed to it.
-func semaAbandonCall(c *Client, hash, waiter string) scriptCall {
-	return scriptCall{script: semaAbandonScript, keys: []string{hash}, args: []any{waiter, c.args.publish, c.args.blind}}
+func semaAbandonCall(s *Semaphore, waiter string) scriptCall {
+	return scriptCall{script: semaAbandonScript, keys: s.semaKeys(), args: []any{waiter, s.c.args.publish, s.c.args.blind}}
 }
 
 // semaSetCall records capacity n.
-func semaSetCall(c *Client, hash string, n int) scriptCall {
-	return scriptCall{script: semaSetScript, keys: []string{hash}, args: []any{n, c.args.publish, c.args.blind}}
+func semaSetCall(s *Semaphore, n int) scriptCall {
+	return scriptCall{script: semaSetScript, keys: s.semaKeys(), args: []any{n, s.c.args.publish, s.c.args.blind}}
 }
 
 // semaStateCall reads {capacity, used, waiters, holds}.
-func semaStateCall(hash string) scriptCall {
-	return scriptCall{script: semaStateScript, keys: []string{hash}}
+func semaStateCall(s *Semaphore) scriptCall {
+	return scriptCall{script: semaStateScript, keys: s.semaKeys()}
 }
 
-// semaRenewCall renews (lease 0: checks) hold gen: one item of a batch.
+// semaRenewCall renews (lease 0: checks) hold gen: one item of a batch,
+// which names the hash only (the script finds the holds' sorted set
+// beside it).
 func semaRenewCall(hash, gen string, lease time.Duration) scriptCall {
 	return scriptCall{script: semaRenewScript, keys: []string{hash}, args: []any{gen, lease.Milliseconds()}}
 }

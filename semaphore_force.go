@@ -21,7 +21,7 @@ func (s *Semaphore) ForceRelease(ctx context.Context) (bool, error) {
 	if s.err != nil {
 		return false, s.err
 	}
-	return s.forceRelease(ctx, semaForceReleaseCall(s.c, s.hash, s.tail), s.endForced)
+	return s.forceRelease(ctx, semaForceReleaseCall(s), s.endForced)
 }
 
 // endForced ends this Client's holds of the semaphore whose generation is
@@ -41,8 +41,9 @@ func (s *Semaphore) endForced(gens []string, cause error) {
 
 var semaForceReleaseScript = newScript("sema_force_release")
 
-// semaForceReleaseCall frees every hold of the semaphore hash, keeping its
-// answer in tail for a replay.
-func semaForceReleaseCall(c *Client, hash, tail string) scriptCall {
-	return scriptCall{script: semaForceReleaseScript, keys: []string{hash, tail}, args: []any{c.args.publish, c.args.blind, c.args.latch, c.newOp()}}
+// semaForceReleaseCall frees every hold of semaphore s, keeping its answer
+// in its tail for a replay.
+func semaForceReleaseCall(s *Semaphore) scriptCall {
+	c := s.c
+	return scriptCall{script: semaForceReleaseScript, keys: s.semaKeys(s.tail), args: []any{c.args.publish, c.args.blind, c.args.latch, c.newOp()}}
 }

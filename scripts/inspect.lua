@@ -4,11 +4,13 @@
 -- raw values in one atomic step, with the server's clock.
 --
 -- KEYS[i]  the state keys of every kind, in the order of the table of kinds
--- ARGV[i]  the Redis type KEYS[i] has when relock wrote it: hash or string
+-- ARGV[i]  the Redis type KEYS[i] has when relock wrote it: hash, zset or
+--          string
 --
 -- Returns {seconds, microseconds,   -- server TIME
 --          value 1, pttl 1, value 2, pttl 2, ...}
--- where a hash's value is HGETALL's flat list and a string's its content. A
+-- where a hash's value is HGETALL's flat list, a sorted set's its members
+-- and scores in order (ZRANGE WITHSCORES), and a string's its content. A
 -- key that does not exist, or has another type (not written by relock),
 -- reads as absent: {} or "", and pttl -2.
 
@@ -18,7 +20,7 @@ for i, key in ipairs(KEYS) do
 	local want = ARGV[i]
 	local found = redis.call('type', key)['ok'] == want
 	if not found then
-		if want == 'hash' then
+		if want == 'hash' or want == 'zset' then
 			out[#out + 1] = {}
 		else
 			out[#out + 1] = ''
@@ -27,6 +29,8 @@ for i, key in ipairs(KEYS) do
 	else
 		if want == 'hash' then
 			out[#out + 1] = redis.call('hgetall', key)
+		elseif want == 'zset' then
+			out[#out + 1] = redis.call('zrange', key, 0, -1, 'withscores')
 		else
 			out[#out + 1] = redis.call('get', key)
 		end

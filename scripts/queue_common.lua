@@ -38,8 +38,15 @@ local function q_entry(...)
 	return table.concat({...}, '\0') .. '\0'
 end
 
+-- q_has reports whether waiter w is queued in q. A plain search first:
+-- when "<w>\0" is nowhere in q, w is no entry's id, and a waiter joining a
+-- long queue is told so without q being parsed (a search in C, against a
+-- walk over every entry in Lua).
 local function q_has(q, w)
-	for _, id in string.gmatch(q or '', Q_ENTRY) do
+	if not q or not string.find(q, w .. '\0', 1, true) then
+		return false
+	end
+	for _, id in string.gmatch(q, Q_ENTRY) do
 		if id == w then
 			return true
 		end
@@ -87,7 +94,7 @@ end
 
 -- dequeue takes waiter w out of hash's queue q, if it is there.
 local function dequeue(hash, q, w)
-	if not q then
+	if not q or not string.find(q, w .. '\0', 1, true) then
 		return
 	end
 	local rest = q_without(q, w)

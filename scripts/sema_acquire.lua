@@ -2,6 +2,9 @@
 -- sema_acquire: take n permits of a Semaphore, or queue for them.
 --
 -- KEYS[1]  semaphore hash (see sema_common)
+-- KEYS[2]  its holds by deadline (":sema:d")
+-- KEYS[3]  its queue (":sema:q")
+-- KEYS[4]  its claims by deadline (":sema:c")
 -- ARGV[1]  owner
 -- ARGV[2]  op id of this request: the generation of the hold it starts; a
 --          waiter sends the same one at each attempt, its id in the queue
@@ -16,10 +19,11 @@
 -- Returns {1, 0, n}      acquired (a semaphore has no fencing token)
 --         {0, retryIn, place}  not now (queued, if asked); retryIn is the
 --                        time to the earliest hold's deadline in ms, -1 for
---                        none; place where the attempt left the waiter: 1
---                        queued before and still, 2 queued by this attempt,
---                        3 not queued (queue_common's Q_KEPT, Q_ANEW,
---                        Q_ABSENT, which the wait loop reads)
+--                        none or for a waiter behind the head (see
+--                        sema_retry); place where the attempt left the
+--                        waiter: 1 queued before and still, 2 queued by this
+--                        attempt, 3 not queued (queue_common's Q_KEPT,
+--                        Q_ANEW, Q_ABSENT, which the wait loop reads)
 --         {-3, cap}      Redis records another capacity: nothing changed
 --         {-4, cap}      n is more than the capacity cap: nothing changed
 --
@@ -29,19 +33,21 @@
 -- run's reply even when the capacity changed in between. A newcomer never
 -- passes a waiter: it takes permits only when nobody is left in the queue
 -- after the waiters the free permits serve (they are handed theirs in the
--- same call).
-local hash, owner, op = KEYS[1], ARGV[1], ARGV[2]
+-- same call). Every step costs O(log n) in holders and waiters, but for the
+-- holds and claims that ended, each reclaimed once.
+local k = {h = KEYS[1], d = KEYS[2], q = KEYS[3], c = KEYS[4]}
+local owner, op = ARGV[1], ARGV[2]
 local n, cap, lease = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local now = math.floor(now_us() / 1000)
-local st = sema_scan(hash, now)
-local h = st.holds[op]
-if h then
-	if now + lease > h.dl then
-		h.dl = now + lease
-		st.set[1], st.set[2] = 'd:' .. op, h.dl
+local st = sema_open(k, math.floor(now_us() / 1000))
+if st.cap then
+	local dl = tonumber(redis.call('zscore', k.d, op))
+	if dl then
+		if st.now + lease > dl then
+			redis.call('zadd', k.d, st.now + lease, op)
+			sema_store(st)
+		end
+		return {1, 0, (sema_hold(redis.call('hget', k.h, 'h:' .. op) or (n .. ':')))}
 	end
-	sema_store(hash, st, now)
-	return {1, 0, h.n}
 end
 if st.cap and st.cap ~= cap then
 	return {-3, st.cap}
@@ -50,14 +56,15 @@ st.cap = cap
 if n > cap then
 	return {-4, cap}
 end
-local served = sema_serve(hash, st, now, ARGV[8], ARGV[9], op)
-local at = sema_queued(st, op)
-if not served and not at and #st.q == 0 and n <= cap - st.used then
-	sema_grant(st, op, n, lease, owner, now)
+local served = sema_serve(st, ARGV[8], ARGV[9], op)
+local at = st.waiters > 0 and redis.call('zscore', k.q, op)
+if not served and not at and st.waiters == 0 and n <= cap - st.used then
+	sema_grant(st, op, n, lease, owner)
 	served = true
 end
 if served then
-	sema_store(hash, st, now)
+	sema_wake_head(st, ARGV[8], op)
+	sema_store(st)
 	return {1, 0, n}
 end
 local place = 3
@@ -65,13 +72,15 @@ if at then
 	place = 1
 end
 if ARGV[6] == '1' then
-	local dl = now + tonumber(ARGV[7])
-	if at then
-		st.q[at].dl = dl
-	else
-		st.q[#st.q + 1] = {w = op, n = n, lease = lease, owner = owner, dl = dl}
+	local wt = ARGV[7]
+	redis.call('zadd', k.c, st.now + tonumber(wt), op)
+	if not at then
+		redis.call('zadd', k.q, redis.call('hincrby', k.h, '~s', 1), op)
+		redis.call('hset', k.h, 'w:' .. op, n .. ':' .. lease .. ':' .. wt .. ':' .. owner)
+		st.waiters = st.waiters + 1
 		place = 2
 	end
 end
-sema_store(hash, st, now)
-return {0, sema_retry(st, now), place}
+sema_wake_head(st, ARGV[8], op)
+sema_store(st)
+return {0, sema_retry(st, op), place}

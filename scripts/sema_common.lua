@@ -1,86 +1,152 @@
 -- sema_common: the state of a Semaphore, prepended (after acquire_common and
 -- release_common) to every sema_* script; not run on its own.
 --
--- A Semaphore is one hash, "<prefix>:{name}:sema":
---   ~p         the capacity (permits) every user of the name agreed on
---   n:<gen>    permits of the hold <gen> (the op id of the acquire that
---              started it, or the waiter id a release handed them to)
---   d:<gen>    its deadline (server ms): it expires on its own lease
---   o:<gen>    its owner, for inspection
---   ~q         the waiters, in arrival order: per waiter five NUL-terminated
---              fields, its waiter id ("<client id>:<n>", the op id its
---              attempts send), the permits it asks for, its lease in ms,
---              its owner and its claim deadline (server ms; every attempt
---              pushes it to now + the waiter timeout, so a dead waiter's
---              claim lapses within that).
--- The hash's PTTL is the latest deadline of a hold or a claim, so it goes
--- with its last holder and waiter (and the capacity with it: the next user
--- records its own). Holds and claims whose deadline passed are evicted by
--- the next script that looks. Times come from the server (TIME).
+-- A Semaphore is four keys under its name's hash tag (one Cluster slot), so
+-- that every step costs O(log n) in its holders and waiters:
+--   "<prefix>:{name}:sema" (k.h), a hash:
+--     ~p         the capacity (permits) every user of the name agreed on
+--     ~u         the permits of the holds recorded (a running count)
+--     ~w         the waiters queued (a running count: 0 or none spares
+--                every look at the queue)
+--     ~s         the last arrival number given to a waiter
+--     h:<gen>    the hold <gen> (the op id of the acquire that started it,
+--                or the waiter id a release handed it to): "<permits>:<owner>"
+--     w:<id>     the waiter <id> ("<client id>:<n>", the op id its attempts
+--                send): "<permits>:<lease ms>:<waiter timeout ms>:<owner>"
+--   ":sema:d" (k.d), a sorted set: each hold's generation by its deadline
+--                (server ms): it expires on its own lease
+--   ":sema:q" (k.q), a sorted set: each waiter's id by its arrival number:
+--                the queue, in order
+--   ":sema:c" (k.c), a sorted set: each waiter's id by its claim deadline
+--                (server ms; every attempt pushes it to now + the waiter
+--                timeout, so a dead waiter's claim lapses within that)
+-- Every key's PTTL is the latest deadline of a hold or a claim, so they go
+-- with the last holder and waiter (and the capacity with them: the next
+-- user records its own). Holds and claims whose deadline passed are
+-- reclaimed from the head of their sorted set by the next script that
+-- looks. Times come from the server (TIME).
 --
 -- Order is FIFO and strict (x/sync/semaphore's rule): permits go to the
 -- head of the queue while they suffice; a head that needs more than is free
 -- stops the walk, so small requests behind it never starve a large one.
 
-local SEMA_ENTRY = '(([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z)'
+-- SEMA_BATCH bounds the values one command of a reclaim carries (Lua's
+-- unpack has a limit).
+local SEMA_BATCH = 1000
 
--- sema_scan reads the hash (one HGETALL) and returns its live state: cap,
--- used (live permits), holds (gen -> {n, dl}), first (the earliest live
--- hold's deadline, nil for none: what the queued waiters sleep on), q (live
--- claims, in order), gone (fields of expired holds, for sema_store to
--- delete) and set (fields to write).
-local function sema_scan(hash, now)
-	local all = redis.call('hgetall', hash)
-	local f = {}
-	for i = 1, #all, 2 do
-		f[all[i]] = all[i + 1]
+-- sema_hold reads a hold's value: its permits and owner.
+local function sema_hold(v)
+	local n, owner = string.match(v, '^(%d+):(.*)$')
+	return tonumber(n), owner
+end
+
+-- sema_waiter reads a waiter's value: permits, lease, waiter timeout, owner.
+local function sema_waiter(v)
+	local n, lease, wt, owner = string.match(v, '^(%d+):(%d+):(%d+):(.*)$')
+	return tonumber(n), tonumber(lease), tonumber(wt), owner
+end
+
+-- sema_each calls f with the values of ids, SEMA_BATCH at a time, each id
+-- prefixed by pre to name its field of the hash.
+local function sema_each(k, ids, pre, f)
+	for i = 1, #ids, SEMA_BATCH do
+		local fields = {}
+		for j = i, math.min(i + SEMA_BATCH - 1, #ids) do
+			fields[#fields + 1] = pre .. ids[j]
+		end
+		f(fields, redis.call('hmget', k.h, unpack(fields)))
 	end
-	local st = {cap = tonumber(f['~p']), used = 0, holds = {}, q = {}, gone = {}, set = {}}
-	for k, v in pairs(f) do
-		local g = string.match(k, '^d:(.*)$')
-		if g then
-			local dl, n = tonumber(v), tonumber(f['n:' .. g] or 0)
-			if dl > now then
-				st.holds[g] = {n = n, dl = dl}
-				st.used = st.used + n
-				if not st.first or dl < st.first then
-					st.first = dl
-				end
-			else
-				table.insert(st.gone, 'n:' .. g)
-				table.insert(st.gone, 'd:' .. g)
-				table.insert(st.gone, 'o:' .. g)
+end
+
+-- sema_head is the id at the head of the queue, or nil.
+local function sema_head(k)
+	return redis.call('zrange', k.q, 0, 0)[1]
+end
+
+-- sema_reclaim takes out the holds whose lease ended (their permits come
+-- back) and the waiters whose claim lapsed, from the head of their sorted
+-- sets. It writes the running count; when nothing is left, the semaphore
+-- is deleted and st.cap is nil.
+local function sema_reclaim(st)
+	local k, now = st.k, st.now
+	local ended = redis.call('zrangebyscore', k.d, '-inf', now)
+	local lapsed = {}
+	if st.waiters > 0 then
+		lapsed = redis.call('zrangebyscore', k.c, '-inf', now)
+	end
+	if #ended == 0 and #lapsed == 0 then
+		return
+	end
+	st.waiters = st.waiters - #lapsed
+	sema_each(k, ended, 'h:', function(fields, vals)
+		for _, v in ipairs(vals) do
+			if v then
+				st.used = st.used - sema_hold(v)
 			end
 		end
+		redis.call('hdel', k.h, unpack(fields))
+	end)
+	sema_each(k, lapsed, 'w:', function(fields)
+		redis.call('hdel', k.h, unpack(fields))
+	end)
+	for i = 1, #lapsed, SEMA_BATCH do
+		redis.call('zrem', k.q, unpack(lapsed, i, math.min(i + SEMA_BATCH - 1, #lapsed)))
 	end
-	for _, w, n, lease, owner, dl in string.gmatch(f['~q'] or '', SEMA_ENTRY) do
-		if tonumber(dl) > now then
-			st.q[#st.q + 1] = {w = w, n = tonumber(n), lease = tonumber(lease), owner = owner, dl = tonumber(dl)}
+	redis.call('zremrangebyscore', k.d, '-inf', now)
+	redis.call('zremrangebyscore', k.c, '-inf', now)
+	if redis.call('exists', k.d, k.c) == 0 then
+		redis.call('del', k.h, k.q)
+		st.cap, st.used, st.waiters = nil, 0, 0
+		return
+	end
+	redis.call('hset', k.h, '~u', st.used, '~w', st.waiters)
+end
+
+-- sema_open reads the semaphore at server time now (ms), reclaiming what
+-- ended: st.cap (nil when nobody holds or waits), st.used (permits of live
+-- holds), st.waiters (the queue's length), st.head (the queue's head before
+-- anything changed, see sema_wake_head) and st.set (fields sema_store
+-- writes).
+local function sema_open(k, now)
+	local f = redis.call('hmget', k.h, '~p', '~u', '~w')
+	local st = {k = k, now = now, cap = tonumber(f[1]), used = tonumber(f[2] or 0), waiters = tonumber(f[3] or 0), set = {}}
+	if st.cap then
+		if st.waiters > 0 then
+			st.head = sema_head(k)
 		end
+		sema_reclaim(st)
 	end
 	return st
 end
 
--- sema_grant records a hold of n permits, generation gen, in st.
-local function sema_grant(st, gen, n, lease, owner, now)
-	st.holds[gen] = {n = n, dl = now + lease}
-	st.used = st.used + n
+-- sema_grant records a hold of n permits, generation gen (its field is
+-- written by sema_store).
+local function sema_grant(st, gen, n, lease, owner)
 	local s = st.set
-	s[#s + 1], s[#s + 2] = 'n:' .. gen, n
-	s[#s + 1], s[#s + 2] = 'd:' .. gen, now + lease
-	s[#s + 1], s[#s + 2] = 'o:' .. gen, owner
+	s[#s + 1], s[#s + 2] = 'h:' .. gen, n .. ':' .. owner
+	redis.call('zadd', st.k.d, st.now + lease, gen)
+	st.used = st.used + n
 end
 
--- sema_drop ends hold gen in st.
+-- sema_drop ends hold gen; false when it is not held.
 local function sema_drop(st, gen)
-	local h = st.holds[gen]
-	if h then
-		st.used = st.used - h.n
-		st.holds[gen] = nil
-		table.insert(st.gone, 'n:' .. gen)
-		table.insert(st.gone, 'd:' .. gen)
-		table.insert(st.gone, 'o:' .. gen)
+	local v = redis.call('hget', st.k.h, 'h:' .. gen)
+	if not v then
+		return false
 	end
+	st.used = st.used - sema_hold(v)
+	redis.call('hdel', st.k.h, 'h:' .. gen)
+	redis.call('zrem', st.k.d, gen)
+	return true
+end
+
+-- sema_unqueue takes waiter id out of the queue.
+local function sema_unqueue(st, id)
+	local k = st.k
+	redis.call('zrem', k.q, id)
+	redis.call('zrem', k.c, id)
+	redis.call('hdel', k.h, 'w:' .. id)
+	st.waiters = st.waiters - 1
 end
 
 -- sema_client is the Client id of waiter id w ("<client id>:<n>"), or nil.
@@ -88,38 +154,36 @@ local function sema_client(w)
 	return string.match(w, '^(.*):')
 end
 
--- sema_wake tells every Client with a waiter among entries to have its
--- waiters on the semaphore try again: 'all' on its channel, once per
--- Client, which also reaches a waiter between two attempts (it sees the
--- broadcast when it goes back to sleep).
-local function sema_wake(hash, entries, pub)
-	local told = {}
-	for _, e in ipairs(entries) do
-		local client = sema_client(e.w)
-		if client and not told[client] then
-			told[client] = true
-			redis.call(pub, hash .. ':w:' .. client, 'all')
-		end
+-- sema_wake tells the Client of waiter w to have its waiters on the
+-- semaphore try again: 'all' on its channel, which also reaches a waiter
+-- between two attempts (it sees the broadcast when it goes back to sleep).
+local function sema_wake(st, w, pub)
+	local client = sema_client(w)
+	if client then
+		redis.call(pub, st.k.h .. ':w:' .. client, 'all')
 	end
 end
 
 -- sema_refuse takes out of the queue every waiter asking for more than the
--- capacity (a smaller one set while it waited) and wakes each: its next
+-- capacity (a smaller one set while it waited) and wakes it: its next
 -- attempt is refused (see sema_acquire), so it fails at once instead of
--- waiting for permits that can never be free.
-local function sema_refuse(hash, st, pub)
-	local kept, refused = {}, {}
-	for _, e in ipairs(st.q) do
-		if e.n > st.cap then
-			refused[#refused + 1] = e
-		else
-			kept[#kept + 1] = e
+-- waiting for permits that can never be free. It reads the whole queue,
+-- and runs only when the capacity shrinks.
+local function sema_refuse(st, pub)
+	local told = {}
+	sema_each(st.k, redis.call('zrange', st.k.q, 0, -1), 'w:', function(fields, vals)
+		for i, v in ipairs(vals) do
+			local id = string.sub(fields[i], 3)
+			if not v or sema_waiter(v) > st.cap then
+				sema_unqueue(st, id)
+				local client = sema_client(id)
+				if client and not told[client] then
+					told[client] = true
+					sema_wake(st, id, pub)
+				end
+			end
 		end
-	end
-	if #refused > 0 then
-		st.q = kept
-		sema_wake(hash, refused, pub)
-	end
+	end)
 end
 
 -- sema_serve hands free permits to the head of the queue, in order, while
@@ -129,91 +193,111 @@ end
 -- counts the receivers, so a waiter whose Client no longer listens (dead,
 -- closed, gone) is skipped, never granted (unless trust is '1': classic
 -- pub/sub on a Cluster counts one node only). The entry of self (the
--- caller of an acquire) is granted without a message. A waiter asking for
--- more than the capacity can never be served and is refused (sema_refuse).
--- When a grant ends before every hold the queue knew of (st.first: each
--- waiter sleeps until the earliest hold's end at most), the waiters left
--- are woken to re-check: nothing is published when that shorter lease runs
--- out, and they would sleep past it. It returns whether self was served
--- (its hold is granted too, with the lease and owner it queued with).
-local function sema_serve(hash, st, now, pub, trust, self)
-	sema_refuse(hash, st, pub)
-	local served, soonest = false, nil
-	while #st.q > 0 do
-		local e = st.q[1]
-		if e.n > st.cap - st.used then
+-- caller of an acquire) is granted without a message. It returns whether
+-- self was served (its hold is granted too, with the lease and owner it
+-- queued with).
+local function sema_serve(st, pub, trust, self)
+	local k, served = st.k, false
+	while st.waiters > 0 do
+		local w = sema_head(k)
+		if not w then
 			break
 		end
-		table.remove(st.q, 1)
-		local client = sema_client(e.w)
-		if e.w == self or (client and (redis.call(pub, hash .. ':w:' .. client, e.w .. ' 0') > 0 or trust == '1')) then
-			-- Granted here, so that the walk goes on with its permits
-			-- counted.
-			sema_grant(st, e.w, e.n, e.lease, e.owner, now)
-			served = served or e.w == self
-			if not soonest or now + e.lease < soonest then
-				soonest = now + e.lease
+		local v = redis.call('hget', k.h, 'w:' .. w)
+		local n, lease, _, owner
+		if v then
+			n, lease, _, owner = sema_waiter(v)
+			if n > st.cap - st.used then
+				break
 			end
 		end
-	end
-	if soonest and #st.q > 0 and (not st.first or soonest < st.first) then
-		sema_wake(hash, st.q, pub)
+		sema_unqueue(st, w)
+		local client = sema_client(w)
+		if v and (w == self or (client and (redis.call(pub, k.h .. ':w:' .. client, w .. ' 0') > 0 or trust == '1'))) then
+			-- Granted here, so that the walk goes on with its permits
+			-- counted.
+			sema_grant(st, w, n, lease, owner)
+			served = served or w == self
+		end
 	end
 	return served
 end
 
--- sema_queued returns the index of waiter w in st's queue, or nil.
-local function sema_queued(st, w)
-	for i, e in ipairs(st.q) do
-		if e.w == w then
-			return i
-		end
-	end
-	return nil
+-- sema_first is the earliest deadline of a live hold (server ms), or nil.
+local function sema_first(k)
+	return tonumber(redis.call('zrange', k.d, 0, 0, 'withscores')[2])
 end
 
--- sema_store writes st back: the capacity, the queue, the holds changed,
--- the expired ones deleted, and the PTTL (the latest live deadline). A
--- semaphore nobody holds or waits for is deleted.
-local function sema_store(hash, st, now)
-	local maxdl = 0
-	for _, h in pairs(st.holds) do
-		maxdl = math.max(maxdl, h.dl)
-	end
-	local q = {}
-	for _, e in ipairs(st.q) do
-		q[#q + 1] = table.concat({e.w, e.n, e.lease, e.owner, e.dl}, '\0') .. '\0'
-		maxdl = math.max(maxdl, e.dl)
-	end
-	if maxdl == 0 then
-		redis.call('del', hash)
+-- sema_wake_head keeps the promise that the head of the queue tries again
+-- by the earliest hold's deadline, when permits may come back by expiry
+-- with nobody to publish it: only the head sleeps on that deadline (see
+-- sema_retry); the others sleep until their claim's refresh, since nothing
+-- can serve them before the head. A head that is new since st.head (the
+-- one before it was served, left or lapsed) slept on its refresh, at most
+-- a third of its waiter timeout after its last attempt: when a hold ends
+-- before that (a hand-over to a short lease), its Client is woken, so that
+-- its next attempt comes by that hold's end. One Client is told, never
+-- the queue. self (an acquire's caller) learns it from its reply.
+local function sema_wake_head(st, pub, self)
+	local k = st.k
+	if st.waiters == 0 then
 		return
 	end
-	if #st.gone > 0 then
-		redis.call('hdel', hash, unpack(st.gone))
+	local w = sema_head(k)
+	if not w or w == st.head or w == self then
+		return
+	end
+	local first = sema_first(k)
+	local v = redis.call('hget', k.h, 'w:' .. w)
+	local claim = tonumber(redis.call('zscore', k.c, w))
+	if not first or not v or not claim then
+		return
+	end
+	local _, _, wt = sema_waiter(v)
+	if first < claim - wt + math.floor(wt / 3) then
+		sema_wake(st, w, pub)
+	end
+end
+
+-- sema_store writes the fields st.set collected, the capacity and the
+-- running counts, and sets every key's PTTL to the latest live deadline.
+-- A semaphore nobody holds or waits for is deleted.
+local function sema_store(st)
+	local k = st.k
+	local maxdl = tonumber(redis.call('zrange', k.d, -1, -1, 'withscores')[2] or 0)
+	if st.waiters > 0 then
+		maxdl = math.max(maxdl, tonumber(redis.call('zrange', k.c, -1, -1, 'withscores')[2] or 0))
+	end
+	if maxdl == 0 then
+		redis.call('del', k.h, k.q, k.c)
+		return
 	end
 	local s = st.set
 	s[#s + 1], s[#s + 2] = '~p', st.cap
-	if #q > 0 then
-		s[#s + 1], s[#s + 2] = '~q', table.concat(q)
-	else
-		redis.call('hdel', hash, '~q')
+	s[#s + 1], s[#s + 2] = '~u', st.used
+	s[#s + 1], s[#s + 2] = '~w', st.waiters
+	redis.call('hset', k.h, unpack(s))
+	local ttl = maxdl - st.now
+	redis.call('pexpire', k.h, ttl)
+	redis.call('pexpire', k.d, ttl)
+	if st.waiters > 0 then
+		redis.call('pexpire', k.q, ttl)
+		redis.call('pexpire', k.c, ttl)
 	end
-	redis.call('hset', hash, unpack(s))
-	redis.call('pexpire', hash, maxdl - now)
 end
 
--- sema_retry is a busy attempt's retryIn: the time to the earliest hold's
--- deadline (when permits may come back by expiry), -1 when none holds.
-local function sema_retry(st, now)
-	local first
-	for _, h in pairs(st.holds) do
-		if not first or h.dl < first then
-			first = h.dl
-		end
+-- sema_retry is a busy attempt's retryIn: for the head of the queue, or a
+-- caller not queued, the time to the earliest hold's deadline (when
+-- permits may come back by expiry), -1 when none holds; -1 for a waiter
+-- behind the head, who sleeps until its claim's refresh (see
+-- sema_wake_head).
+local function sema_retry(st, self)
+	if st.waiters > 0 and sema_head(st.k) ~= self and redis.call('zscore', st.k.q, self) then
+		return -1
 	end
+	local first = sema_first(st.k)
 	if not first then
 		return -1
 	end
-	return first - now
+	return first - st.now
 end

@@ -5,6 +5,9 @@
 --
 -- KEYS[1]  semaphore hash (see sema_common)
 -- KEYS[2]  its tail (":sema:last"), where the answer is kept for a replay
+-- KEYS[3]  its holds by deadline (":sema:d")
+-- KEYS[4]  its queue (":sema:q")
+-- KEYS[5]  its claims by deadline (":sema:c")
 -- ARGV[1]  publish command
 -- ARGV[2]  "1" to trust every PUBLISH (see sema_serve)
 -- ARGV[3]  tail lifetime in milliseconds (the unlock latch)
@@ -12,27 +15,26 @@
 --
 -- Returns the generations of the holds it removed ({} when none was held):
 -- the caller ends exactly those holds, not the ones the permits went to.
-local hash = KEYS[1]
 local replayed = force_replayed(KEYS[2], ARGV[4])
 if replayed then
 	return replayed
 end
-local now = math.floor(now_us() / 1000)
-local st = sema_scan(hash, now)
+local k = {h = KEYS[1], d = KEYS[3], q = KEYS[4], c = KEYS[5]}
+local st = sema_open(k, math.floor(now_us() / 1000))
 if not st.cap then
 	return {}
 end
-local gens = {}
-for g in pairs(st.holds) do
-	gens[#gens + 1] = g
-end
+local gens = redis.call('zrange', k.d, 0, -1)
 if #gens == 0 then
 	return {}
 end
-for _, g in ipairs(gens) do
-	sema_drop(st, g)
-end
-sema_serve(hash, st, now, ARGV[1], ARGV[2], nil)
-sema_store(hash, st, now)
+sema_each(k, gens, 'h:', function(fields)
+	redis.call('hdel', k.h, unpack(fields))
+end)
+redis.call('del', k.d)
+st.used = 0
+sema_serve(st, ARGV[1], ARGV[2], nil)
+sema_wake_head(st, ARGV[1], nil)
+sema_store(st)
 force_record(KEYS[2], ARGV[4], gens, ARGV[3])
 return gens
