@@ -17,12 +17,9 @@ import (
 )
 
 // A Client hands out locks backed by one Redis deployment. Create one per
-// process and share it: it holds the process's identity (a random id, see
-// ID, that prefixes every owner it writes), the one watchdog that renews
-// leases, and the one
-// pub/sub subscriber on which waiters sleep.
-//
-// All methods are safe for concurrent use.
+// process and share it: it holds the process's id, the one watchdog that
+// renews leases and the one pub/sub subscriber on which waiters sleep. All
+// methods are safe for concurrent use.
 type Client struct {
 	rdb  redis.UniversalClient
 	id   string
@@ -60,17 +57,10 @@ type Client struct {
 	closing   chan struct{} // closed by Close; wakes every wait
 }
 
-// New returns a Client on rdb, which may be any go-redis client: a
-// *redis.Client, a *redis.ClusterClient or a Sentinel failover client. rdb
-// stays the caller's: Close does not close it.
-//
-// Made with ContextTimeoutEnabled, a go-redis client bounds each command by
-// its context's deadline itself, and Unlock then runs on the caller's
-// goroutine (see WithUnlockTimeout); relock works with either setting.
-//
-// New sends nothing to Redis. A nil rdb or an invalid option does not panic:
-// every call on the Client then returns an error wrapping ErrInvalidArgument
-// (see Err).
+// New returns a Client on rdb, any go-redis client (single node, Cluster,
+// Sentinel failover; with ContextTimeoutEnabled or not). rdb stays the
+// caller's: Close does not close it. New sends nothing to Redis. A nil rdb
+// or an invalid option makes every call fail with ErrInvalidArgument (Err).
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, id: newClientID(), opts: defaultOptions(), closing: make(chan struct{})}
 	for _, opt := range opts {
@@ -102,12 +92,8 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	return c
 }
 
-// ID returns the Client's id, which starts every owner, op id and hold
-// generation it writes to Redis ("<id>:<n>") and names its waiters' channels
-// (<hash>:w:<id>). It is the 16 bytes of a version 4 UUID (122 random
-// bits) in base64url without padding: 22 characters of A–Z, a–z, 0–9, '-'
-// and '_', never ':' (the scripts split "<id>:<n>" on the last one), '~'
-// (reserved fields) or a brace (Cluster hash tags).
+// ID returns the Client's id, which starts every owner it writes to Redis
+// ("<id>:<n>"): 22 base64url characters, 122 random bits.
 func (c *Client) ID() string { return c.id }
 
 // newClientID returns a new Client id (see ID). It is the same randomness
@@ -133,37 +119,17 @@ func (c *Client) Err() error {
 	return nil
 }
 
-// Close shuts the Client down gracefully. It releases every hold the
-// Client has in Redis, each with one release whatever its re-entry count,
-// all at once and bounded together by the unlock timeout (WithUnlockTimeout),
-// so that waiters in other processes are served at once rather than after
-// the leases. The contexts of those holds are cancelled with a cause
-// wrapping ErrClientClosed, no loss is reported for them, and a later
-// Unlock or Release of such a context returns nil. A hold whose release
-// Redis does not confirm in that time (Redis unreachable, or an earlier
-// request of its owner still in flight) is left to its lease: its context
-// is cancelled with ErrClientClosed as well, and its Unlock still tries to
-// release it. Then Close stops the watchdog and the subscriber and waits
-// for every goroutine the Client started to exit. Waiters return an error
-// wrapping ErrClientClosed, and so does every later call that may start
-// something new (Lock, Acquire, a latch's Wait, TrySetCount, CountDown and
-// Delete, SetPermits, ForceUnlock), while Unlock and Release still work and
-// the queries (IsLocked, TTL, HoldCount, State, Available, Count, Inspect,
-// ListLocks) still read Redis.
-//
-// A Lock (or TryLock) in flight when Close is called, whose grant comes back
-// after Close has cancelled the open holds, returns an error wrapping
-// ErrClientClosed and releases that grant in Redis itself, before it
-// returns: nothing is left held that no context stands for. Close does not
-// wait for such calls. Of the background clean-ups (a release retried after
-// a failed Unlock, a MultiLock rollback or a RedLock undo), it waits only
-// for the attempt each is making; none starts once Close has begun
-// waiting. A clean-up asked for after that (the release of such a late
-// grant failed, or an Unlock's) makes one attempt in the calling goroutine
-// instead of retrying in the background; if Redis cannot be reached then,
-// the lease frees the lock.
-//
-// Close is safe to call more than once; calls after the first return nil.
+// Close shuts the Client down gracefully. It releases every hold of the
+// Client in Redis, bounded together by the unlock timeout
+// (WithUnlockTimeout), and cancels their contexts with ErrClientClosed; a
+// later Unlock or Release of one returns nil, and no loss is reported. A
+// hold whose release Redis does not confirm in time is left to its lease,
+// and its Unlock still tries. Then Close stops the watchdog and the
+// subscriber and waits for the Client's goroutines. Waiters and every later
+// call that may start something new fail with ErrClientClosed; Unlock,
+// Release and the queries still work. A Lock whose grant comes back after
+// Close fails with ErrClientClosed and releases that grant first. Calls
+// after the first return nil.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
@@ -327,16 +293,10 @@ func (o *owner) field(c *Client) string {
 	return c.id + ":" + o.id
 }
 
-// WithOwner returns a context whose holds belong to the given owner id,
-// written to Redis verbatim. It is for the rare hand-over of a hold between
-// processes, or resuming one after a restart: every process that uses the same
-// id is the same owner. Two processes must not use one owner id at the same
-// time on the same lock. For all other uses, let Lock create the owner.
-//
-// Lock with such an owner takes over a hold Redis already has for it (left
-// by a process that ended): the hold continues as one hold of the new
-// context, with a new fencing token, and is renewed and leased like any
-// other.
+// WithOwner returns a context whose holds belong to owner id, written to
+// Redis verbatim, to resume a hold after a restart: Lock with it takes over
+// the hold Redis has for it, with a new fencing token. Two processes must
+// not use one owner id at the same time on the same lock.
 func WithOwner(ctx context.Context, id string) (context.Context, error) {
 	if ctx == nil {
 		return ctx, fmt.Errorf("%w: nil context", ErrInvalidArgument)
@@ -349,13 +309,8 @@ func WithOwner(ctx context.Context, id string) (context.Context, error) {
 }
 
 // NewOwner returns a context that keeps ctx's values, deadline and
-// cancellation but is a new owner: locks taken with it exclude every other
-// owner, ctx's own included. Use it for goroutines forked from a context
-// that holds locks (an errgroup, a worker pool): goroutines that share one
-// hold context share its holds, and so exclude nothing among themselves.
-//
-// A hold context of ctx's owner stays valid for Unlock; NewOwner's context
-// holds nothing until it locks.
+// cancellation but is a new owner, excluded by ctx's owner: for goroutines
+// forked from a hold context. ctx's holds are unchanged.
 func NewOwner(ctx context.Context) context.Context {
 	if ctx == nil {
 		ctx = context.Background()

@@ -23,14 +23,9 @@ import (
 // locks' own. The decoding stays here, because it reads the key layout, which
 // is private to this package (docs/internals.md describes it).
 
-// Inspect reads, in one atomic script and without changing anything, the
-// state of every kind of lock called name: holders with hold counts and
-// remaining leases, fencing tokens, FairLock waiters and RWLock readers,
-// writer and waiting writers. A name nobody holds or waits for gives a state
-// whose Exists is false, not an error. The state's types are in package
-// github.com/relock-go/relock/inspect. It returns when ctx ends, with an
-// error wrapping context.Cause(ctx) and ErrUnavailable, whether Redis has
-// answered or not.
+// Inspect reads, atomically and changing nothing, the state of every kind
+// of lock called name (holders, leases, tokens, waiters). A name nobody
+// holds or waits for gives a state whose Exists is false.
 func (c *Client) Inspect(ctx context.Context, name string) (*inspect.State, error) {
 	if err := c.queryable(); err != nil {
 		return nil, err
@@ -288,14 +283,10 @@ var tagUnescaper = strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%")
 // globEscaper makes a string match itself in a Redis glob pattern.
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
-// ListLocks returns the locks that exist now, one inspect.Summary per kind of
-// lock per name, sorted by name then kind. pattern is a Redis glob on the
-// name ("" or "*": every lock), matched against the name's escaped form, in
-// which '%', '{' and '}' match themselves (outside a [...] class). It SCANs
-// the whole key space — of every master on a Cluster — so it is meant for
-// operators, not for a hot path; a lock that ends while the scan runs may be
-// left out. Only locks under the Client's key prefix are listed. Like
-// Inspect, it returns when ctx ends.
+// ListLocks returns the locks under the Client's prefix whose name matches
+// pattern (a Redis glob; "" for all), one inspect.Summary per kind and name,
+// sorted. It SCANs every master: for operators, not a hot path; a lock that
+// ends during the scan may be left out.
 func (c *Client) ListLocks(ctx context.Context, pattern string) ([]inspect.Summary, error) {
 	if err := c.queryable(); err != nil {
 		return nil, err

@@ -17,7 +17,8 @@ func latchInspect(key, count string) *inspect.Latch {
 	return &inspect.Latch{Key: key, Count: n}
 }
 
-// Channels returns the pub/sub channels of the locks called name.
+// Channels returns the pub/sub channels of the locks called name, for a tool
+// that watches them (the relock command's watch); it sends nothing.
 func (c *Client) Channels(name string) (inspect.Channels, error) {
 	if err := c.usable(); err != nil {
 		return inspect.Channels{}, err

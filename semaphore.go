@@ -17,62 +17,27 @@ const maxPermits = 1 << 30
 // RPermitExpirableSemaphore, with the safety of relock's locks: its permits
 // are holds.
 //
-// Capacity: every user of a name passes the same number of permits. While
-// anyone holds or waits, Redis records it, and an Acquire with another
-// capacity fails with an error wrapping ErrInvalidArgument; SetPermits is
-// the explicit change (the other processes then need the new number too).
-// The check is between Semaphore values: an Acquire never fails because a
-// SetPermits of its own Semaphore value ran at the same time (a refusal
-// that crossed one is tried again, with the capacity it set). A waiter
-// whose request exceeds a capacity set while it waits leaves the queue at
-// once and fails with ErrInvalidArgument. When nobody holds or waits, the
-// semaphore leaves nothing in Redis and the next user records its own.
+// Every user of a name passes the same capacity. While anyone holds or
+// waits, Redis records it, and an Acquire with another capacity fails with
+// an error wrapping ErrInvalidArgument; SetPermits is the explicit change
+// (the other processes then need the new number too), and never fails an
+// Acquire of its own Semaphore value. A waiter whose request exceeds a
+// capacity set while it waits fails at once with ErrInvalidArgument. When
+// nobody holds or waits, nothing is left in Redis.
 //
-// Permits are holds. Each Acquire (or TryAcquire) is a hold of its own: it
-// returns a hold context that carries it, renewed by the Client's watchdog
-// (or with a fixed lease), and cancelled with an ErrLockLost cause when the
-// permits are lost — the lease ran out, Redis restarted without them, a
-// renewal found them gone. Release(hctx) gives back exactly the permits of
-// that Acquire. Nothing is re-entrant: an Acquire made with the context of
-// another Acquire (same owner or not) takes permits of its own, and waits
-// for them like anyone else — a counting semaphore counts permits, not
-// owners. A process that dies leaves its permits for their lease at most
-// (the watchdog lease, 30 s by default, or the explicit one). Releases are
-// replay-safe, as Unlock: go-redis resending one never gives back permits
-// twice. There is no fencing token: a semaphore admits several holders at
-// once, so a token orders nothing; Token is not offered.
+// Each Acquire is a hold of its own: its hold context is renewed by the
+// watchdog (or has a fixed lease) and is cancelled with ErrLockLost when
+// the permits are lost; Release(hctx) gives back exactly that Acquire's
+// permits, and is replay-safe. Nothing is re-entrant, and there is no
+// fencing token (several holders at once: a token orders nothing). A
+// process that dies leaves its permits for their lease at most.
 //
-// Order: FIFO across processes, strict as x/sync/semaphore's — a waiter
-// asking for more permits than are free stops everyone behind it, so small
-// requests never starve a large one. The waiters queue in Redis; the
-// release that frees permits hands them, in the same script, to the waiters
-// at the head of the queue they suffice for, and tells each one alone, on
-// its Client's channel: one release wakes only the waiters it serves, who
-// hold without another round trip. A waiter whose process died is skipped
-// (its Client no longer listens); one that gives up leaves the queue at
-// once. Permits that come back by expiry go to the head of the queue at its
-// next attempt, which comes no later than the earliest hold's lease end; the
-// waiters behind it, whom nothing can serve before the head, try again
-// every third of the waiter timeout (WithWaiterTimeout, which also bounds
-// how long a dead waiter's claim lasts), so an expiry wakes no herd. A
-// waiter that becomes the head while a hold ends before its next attempt
-// (a hand-over to a short lease) is woken, so that its next attempt comes
-// by that lease's end.
-//
-// It runs on the one acquisition engine of every lock type (see doc.go):
-// the wait loop, the registry of holds, the watchdog's batches, the shared
-// subscriber and the background clean-up of an acquire whose reply was
-// lost.
-//
-// Keys: "<prefix>:{name}:sema" (capacity, holds, waiters), with three
-// sorted sets beside it, ":sema:d" (holds by lease end), ":sema:q" (the
-// queue) and ":sema:c" (waiters by claim end), all gone with the last
-// holder and waiter; and ":sema:last", the latch of the Releases, which
-// records every Release of the last unlock latch's time (WithUnlockLatch),
-// however many, forgets the older ones as Releases go on, and outlives the
-// last Release by the unlock latch's time. Everything shares the name's hash tag: one
-// Cluster slot. Acquire, Release, renewal and the queue's bookkeeping cost
-// Redis O(log n) in holders and waiters.
+// Order is FIFO across processes and strict, as x/sync/semaphore's: a
+// waiter asking for more permits than are free stops everyone behind it,
+// so small requests never starve a large one. A release hands its permits
+// to the head waiters they suffice for in the same script; a waiter whose
+// process died is skipped. Acquire, Release and renewal cost Redis O(log n)
+// in holders and waiters. Keys and mechanism: docs/internals.md.
 type Semaphore struct {
 	base
 	hash, tail, waitChannel string
@@ -88,9 +53,8 @@ type Semaphore struct {
 	setting sync.RWMutex
 }
 
-// Semaphore returns the semaphore called name, with permits permits. It
-// sends nothing to Redis. An invalid name or a capacity below 1 does not
-// panic: every method then fails with ErrInvalidArgument.
+// Semaphore returns the semaphore called name, with permits permits; an
+// invalid name or capacity makes every method fail with ErrInvalidArgument.
 func (c *Client) Semaphore(name string, permits int) *Semaphore {
 	s := &Semaphore{}
 	if s.init(c, name) {
@@ -120,23 +84,17 @@ func (s *Semaphore) Key() string { return s.hash }
 // set by its SetPermits).
 func (s *Semaphore) Permits() int { return int(s.permits.Load()) }
 
-// Acquire blocks until n permits are granted to the caller, in its turn,
-// or ctx ends, and returns the hold context of those permits, renewed by
-// the watchdog. On failure it returns ctx and an error wrapping
-// ErrNotObtained (and ctx's cause) when ctx ended first, ErrInvalidArgument
-// for n outside 1..Permits() or a capacity mismatch (nothing sent, or
-// nothing changed) or when a capacity below n is set while it waits (at
-// once: it is woken), ErrClientClosed, or a Redis error; it then holds
-// nothing and has left the queue.
+// Acquire blocks until n permits are granted, in the caller's turn, or ctx
+// ends, and returns their hold context. It fails as Lock.Lock does, holding
+// nothing and out of the queue; with ErrInvalidArgument for n outside
+// 1..Permits(), a capacity mismatch, or a capacity below n set while it
+// waits (at once).
 func (s *Semaphore) Acquire(ctx context.Context, n int) (context.Context, error) {
 	return s.TryAcquire(ctx, n, WaitForever, 0)
 }
 
-// TryAcquire is Acquire waiting at most wait (0: a single attempt, which
-// succeeds only if n permits are free and nobody queues; WaitForever: until
-// ctx ends); lease > 0 gives the permits a fixed lease, not renewed, after
-// which they come back by themselves and the hold context is cancelled
-// with ErrLockLost.
+// TryAcquire is Acquire with wait and lease as Lock.TryLock's; wait 0
+// succeeds only if n permits are free and nobody queues.
 func (s *Semaphore) TryAcquire(ctx context.Context, n int, wait, lease time.Duration) (context.Context, error) {
 	if s.err != nil {
 		return ctx, s.err
@@ -158,13 +116,8 @@ type semaKey struct {
 	hash string
 }
 
-// Release gives back the permits of the Acquire that returned hctx (or a
-// context derived from it: the nearest Acquire of this semaphore), handing
-// them to the waiters they serve. It works with a cancelled hctx. It returns
-// ErrNotHeld (changing nothing) when hctx carries no live acquisition of
-// this semaphore or was released already, and ErrLockLost when the permits
-// were lost before. A release whose reply is lost is retried in the
-// background until the lease ends, as Unlock.
+// Release is Lock.Unlock for the permits of the Acquire that returned hctx
+// (or the nearest one hctx derives from).
 func (s *Semaphore) Release(hctx context.Context) error {
 	if s.err != nil {
 		return s.err
@@ -179,8 +132,7 @@ func (s *Semaphore) Release(hctx context.Context) error {
 	return s.unlock(hctx, soleOf(acq))
 }
 
-// Do runs fn under n permits, always given back, even when fn panics; its
-// errors are Lock.Do's (a *ReleaseError when only the release failed).
+// Do runs fn under n permits, as Lock.Do.
 func (s *Semaphore) Do(ctx context.Context, n int, fn func(context.Context) error) error {
 	return doWith(ctx, func(ctx context.Context) (context.Context, error) { return s.Acquire(ctx, n) }, s.Release, fn)
 }
@@ -193,10 +145,7 @@ type SemaphoreState struct {
 	Waiters int // waiters queued
 }
 
-// State reads the semaphore's state in Redis, counting live holds only. It
-// returns by ctx's end, with an error wrapping context.Cause(ctx) and
-// ErrUnavailable when Redis has not answered by then, and it works after
-// Close.
+// State reads the semaphore's state in Redis, counting live holds only.
 func (s *Semaphore) State(ctx context.Context) (SemaphoreState, error) {
 	ctx, err := s.checkQuery(ctx)
 	if err != nil {
@@ -218,28 +167,19 @@ func (s *Semaphore) State(ctx context.Context) (SemaphoreState, error) {
 	return st, nil
 }
 
-// Available returns how many permits are free now (the capacity less the
-// permits of live holds). Waiters may be about to take them. It fails as
-// State does.
+// Available returns how many permits are free now; waiters may be about to
+// take them.
 func (s *Semaphore) Available(ctx context.Context) (int, error) {
 	st, err := s.State(ctx)
 	return st.Permits - st.Used, err
 }
 
-// SetPermits changes the capacity to n, in Redis (when the semaphore is in
-// use there) and for this Semaphore. More permits serve waiters at once;
-// fewer take nothing back: the holds go on, and nobody is admitted until
-// the permits in use fall below n. A waiter asking for more than n leaves
-// the queue and its Acquire fails at once with ErrInvalidArgument. Other
-// processes must use n too, or their Acquire fails with ErrInvalidArgument;
-// Acquires of this Semaphore running at the same time never fail because
-// of it.
-//
-// It returns by ctx's deadline. Bad input returns ErrInvalidArgument and
-// sends nothing; a ctx that has ended sends nothing and returns its cause.
-// When ctx ends before Redis answers, it returns an error wrapping ctx's
-// cause and ErrUnavailable: the change may still apply, and if it does,
-// this Semaphore takes n then.
+// SetPermits changes the capacity to n, in Redis and for this Semaphore.
+// More permits serve waiters at once; fewer take nothing back. A waiter
+// asking for more than n fails with ErrInvalidArgument; other processes must
+// use n too. Acquires of this Semaphore never fail because of it. A ctx that
+// has ended sends nothing; one that ends before Redis answers leaves the
+// change to apply or not, and this Semaphore takes n if it does.
 func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	ctx, err := s.check(ctx)
 	if err != nil {

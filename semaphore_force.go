@@ -6,17 +6,8 @@ import (
 	"strings"
 )
 
-// ForceRelease frees every permit of the semaphore, whoever holds it, and
-// hands them to the waiters at the head of the queue they serve, as a
-// Release does. It reports whether anything was held. The holds it removed
-// that this Client has end at once (hold context cancelled with
-// ErrLockLost, LossForceUnlocked for the Observer); holds in other
-// processes learn it at their next renewal, Release or lease end, as a
-// force-unlocked Lock's holder does. The permits it hands on are their
-// waiters' and stay. The capacity this Semaphore was made with does not
-// matter (any valid one will do). It returns when ctx ends, with an error wrapping
-// context.Cause(ctx) and ErrUnavailable, even if Redis has not answered;
-// the force-release may still run then.
+// ForceRelease is Lock.ForceUnlock for every permit of the semaphore: the
+// waiters it hands them to keep them. Any valid capacity will do.
 func (s *Semaphore) ForceRelease(ctx context.Context) (bool, error) {
 	if s.err != nil {
 		return false, s.err
