@@ -26,9 +26,13 @@ import (
 // Inspect reads, in one atomic script and without changing anything, the
 // state of every kind of lock called name: holders with hold counts and
 // remaining leases, fencing tokens, FairLock waiters and RWLock readers,
-// writer and waiting writers. A name nobody holds or waits for gives a state
+// writer and waiting writers. It then reads, for each holder, the lock its
+// owner waits for as deadlock detection records it (Holder.WaitsFor): one
+// more read per holder's owner, outside the script, since the records live
+// in slots of their own. A name nobody holds or waits for gives a state
 // whose Exists is false, not an error. The state's types are in package
-// github.com/relock-go/relock/inspect. It returns when ctx ends, with an
+// github.com/relock-go/relock/inspect. A Redis error in any of these reads
+// fails the call (no partial state). It returns when ctx ends, with an
 // error wrapping context.Cause(ctx) and ErrUnavailable, whether Redis has
 // answered or not.
 func (c *Client) Inspect(ctx context.Context, name string) (*inspect.State, error) {
@@ -42,11 +46,20 @@ func (c *Client) Inspect(ctx context.Context, name string) (*inspect.State, erro
 	if err != nil {
 		return nil, err
 	}
-	res, err := queryBounded(ctx, "inspect", func() ([]any, error) { return c.eval(ctx, "inspect", inspectCall(ks)).Slice() })
-	if err != nil {
-		return nil, err
-	}
-	return parseInspect(ks, res)
+	return queryBounded(ctx, "inspect", func() (*inspect.State, error) {
+		res, err := c.eval(ctx, "inspect", inspectCall(ks)).Slice()
+		if err != nil {
+			return nil, err
+		}
+		st, err := parseInspect(ks, res)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.addWaits(ctx, st); err != nil {
+			return nil, err
+		}
+		return st, nil
+	})
 }
 
 // inspectCall reads, without writing, the state keys of every kind of lock
