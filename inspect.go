@@ -24,8 +24,12 @@ import (
 // is private to this package (docs/internals.md describes it).
 
 // Inspect reads, atomically and changing nothing, the state of every kind
-// of lock called name (holders, leases, tokens, waiters). A name nobody
-// holds or waits for gives a state whose Exists is false.
+// of lock called name (holders, leases, tokens, waiters), then, for each
+// holder's owner, the lock it waits for as deadlock detection records it
+// (Holder.WaitsFor: one read per owner, outside the atomic read). A name
+// nobody holds or waits for gives a state whose Exists is false. A Redis
+// error in any read fails the call; it returns when ctx ends, with an error
+// wrapping context.Cause(ctx) and ErrUnavailable.
 func (c *Client) Inspect(ctx context.Context, name string) (*inspect.State, error) {
 	if err := c.queryable(); err != nil {
 		return nil, err
@@ -37,11 +41,20 @@ func (c *Client) Inspect(ctx context.Context, name string) (*inspect.State, erro
 	if err != nil {
 		return nil, err
 	}
-	res, err := queryBounded(ctx, "inspect", func() ([]any, error) { return c.eval(ctx, "inspect", inspectCall(ks)).Slice() })
-	if err != nil {
-		return nil, err
-	}
-	return parseInspect(ks, res)
+	return queryBounded(ctx, "inspect", func() (*inspect.State, error) {
+		res, err := c.eval(ctx, "inspect", inspectCall(ks)).Slice()
+		if err != nil {
+			return nil, err
+		}
+		st, err := parseInspect(ks, res)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.addWaits(ctx, st); err != nil {
+			return nil, err
+		}
+		return st, nil
+	})
 }
 
 // inspectCall reads, without writing, the state keys of every kind of lock

@@ -149,10 +149,10 @@ func rwRows(st *inspect.State) []kinds.Row {
 	}
 	var rows []kinds.Row
 	if h := rw.Writer; h != nil {
-		rows = append(rows, kinds.Row{Role: "writer", Owner: h.Owner, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Token: rw.Token})
+		rows = append(rows, kinds.Row{Role: "writer", Owner: h.Owner, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Token: rw.Token, Wait: h.WaitsFor})
 	}
 	for _, h := range rw.Readers {
-		rows = append(rows, kinds.Row{Role: "reader", Owner: h.Owner, Holds: strconv.Itoa(h.Count), Expires: h.Lease})
+		rows = append(rows, kinds.Row{Role: "reader", Owner: h.Owner, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Wait: h.WaitsFor})
 	}
 	for _, w := range rw.WritersWaiting {
 		rows = append(rows, kinds.Row{Role: "writer waiting", Owner: w.Owner, Holds: "-", Expires: w.Remaining})
@@ -189,7 +189,7 @@ func forceRW(c *Client, name string, st *inspect.State) []kinds.Release {
 func exclusiveRows(e inspect.Exclusive) []kinds.Row {
 	var rows []kinds.Row
 	for _, h := range e.Holders {
-		rows = append(rows, kinds.Row{Role: "holder", Owner: h.Owner, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Token: e.Token})
+		rows = append(rows, kinds.Row{Role: "holder", Owner: h.Owner, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Token: e.Token, Wait: h.WaitsFor})
 	}
 	return rows
 }

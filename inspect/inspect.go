@@ -92,6 +92,23 @@ type Holder struct {
 	// Lease is the hold's remaining lease: the hash's PTTL for a Lock or
 	// FairLock, the holder's own deadline for an RWLock or Semaphore hold.
 	Lease time.Duration
+	// WaitsFor is the lock the owner waits for while it holds this one, nil
+	// when it waits for nothing that deadlock detection has recorded: only
+	// a wait longer than the waiter's Client's detection delay is recorded
+	// (see relock.WithDeadlockDetection).
+	WaitsFor *Wait
+}
+
+// Wait is a lock an owner waits for, as deadlock detection records it.
+type Wait struct {
+	// Kind is the kind of the wait, as relock's events name it: "lock",
+	// "fairlock", "read", "write" or "semaphore".
+	Kind string
+	// Name is the name of the lock waited for.
+	Name string
+	// Since is when the wait began, on the clock of the waiter's Client
+	// (not the server's).
+	Since time.Time
 }
 
 // Waiter is an owner waiting for a lock.

@@ -45,9 +45,18 @@ type jsonSema struct {
 }
 
 type jsonHolder struct {
-	Owner   string `json:"owner"`
-	Count   int    `json:"count"`
-	LeaseMs int64  `json:"lease_ms"`
+	Owner    string    `json:"owner"`
+	Count    int       `json:"count"`
+	LeaseMs  int64     `json:"lease_ms"`
+	WaitsFor *jsonWait `json:"waits_for,omitempty"`
+}
+
+// jsonWait is the lock a holder's owner waits for; since is on the clock
+// of the waiter's Client.
+type jsonWait struct {
+	Kind  string    `json:"kind"`
+	Name  string    `json:"name"`
+	Since time.Time `json:"since"`
 }
 
 type jsonWaiter struct {
@@ -91,7 +100,11 @@ type jsonSummary struct {
 func holders(hs []inspect.Holder) []jsonHolder {
 	out := make([]jsonHolder, 0, len(hs))
 	for _, h := range hs {
-		out = append(out, jsonHolder{Owner: h.Owner, Count: h.Count, LeaseMs: h.Lease.Milliseconds()})
+		jh := jsonHolder{Owner: h.Owner, Count: h.Count, LeaseMs: h.Lease.Milliseconds()}
+		if w := h.WaitsFor; w != nil {
+			jh.WaitsFor = &jsonWait{Kind: w.Kind, Name: w.Name, Since: w.Since.UTC()}
+		}
+		out = append(out, jh)
 	}
 	return out
 }
@@ -172,6 +185,16 @@ func token(t int64) string {
 	return strconv.FormatInt(t, 10)
 }
 
+// waits renders, after a holder's row, the lock its owner waits for and
+// for how long at now (the waiter's clock may differ from now's: a negative
+// span shows as 0s).
+func waits(w *inspect.Wait, now time.Time) string {
+	if w == nil {
+		return ""
+	}
+	return fmt.Sprintf("\twaits for %s %s since %s", w.Kind, printable(w.Name), max(now.Sub(w.Since), 0).Round(time.Millisecond))
+}
+
 // printState prints the table of a state: one row per holder and waiter,
 // each kind's as the table of kinds says.
 func printState(w io.Writer, st *inspect.State) {
@@ -183,7 +206,7 @@ func printState(w io.Writer, st *inspect.State) {
 	fmt.Fprintln(tw, "KIND\tROLE\tOWNER\tHOLDS\tEXPIRES IN\tTOKEN")
 	for _, k := range kinds.Table {
 		for _, r := range k.Rows(st) {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Type, r.Role, r.Owner, r.Holds, dur(r.Expires), token(r.Token))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\n", k.Type, r.Role, r.Owner, r.Holds, dur(r.Expires), token(r.Token), waits(r.Wait, st.ServerTime))
 		}
 	}
 	_ = tw.Flush()

@@ -35,6 +35,7 @@ type Row struct {
 	Role, Owner, Holds string
 	Expires            time.Duration
 	Token              int64
+	Wait               *inspect.Wait // a holder's: the lock its owner waits for
 }
 
 // Release is one force release.
