@@ -69,6 +69,7 @@ type deadlockWatch struct {
 	start  time.Time // when the wait began
 	until  time.Time // the wait's deadline (zero: none)
 	next   time.Time // the next check
+	failed int       // checks failed in a row: each doubles the next delay
 	id     string    // the wait's id in its record ("" : no check yet)
 	record string    // the record published ("" : none yet)
 }
@@ -139,9 +140,14 @@ func (d *deadlockWatch) check(ctx context.Context) error {
 	})
 	d.record = value // published, or maybe: end deletes it either way
 	if err != nil {
+		// Redis is failing: back off (up to 8 delays), so that a wait
+		// through an outage adds few requests to it.
+		d.failed = min(d.failed+1, 4)
+		d.next = time.Now().Add(after / 2 << d.failed)
 		c.log.Debug("relock: deadlock check failed", "lock", lock.Name, "err", err)
 		return nil
 	}
+	d.failed = 0
 	if cycle == nil || victim(cycle) != self.id {
 		return nil
 	}

@@ -205,7 +205,9 @@ func TestSubscriberOutageBacksOffAndLogsOnce(t *testing.T) {
 	logs := &countingHandler{}
 	var events []SubscriberEvent
 	var evMu sync.Mutex
-	waiter := New(waiterRDB, WithLogger(slog.New(logs)), WithObserver(&Observer{
+	// Deadlock detection off: the dials counted are the subscriber's and
+	// the waiter's attempts (detection's checks back off on their own).
+	waiter := New(waiterRDB, WithDeadlockDetection(0), WithLogger(slog.New(logs)), WithObserver(&Observer{
 		SubscriberReconnected: func(e SubscriberEvent) {
 			evMu.Lock()
 			events = append(events, e)

@@ -187,11 +187,10 @@ func (r *scheduleRun) forceUnlockAll(c *relock.Client, res string) {
 	var err error
 	switch r.plan.Kind {
 	case schedule.KindSema:
-		// No ForceUnlock frees a Semaphore's stale permits: the test
-		// deletes its hash, as an operator would.
-		rdb := r.servers[0].Client()
-		defer rdb.Close()
-		err = rdb.Del(ctx, c.Semaphore(res, 1).Key()).Err()
+		// ForceRelease frees the stale permits (the restored holds), as an
+		// operator would; deleting the hash alone would leave its sorted
+		// sets (holds by lease end, the queue) behind.
+		_, err = c.Semaphore(res, 1).ForceRelease(ctx)
 	case schedule.KindLatch:
 		return // a restored latch keeps its count: its setter deletes it at the round's end
 	case schedule.KindFair:

@@ -84,7 +84,7 @@ var stories = map[string][]string{
 	},
 	"deadlock": {
 		`^relock deadlock on an embedded miniredis`,
-		`[AB]\s+told after 1s: ErrDeadlock \(and ErrNotObtained: true\)`,
+		`[AB]\s+told after [0-9.]+s: ErrDeadlock \(and ErrNotObtained: true\)`,
 		`[AB]\s+releases "account:\w+" and will try again`,
 		`[AB]\s+locked "account:\w+" too: transfers, then unlocks both`,
 		`[AB]\s+locked "account:\w+" too: transfers, then unlocks both`,
