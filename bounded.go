@@ -169,7 +169,7 @@ func waitEnd(wait time.Duration) time.Time {
 // ctx ends or until passes (zero: never). The caller calls leave either way.
 func serialiseBy[P part](ctx context.Context, parts []P, until time.Time) (int, error) {
 	for i, p := range parts {
-		sem := p.record().sem
+		sem := p.hold().sem
 		select {
 		case sem <- struct{}{}: // the common case: free, no timer
 			continue

@@ -158,7 +158,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	}
 	var hctx context.Context
 	if err == nil {
-		hctx, err = k.record(dctx, req, a, started)
+		hctx, err = k.accept(dctx, req, a, started)
 	}
 	if slept > 0 {
 		c.emitWait(ctx, k.t, start, attempts, err)
@@ -260,10 +260,10 @@ func (k *lockCall) refuseExpired() attempt {
 // its lease had run out (see expiredOnArrival).
 var errExpiredOnArrival = errors.New("relock: the grant's reply came after its lease had run out (Redis replies slower than the lease)")
 
-// record records the grant a, started when its script was sent, or takes
+// accept keeps the grant a, started when its script was sent, or takes
 // it back when nobody will use it: WithReplicas could not confirm it, or
 // the Client closed before it came back.
-func (k *lockCall) record(dctx context.Context, req acquireReq, a attempt, started time.Time) (context.Context, error) {
+func (k *lockCall) accept(dctx context.Context, req acquireReq, a attempt, started time.Time) (context.Context, error) {
 	if a.replication != nil {
 		k.t.takeBack(dctx, req, k.parts, a) // as documented for WithReplicas
 		return nil, a.replication
@@ -324,7 +324,7 @@ func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 // entry per record. Each entry's context derives from the previous one, so
 // the last, which the caller gets, is cancelled as soon as the hold of any
 // record ends, with its cause, and carries every entry, which Unlock ends.
-// It returns nil, recording nothing, when a record's Client has closed (the
+// It returns nil, adding nothing, when a record's Client has closed (the
 // caller then takes the grant back).
 func (k *lockCall) grant(a attempt, started time.Time) context.Context {
 	hctx, source := k.parent, k.parent
@@ -336,7 +336,7 @@ func (k *lockCall) grant(a attempt, started time.Time) context.Context {
 		c := p.h.client()
 		next := c.grant(p.h, hctx, source, gen, token, k.lease, started)
 		if next == nil {
-			k.unrecord(hctx, i)
+			k.ungrant(hctx, i)
 			return nil
 		}
 		hctx = next
@@ -345,10 +345,10 @@ func (k *lockCall) grant(a attempt, started time.Time) context.Context {
 	return hctx
 }
 
-// unrecord ends the entries that grant recorded, in hctx, for the first n
+// ungrant ends the entries that grant added, in hctx, for the first n
 // parts before a later part's Client refused its own: a new hold's
 // generation ends, a re-entered one only loses the entry just added.
-func (k *lockCall) unrecord(hctx context.Context, n int) {
+func (k *lockCall) ungrant(hctx context.Context, n int) {
 	for _, p := range k.parts[:n] {
 		c := p.h.client()
 		e := entryFrom(hctx, c, p.h.key.id)

@@ -202,13 +202,13 @@ type unlockPart struct {
 	err          error
 }
 
-func (p lockPart) record() *hold   { return p.h }
-func (p unlockPart) record() *hold { return p.e.h }
+func (p lockPart) hold() *hold   { return p.h }
+func (p unlockPart) hold() *hold { return p.e.h }
 
 // part is a lockPart or an unlockPart: what serialise and leave work on.
 type part interface {
 	lockPart | unlockPart | closePart
-	record() *hold
+	hold() *hold
 }
 
 // serialise takes the semaphores of the parts' records in order, so that
@@ -218,7 +218,7 @@ type part interface {
 func serialise[P part](ctx context.Context, parts []P) (int, error) {
 	for i, p := range parts {
 		select {
-		case p.record().sem <- struct{}{}:
+		case p.hold().sem <- struct{}{}:
 		case <-ctx.Done():
 			return i, notObtained(ctx)
 		}
@@ -230,10 +230,10 @@ func serialise[P part](ctx context.Context, parts []P) (int, error) {
 // every part's record.
 func leave[P part](parts []P, taken int) {
 	for i := taken - 1; i >= 0; i-- {
-		<-parts[i].record().sem
+		<-parts[i].hold().sem
 	}
 	for _, p := range parts {
-		h := p.record()
+		h := p.hold()
 		h.client().holds.exit(h)
 	}
 }
