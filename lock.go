@@ -102,25 +102,12 @@ func (s lockScheme) info() LockInfo  { return LockInfo{Name: s.l.ks.name, Kind: 
 
 func (s lockScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := s.l
-	var buf [4]int64 // the reply, on the stack
-	res, repl, err := l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, r.waiter), buf[:0])
-	if err != nil {
-		return attempt{}, err
-	}
-	a, err := parseAcquire(res, l.keys.waitChannel)
-	if a.outcome == acquired {
-		a.replication = repl
-	}
-	return a, err
+	return l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, r.waiter), l.keys.waitChannel, nil)
 }
 
 func (s lockScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := s.l
-	n, err := l.c.eval(ctx, "release", lockReleaseCall(l.c, l.keys, r.owner, r)).Int64()
-	if err != nil {
-		return 0, err
-	}
-	return parseRelease(n)
+	return l.c.runRelease(ctx, lockReleaseCall(l.c, l.keys, r.owner, r))
 }
 
 func (s lockScheme) renewal(_, gen string, lease time.Duration) renewal {

@@ -288,21 +288,15 @@ func (a semaScheme) info() LockInfo { return LockInfo{Name: a.s.ks.name, Kind: K
 
 func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	s := a.s
-	var buf [4]int64 // the reply, on the stack
 	s.setting.RLock()
 	capacity := s.Permits()
-	res, repl, err := s.c.runAcquire(ctx, semaAcquireCall(s, r, a.n, capacity), buf[:0])
+	at, err := s.c.runAcquire(ctx, semaAcquireCall(s, r, a.n, capacity), s.waitChannel, func(res []int64) error {
+		if len(res) == 2 && res[0] < 0 {
+			return a.refused(res, capacity)
+		}
+		return nil
+	})
 	s.setting.RUnlock()
-	if err != nil {
-		return attempt{}, err
-	}
-	if len(res) == 2 && res[0] < 0 {
-		return attempt{}, a.refused(res, capacity)
-	}
-	at, err := parseAcquire(res, s.waitChannel)
-	if at.outcome == acquired {
-		at.replication = repl
-	}
 	if at.outcome == busy && r.waiter {
 		// The next attempt renews the claim: before the waiter timeout.
 		at.retryIn = s.c.refreshWithin(at.retryIn)
@@ -324,11 +318,7 @@ func (a semaScheme) refused(res []int64, capacity int) error {
 }
 
 func (a semaScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
-	n, err := a.s.c.eval(ctx, "release", semaReleaseCall(a.s, r)).Int64()
-	if err != nil {
-		return 0, err
-	}
-	return parseRelease(n)
+	return a.s.c.runRelease(ctx, semaReleaseCall(a.s, r))
 }
 
 func (a semaScheme) renewal(_, gen string, lease time.Duration) renewal {
