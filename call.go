@@ -128,17 +128,18 @@ func failedCmd(ctx context.Context, err error) *redis.Cmd {
 
 // runAcquire runs an acquire script's call (see evalReplicated) and reads
 // its reply with parseAcquire (channel: where a waiter is handed the lock).
-// refused, when not nil, reads the reply first: the error of a request the
-// script refused, or nil for any other reply.
-func (c *Client) runAcquire(ctx context.Context, sc scriptCall, channel string, refused func(res []int64) error) (attempt, error) {
+// refused, when not nil, reads a reply of two values first: the error of a
+// request the script refused, or nil for any other reply. (It gets the
+// values, not the slice, so that the reply stays on the stack.)
+func (c *Client) runAcquire(ctx context.Context, sc scriptCall, channel string, refused func(status, value int64) error) (attempt, error) {
 	var buf [4]int64 // the reply, on the stack
 	r, repl := c.evalReplicated(ctx, "acquire", sc)
 	res, err := r.appendInt64s(buf[:0])
 	if err != nil {
 		return attempt{}, err
 	}
-	if refused != nil {
-		if err := refused(res); err != nil {
+	if refused != nil && len(res) == 2 {
+		if err := refused(res[0], res[1]); err != nil {
 			return attempt{}, err
 		}
 	}

@@ -249,8 +249,8 @@ func (m rwMode) release(ctx context.Context, r releaseReq) (releaseOutcome, erro
 
 // refusedUpgrade reads the reply by which the write acquire script refuses
 // an owner that holds a read hold (see runAcquire).
-func refusedUpgrade(res []int64) error {
-	if len(res) == 2 && res[0] == -2 {
+func refusedUpgrade(status, _ int64) error {
+	if status == -2 {
 		return ErrUpgrade
 	}
 	return nil

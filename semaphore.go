@@ -290,9 +290,9 @@ func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 	s := a.s
 	s.setting.RLock()
 	capacity := s.Permits()
-	at, err := s.c.runAcquire(ctx, semaAcquireCall(s, r, a.n, capacity), s.waitChannel, func(res []int64) error {
-		if len(res) == 2 && res[0] < 0 {
-			return a.refused(res, capacity)
+	at, err := s.c.runAcquire(ctx, semaAcquireCall(s, r, a.n, capacity), s.waitChannel, func(status, value int64) error {
+		if status < 0 {
+			return a.refused(status, value, capacity)
 		}
 		return nil
 	})
@@ -304,17 +304,17 @@ func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 	return at, err
 }
 
-// refused is the error of an attempt the script refused (res): capacity
-// is the one it sent.
-func (a semaScheme) refused(res []int64, capacity int) error {
-	if res[0] == -4 {
-		return fmt.Errorf("%w: asked for %d permits of semaphore %q, whose capacity is %d now", ErrInvalidArgument, a.n, a.s.ks.name, res[1])
+// refused is the error of an attempt the script refused with the reply
+// {status, value}: capacity is the one it sent.
+func (a semaScheme) refused(status, value int64, capacity int) error {
+	if status == -4 {
+		return fmt.Errorf("%w: asked for %d permits of semaphore %q, whose capacity is %d now", ErrInvalidArgument, a.n, a.s.ks.name, value)
 	}
-	if res[0] == -3 {
+	if status == -3 {
 		return fmt.Errorf("%w: semaphore %q has %d permits in Redis, this Semaphore %d (all users pass the same; SetPermits changes it)",
-			ErrInvalidArgument, a.s.ks.name, res[1], capacity)
+			ErrInvalidArgument, a.s.ks.name, value, capacity)
 	}
-	return fmt.Errorf("relock: semaphore acquire script returned status %d", res[0])
+	return fmt.Errorf("relock: semaphore acquire script returned status %d", status)
 }
 
 func (a semaScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
