@@ -57,7 +57,7 @@ func (c *Client) Lock(name string) *Lock {
 // ErrNotObtained (with ctx's cause when ctx ended), ErrClientClosed or a
 // Redis error; ctx's owner then holds no more than before.
 func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
-	return l.TryLock(ctx, WaitForever, 0)
+	return l.tryLock(ctx, soleOf(lockScheme{l}), WaitForever, 0)
 }
 
 // TryLock is Lock waiting at most wait (0: one attempt; WaitForever: until
