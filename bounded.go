@@ -169,7 +169,7 @@ func waitEnd(wait time.Duration) time.Time {
 // ctx ends or until passes (zero: never). The caller calls leave either way.
 func serialiseBy[P part](ctx context.Context, parts []P, until time.Time) (int, error) {
 	for i, p := range parts {
-		sem := p.record().sem
+		sem := p.hold().sem
 		select {
 		case sem <- struct{}{}: // the common case: free, no timer
 			continue
@@ -195,97 +195,6 @@ func serialiseBy[P part](ctx context.Context, parts []P, until time.Time) (int, 
 	return len(parts), nil
 }
 
-// acquireBounded runs one attempt of the call, bounded by ctx and k.until.
-// On overrun it records the attempt in flight (k.late) and returns
-// overrun's error.
-func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (attempt, error) {
-	if ctx.Done() == nil && k.until.IsZero() {
-		return k.t.acquireParts(dctx, req, k.parts) // nothing can cut it short: no closure to allocate
-	}
-	until := k.until
-	if !until.IsZero() {
-		// The wait loop makes its last attempt when the wait ends: any
-		// attempt has cleanupGrace to be answered (more when attempts end
-		// by themselves later: traits.attemptBound).
-		grace := max(cleanupGrace, k.t.traits().attemptBound)
-		until = later(until, time.Now().Add(grace))
-	}
-	a, err, late := awaitWith(&acquireWaits, ctx, until, func() (attempt, error) { return k.t.acquireParts(dctx, req, k.parts) })
-	if late != nil {
-		k.late, k.lateOp = late, req.op
-		return attempt{}, overrun(ctx)
-	}
-	return a, err
-}
-
-// detach hands the end of the call to the background once its attempt in
-// flight (k.late) has returned: then finish runs with that attempt's reply,
-// and the call leaves its records (semaphores first), which lockWith
-// therefore does not.
-func (k *lockCall) detach(finish func(reply[attempt])) {
-	k.detached = true
-	late, parts, taken := k.late, k.parts, k.taken
-	k.c.goSettle(func() {
-		r := <-late
-		finish(r)
-		leave(parts, taken)
-	})
-}
-
-// settleLate undoes, in the background, a new acquisition that gave up with
-// an attempt in flight: once that attempt returns, a grant it obtained (or
-// may have: no reply) is released, and the waiter leaves the queue.
-// unknown is the op of an earlier attempt of unknown outcome, which a
-// definite reply settles (see target.leftover).
-func (k *lockCall) settleLate(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
-	op := k.lateOp
-	k.detach(func(r reply[attempt]) {
-		switch {
-		case r.err == nil && r.v.outcome == acquired:
-			unknown = k.t.leftover(dctx, req, k.parts, op, r.v, nil)
-		case r.err == nil:
-			unknown = ""
-		case outcomeUnknown(r.err):
-			unknown = k.t.leftover(dctx, req, k.parts, op, r.v, r.err)
-		}
-		k.giveUp(dctx, req, waitAs, unknown, started)
-	})
-}
-
-// giveUpBounded is giveUp for a call without an attempt in flight. A
-// waiter's leaving the queue is a request too: the caller waits for it at
-// most cleanupGrace, then the rest runs in the background, keeping the
-// semaphores (see detach).
-func (k *lockCall) giveUpBounded(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
-	if waitAs == "" { // nothing to send now: giveUp only starts background work
-		k.giveUp(dctx, req, waitAs, unknown, started)
-		return
-	}
-	_, _, late := awaitBounded(context.Background(), time.Now().Add(cleanupGrace), func() (attempt, error) {
-		k.giveUp(dctx, req, waitAs, unknown, started)
-		return attempt{}, nil
-	})
-	if late != nil {
-		k.late = late
-		k.detach(func(reply[attempt]) {})
-	}
-}
-
-// reenterLate finishes, in the background, a re-entry whose reply had not
-// come by the caller's bound: a hold found gone ends; a re-entry that did
-// count in Redis only raises the count there, which the owner's last Unlock
-// clears.
-func (k *lockCall) reenterLate() {
-	k.detach(func(r reply[attempt]) {
-		if r.err == nil && r.v.outcome == mismatch {
-			cause := fmt.Errorf("%w: the hold was gone when the owner re-entered", ErrLockLost)
-			for _, p := range k.parts {
-				p.h.client().end(p.h, p.held, cause)
-			}
-		}
-	})
-}
-
 // notConfirmed is Unlock's error for a release Redis did not confirm: err
 // is why (nil: the unlock timeout passed first).
 func (c *Client) notConfirmed(err error) error {
@@ -304,73 +213,9 @@ func unavailableOr(err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
-// releaseBounded runs the release of the live parts, bounded by the
-// Client's unlock timeout: inline when go-redis enforces that bound itself
-// (see inline.go), else on a goroutine of its own. The call in flight then
-// works on its own copy of the parts. On overrun each live part's error is errUnlockTimeout, and the
-// returned channel (else nil) gets a reply when the release in flight has
-// returned; late then holds its outcome per part, to finish with in the
-// background.
-func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[struct{}], late []unlockPart) {
-	dctx := detached(ctx)
-	until := time.Now().Add(k.c.opts.unlockTimeout)
-	if k.inline() {
-		k.releaseInline(dctx, until)
-		return nil, nil
-	}
-	// The copy goes in the room unlockWith left; the call in flight
-	// captures t, not k, which would keep the unlockCall on the heap.
-	parts := append(k.parts[len(k.parts):], k.parts...)
-	t := k.t
-	_, _, ch := awaitWith(&releaseWaits, context.Background(), until, func() (struct{}, error) {
-		t.releaseParts(dctx, parts)
-		return struct{}{}, nil
-	})
-	if ch == nil {
-		copy(k.parts, parts)
-		return nil, nil
-	}
-	for i := range k.parts {
-		if k.parts[i].live {
-			k.parts[i].err = errUnlockTimeout
-		}
-	}
-	return ch, parts
-}
-
 // errUnlockTimeout marks a part whose release had no reply within the unlock
 // timeout (see settle).
 var errUnlockTimeout = errors.New("relock: no reply within the unlock timeout")
-
-// finishLate runs, in the background, once a release that overran the
-// unlock timeout has returned: a final release that failed is retried until
-// its lease ends (unlockFailed did not start that, so that no retry races
-// the release in flight). Then the call leaves its records.
-func (k *unlockCall) finishLate(done <-chan reply[struct{}], late []unlockPart, taken int) {
-	parts := k.parts
-	k.c.goSettle(func() {
-		<-done
-		for i, p := range late {
-			if parts[i].live && p.err != nil && p.req.final {
-				h := p.e.h
-				h.client().releaseInBackground(h.scheme, p.req, parts[i].until)
-			}
-		}
-		leave(parts, taken)
-	})
-}
-
-// unlockLater is Unlock when the records' semaphores stay taken past the
-// unlock timeout by an earlier request of the owner still in flight: the
-// whole Unlock runs in the background, in order behind it, and the caller
-// is told it is not confirmed.
-func (k *unlockCall) unlockLater(ctx context.Context, taken int) error {
-	k.c.goSettle(func() {
-		n, _ := serialise(context.Background(), k.parts[taken:])
-		k.finish(ctx, taken+n)
-	})
-	return k.c.notConfirmed(nil)
-}
 
 // queryBounded runs a read-only request and waits for it until ctx ends
 // (go-redis does not stop a read when a context ends): a query has nothing

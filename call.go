@@ -126,12 +126,38 @@ func failedCmd(ctx context.Context, err error) *redis.Cmd {
 	return cmd
 }
 
-// runAcquire runs an acquire script's call (see evalReplicated) and returns
-// its integer reply, appended to buf (which a caller keeps on its stack).
-func (c *Client) runAcquire(ctx context.Context, sc scriptCall, buf []int64) (vals []int64, repl error, err error) {
+// runAcquire runs an acquire script's call (see evalReplicated) and reads
+// its reply with parseAcquire (channel: where a waiter is handed the lock).
+// refused, when not nil, reads a reply of two values first: the error of a
+// request the script refused, or nil for any other reply. (It gets the
+// values, not the slice, so that the reply stays on the stack.)
+func (c *Client) runAcquire(ctx context.Context, sc scriptCall, channel string, refused func(status, value int64) error) (attempt, error) {
+	var buf [4]int64 // the reply, on the stack
 	r, repl := c.evalReplicated(ctx, "acquire", sc)
-	vals, err = r.appendInt64s(buf)
-	return vals, repl, err
+	res, err := r.appendInt64s(buf[:0])
+	if err != nil {
+		return attempt{}, err
+	}
+	if refused != nil && len(res) == 2 {
+		if err := refused(res[0], res[1]); err != nil {
+			return attempt{}, err
+		}
+	}
+	a, err := parseAcquire(res, channel)
+	if a.outcome == acquired {
+		a.replication = repl
+	}
+	return a, err
+}
+
+// runRelease runs a release script's call and reads its reply with
+// parseRelease.
+func (c *Client) runRelease(ctx context.Context, sc scriptCall) (releaseOutcome, error) {
+	n, err := c.eval(ctx, "release", sc).Int64()
+	if err != nil {
+		return 0, err
+	}
+	return parseRelease(n)
 }
 
 // evalPipeline runs calls in one pipeline (see sendPipeline) on the

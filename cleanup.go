@@ -9,21 +9,6 @@ import (
 	"time"
 )
 
-// giveUp cleans up after a wait that ended without the lock: the waiter
-// (waitAs, "" when it never queued) leaves the lock's queue, and a grant
-// that may exist in Redis with nobody to use it (unknown: the op of an
-// attempt whose outcome is unknown, sent at started; see target.leftover)
-// is freed in the background instead of blocking others for a lease.
-func (k *lockCall) giveUp(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
-	if waitAs != "" {
-		k.queue.leave(dctx, req.owner, waitAs)
-	}
-	if unknown != "" {
-		s := k.parts[0].h.scheme // only a scheme's own record leaves an op to free
-		k.c.releaseInBackground(s, releaseReq{owner: req.owner, op: k.c.newOp(), gen: unknown, final: true}, started.Add(k.c.leaseFor(req.lease)))
-	}
-}
-
 // unlockFailed ends an entry whose release could not be confirmed. The entry
 // is over for the caller either way; a final release is retried in the
 // background (the same request: its replay is recognised) until it is

@@ -97,4 +97,4 @@ func (c *Client) closeFailed(h *hold) {
 // closePart is a hold as serialiseBy and leave take it.
 type closePart struct{ h *hold }
 
-func (p closePart) record() *hold { return p.h }
+func (p closePart) hold() *hold { return p.h }

@@ -17,12 +17,11 @@ import (
 // gateHook holds every single script command (not pipelines) until open is
 // closed, and records the size of every pipeline.
 type gateHook struct {
+	passHook
 	open  chan struct{}
 	mu    sync.Mutex
 	sizes []int
 }
-
-func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {

@@ -19,10 +19,9 @@ import (
 // connections: single commands and pipelines (round trips), the script
 // calls among them, and the largest pipeline.
 type roundTrips struct {
+	relock.PassHook
 	single, pipelines, scripts, largest atomic.Int64
 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {

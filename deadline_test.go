@@ -413,16 +413,9 @@ func TestOuterUnlockedBeforeTheReentryLeavesTheReentryHeld(t *testing.T) {
 // The default logger is slog.Default(), so that a loss is never silent: one
 // Warn line, as the README promises. WithLogger silences it.
 func TestDefaultLoggerIsSlogDefault(t *testing.T) {
-	var mu sync.Mutex
-	var lines []string
+	logs := &relock.CountingHandler{}
 	prev := slog.Default()
-	slog.SetDefault(slog.New(recordHandler{func(r slog.Record) {
-		mu.Lock()
-		defer mu.Unlock()
-		if r.Level == slog.LevelWarn {
-			lines = append(lines, r.Message)
-		}
-	}}))
+	slog.SetDefault(slog.New(logs))
 	t.Cleanup(func() { slog.SetDefault(prev) })
 
 	srv := redistest.Start(t)
@@ -433,20 +426,8 @@ func TestDefaultLoggerIsSlogDefault(t *testing.T) {
 	require.NoError(t, err)
 	<-hctx.Done() // the lease runs out: a loss
 	require.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []string{"relock: lock lost"}, lines)
+	require.Equal(t, []string{"relock: lock lost"}, logs.Messages(slog.LevelWarn))
 }
-
-type recordHandler struct{ f func(slog.Record) }
-
-func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
-	h.f(r)
-	return nil
-}
-func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h recordHandler) WithGroup(string) slog.Handler      { return h }
 
 // Inspect, ListLocks and ForceUnlock return when their context ends, Redis
 // hung or not.

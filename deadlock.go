@@ -41,16 +41,6 @@ const (
 	deadlockLeases = 2
 )
 
-// deadlockOwner is the owner a lock call publishes as waiting, "" for a
-// call that takes no part in deadlock detection (a MultiLock's, whose parts
-// may live in several deployments).
-func (k *lockCall) deadlockOwner() string {
-	if len(k.parts) != 1 || k.c.opts.deadlockAfter == 0 {
-		return ""
-	}
-	return k.parts[0].h.key.owner
-}
-
 // detectable reports whether waits for kind take part in detection.
 func detectable(kind Kind) bool {
 	switch kind {

@@ -23,14 +23,9 @@ import (
 // and may block it. Install it after any ConnFaults, so that gate runs
 // before the fault hook sees the write.
 type scriptHook struct {
+	relock.PassHook
 	after func(numKeys, numArgs int)
 	gate  func(numKeys, numArgs int)
-}
-
-func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {

@@ -158,7 +158,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	}
 	var hctx context.Context
 	if err == nil {
-		hctx, err = k.record(dctx, req, a, started)
+		hctx, err = k.accept(dctx, req, a, started)
 	}
 	if slept > 0 {
 		c.emitWait(ctx, k.t, start, attempts, err)
@@ -260,10 +260,10 @@ func (k *lockCall) refuseExpired() attempt {
 // its lease had run out (see expiredOnArrival).
 var errExpiredOnArrival = errors.New("relock: the grant's reply came after its lease had run out (Redis replies slower than the lease)")
 
-// record records the grant a, started when its script was sent, or takes
+// accept keeps the grant a, started when its script was sent, or takes
 // it back when nobody will use it: WithReplicas could not confirm it, or
 // the Client closed before it came back.
-func (k *lockCall) record(dctx context.Context, req acquireReq, a attempt, started time.Time) (context.Context, error) {
+func (k *lockCall) accept(dctx context.Context, req acquireReq, a attempt, started time.Time) (context.Context, error) {
 	if a.replication != nil {
 		k.t.takeBack(dctx, req, k.parts, a) // as documented for WithReplicas
 		return nil, a.replication
@@ -324,7 +324,7 @@ func (k *lockCall) reenter(ctx context.Context) (context.Context, error) {
 // entry per record. Each entry's context derives from the previous one, so
 // the last, which the caller gets, is cancelled as soon as the hold of any
 // record ends, with its cause, and carries every entry, which Unlock ends.
-// It returns nil, recording nothing, when a record's Client has closed (the
+// It returns nil, adding nothing, when a record's Client has closed (the
 // caller then takes the grant back).
 func (k *lockCall) grant(a attempt, started time.Time) context.Context {
 	hctx, source := k.parent, k.parent
@@ -336,7 +336,7 @@ func (k *lockCall) grant(a attempt, started time.Time) context.Context {
 		c := p.h.client()
 		next := c.grant(p.h, hctx, source, gen, token, k.lease, started)
 		if next == nil {
-			k.unrecord(hctx, i)
+			k.ungrant(hctx, i)
 			return nil
 		}
 		hctx = next
@@ -345,10 +345,10 @@ func (k *lockCall) grant(a attempt, started time.Time) context.Context {
 	return hctx
 }
 
-// unrecord ends the entries that grant recorded, in hctx, for the first n
+// ungrant ends the entries that grant added, in hctx, for the first n
 // parts before a later part's Client refused its own: a new hold's
 // generation ends, a re-entered one only loses the entry just added.
-func (k *lockCall) unrecord(hctx context.Context, n int) {
+func (k *lockCall) ungrant(hctx context.Context, n int) {
 	for _, p := range k.parts[:n] {
 		c := p.h.client()
 		e := entryFrom(hctx, c, p.h.key.id)
@@ -433,4 +433,157 @@ func outcomeUnknown(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, context.DeadlineExceeded)
+}
+
+// acquireBounded runs one attempt of the call, bounded by ctx and k.until.
+// On overrun it records the attempt in flight (k.late) and returns
+// overrun's error.
+func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (attempt, error) {
+	if ctx.Done() == nil && k.until.IsZero() {
+		return k.t.acquireParts(dctx, req, k.parts) // nothing can cut it short: no closure to allocate
+	}
+	until := k.until
+	if !until.IsZero() {
+		// The wait loop makes its last attempt when the wait ends: any
+		// attempt has cleanupGrace to be answered (more when attempts end
+		// by themselves later: traits.attemptBound).
+		grace := max(cleanupGrace, k.t.traits().attemptBound)
+		until = later(until, time.Now().Add(grace))
+	}
+	a, err, late := awaitWith(&acquireWaits, ctx, until, func() (attempt, error) { return k.t.acquireParts(dctx, req, k.parts) })
+	if late != nil {
+		k.late, k.lateOp = late, req.op
+		return attempt{}, overrun(ctx)
+	}
+	return a, err
+}
+
+// detach hands the end of the call to the background once its attempt in
+// flight (k.late) has returned: then finish runs with that attempt's reply,
+// and the call leaves its records (semaphores first), which lockWith
+// therefore does not.
+func (k *lockCall) detach(finish func(reply[attempt])) {
+	k.detached = true
+	late, parts, taken := k.late, k.parts, k.taken
+	k.c.goSettle(func() {
+		r := <-late
+		finish(r)
+		leave(parts, taken)
+	})
+}
+
+// settleLate undoes, in the background, a new acquisition that gave up with
+// an attempt in flight: once that attempt returns, a grant it obtained (or
+// may have: no reply) is released, and the waiter leaves the queue.
+// unknown is the op of an earlier attempt of unknown outcome, which a
+// definite reply settles (see target.leftover).
+func (k *lockCall) settleLate(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
+	op := k.lateOp
+	k.detach(func(r reply[attempt]) {
+		switch {
+		case r.err == nil && r.v.outcome == acquired:
+			unknown = k.t.leftover(dctx, req, k.parts, op, r.v, nil)
+		case r.err == nil:
+			unknown = ""
+		case outcomeUnknown(r.err):
+			unknown = k.t.leftover(dctx, req, k.parts, op, r.v, r.err)
+		}
+		k.giveUp(dctx, req, waitAs, unknown, started)
+	})
+}
+
+// giveUpBounded is giveUp for a call without an attempt in flight. A
+// waiter's leaving the queue is a request too: the caller waits for it at
+// most cleanupGrace, then the rest runs in the background, keeping the
+// semaphores (see detach).
+func (k *lockCall) giveUpBounded(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
+	if waitAs == "" { // nothing to send now: giveUp only starts background work
+		k.giveUp(dctx, req, waitAs, unknown, started)
+		return
+	}
+	_, _, late := awaitBounded(context.Background(), time.Now().Add(cleanupGrace), func() (attempt, error) {
+		k.giveUp(dctx, req, waitAs, unknown, started)
+		return attempt{}, nil
+	})
+	if late != nil {
+		k.late = late
+		k.detach(func(reply[attempt]) {})
+	}
+}
+
+// reenterLate finishes, in the background, a re-entry whose reply had not
+// come by the caller's bound: a hold found gone ends; a re-entry that did
+// count in Redis only raises the count there, which the owner's last Unlock
+// clears.
+func (k *lockCall) reenterLate() {
+	k.detach(func(r reply[attempt]) {
+		if r.err == nil && r.v.outcome == mismatch {
+			cause := fmt.Errorf("%w: the hold was gone when the owner re-entered", ErrLockLost)
+			for _, p := range k.parts {
+				p.h.client().end(p.h, p.held, cause)
+			}
+		}
+	})
+}
+
+// reentryParent returns the parent of a re-entry's hold context (see above)
+// and a func to call with the hold context once it is made, which stops the
+// following when the re-entry ends.
+func (k *lockCall) reentryParent() (context.Context, func(hctx context.Context)) {
+	parent := k.parent
+	if parent.Done() == nil {
+		return parent, func(context.Context) {}
+	}
+	detached, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	f := &follower{k: k, cancel: cancel}
+	f.watch(parent)
+	return detached, func(hctx context.Context) { context.AfterFunc(hctx, f.close) }
+}
+
+// unlockedOuter returns the context an outer entry of this hold, found in
+// ctx, was derived from, when ctx ended because that entry was unlocked;
+// else nil.
+func (k *lockCall) unlockedOuter(ctx context.Context, cause error) context.Context {
+	if !errors.Is(cause, ErrUnlocked) {
+		return nil
+	}
+	for _, p := range k.parts {
+		c := p.h.client()
+		e := entryFrom(ctx, c, p.h.key.id)
+		if e == nil {
+			continue
+		}
+		c.holds.mu.Lock()
+		ended, parent := e.ended, e.parent
+		c.holds.mu.Unlock()
+		if errors.Is(ended, ErrUnlocked) && parent != nil {
+			return parent
+		}
+	}
+	return nil
+}
+
+// giveUp cleans up after a wait that ended without the lock: the waiter
+// (waitAs, "" when it never queued) leaves the lock's queue, and a grant
+// that may exist in Redis with nobody to use it (unknown: the op of an
+// attempt whose outcome is unknown, sent at started; see target.leftover)
+// is freed in the background instead of blocking others for a lease.
+func (k *lockCall) giveUp(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
+	if waitAs != "" {
+		k.queue.leave(dctx, req.owner, waitAs)
+	}
+	if unknown != "" {
+		s := k.parts[0].h.scheme // only a scheme's own record leaves an op to free
+		k.c.releaseInBackground(s, releaseReq{owner: req.owner, op: k.c.newOp(), gen: unknown, final: true}, started.Add(k.c.leaseFor(req.lease)))
+	}
+}
+
+// deadlockOwner is the owner a lock call publishes as waiting, "" for a
+// call that takes no part in deadlock detection (a MultiLock's, whose parts
+// may live in several deployments).
+func (k *lockCall) deadlockOwner() string {
+	if len(k.parts) != 1 || k.c.opts.deadlockAfter == 0 {
+		return ""
+	}
+	return k.parts[0].h.key.owner
 }

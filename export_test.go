@@ -62,3 +62,10 @@ const (
 
 // LatchMarkTTL is how long a CountDownLatch's mark lives at least.
 const LatchMarkTTL = latchMarkTTL
+
+// The test doubles of helpers_internal_test.go, lent to the external tests
+// so that each is written once.
+type (
+	PassHook        = passHook
+	CountingHandler = countingHandler
+)

@@ -85,15 +85,7 @@ func (s fairScheme) info() LockInfo { return LockInfo{Name: s.l.ks.name, Kind: K
 
 func (s fairScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := s.l
-	var buf [4]int64 // the reply, on the stack
-	res, repl, err := l.c.runAcquire(ctx, fairAcquireCall(l.c, l.keys, r), buf[:0])
-	if err != nil {
-		return attempt{}, err
-	}
-	a, err := parseAcquire(res, l.keys.waitChannel)
-	if a.outcome == acquired {
-		a.replication = repl
-	}
+	a, err := l.c.runAcquire(ctx, fairAcquireCall(l.c, l.keys, r), l.keys.waitChannel, nil)
 	if a.outcome == busy && r.waiter {
 		// The next attempt renews the queue's lifetime: it must come well
 		// before the waiter timeout, whatever the holder's lease.
@@ -104,11 +96,7 @@ func (s fairScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 
 func (s fairScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := s.l
-	n, err := l.c.eval(ctx, "release", fairReleaseCall(l.c, l.keys, r)).Int64()
-	if err != nil {
-		return 0, err
-	}
-	return parseRelease(n)
+	return l.c.runRelease(ctx, fairReleaseCall(l.c, l.keys, r))
 }
 
 // The hold's hash has Lock's fields, so Lock's renewal script fits, and

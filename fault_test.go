@@ -70,22 +70,6 @@ func (b *believers) exit(ctx context.Context) {
 	b.mu.Unlock()
 }
 
-// granted is the outcome of a Lock call made in the background.
-type granted struct {
-	ctx context.Context
-	err error
-}
-
-// lockAsync calls Lock in a goroutine and delivers the outcome.
-func lockAsync(l exclusive) <-chan granted {
-	out := make(chan granted, 1)
-	go func() {
-		ctx, err := l.Lock(context.Background())
-		out <- granted{ctx, err}
-	}()
-	return out
-}
-
 func token(t *testing.T, l exclusive, ctx context.Context) int64 {
 	t.Helper()
 	tok, err := l.Token(ctx)

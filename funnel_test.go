@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,29 +13,6 @@ import (
 
 	"github.com/relock-go/relock"
 )
-
-// recheckLog records whether the Client logged that it checks every hold,
-// which is how it reacts to a network fault (see Client.noteFault).
-type recheckLog struct {
-	mu      sync.Mutex
-	recheck bool
-}
-
-func (h *recheckLog) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recheckLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *recheckLog) WithGroup(string) slog.Handler            { return h }
-func (h *recheckLog) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.recheck = h.recheck || strings.Contains(r.Message, "checking every hold")
-	return nil
-}
-
-func (h *recheckLog) rechecked() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.recheck
-}
 
 // TestEveryRedisCallGoesThroughTheFunnel: every call a Client makes to
 // Redis, not only Lock and Unlock, reacts to a network fault (the Client
@@ -95,7 +70,7 @@ func TestEveryRedisCallGoesThroughTheFunnel(t *testing.T) {
 		t.Run(what, func(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: dead, MaxRetries: -1, DialTimeout: time.Second})
 			t.Cleanup(func() { _ = rdb.Close() })
-			log := &recheckLog{}
+			log := &relock.CountingHandler{}
 			c := relock.New(rdb, relock.WithLogger(slog.New(log)))
 			t.Cleanup(func() { _ = c.Close() })
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -105,7 +80,7 @@ func TestEveryRedisCallGoesThroughTheFunnel(t *testing.T) {
 			require.Error(t, err)
 			require.ErrorIs(t, err, syscall.ECONNREFUSED, "the cause stays errors.Is-able")
 			require.Contains(t, err.Error(), "relock: ", "the error names relock")
-			require.Eventually(t, log.rechecked, 5*time.Second, 5*time.Millisecond,
+			require.Eventually(t, func() bool { return log.Mentions("checking every hold") > 0 }, 5*time.Second, 5*time.Millisecond,
 				"a network fault of %s must make the Client check its holds", what)
 		})
 	}

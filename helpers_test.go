@@ -231,3 +231,19 @@ func requireOnlyExpiringLeftovers(t testing.TB, rdb redis.UniversalClient) {
 	t.Helper()
 	require.Empty(t, keysLeft(t, rdb), "only tails and latches may outlive a free lock")
 }
+
+// granted is the outcome of a Lock call made in the background.
+type granted struct {
+	ctx context.Context
+	err error
+}
+
+// lockAsync calls Lock in a goroutine and delivers the outcome.
+func lockAsync(l exclusive) <-chan granted {
+	out := make(chan granted, 1)
+	go func() {
+		ctx, err := l.Lock(context.Background())
+		out <- granted{ctx, err}
+	}()
+	return out
+}

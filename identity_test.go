@@ -290,7 +290,7 @@ func churnRound(t *testing.T) {
 	b := newReal(t)
 	var renewFailed atomic.Int64
 	obs := &relock.Observer{Renewed: func(e relock.RenewedEvent) { renewFailed.Add(int64(e.Failed)) }}
-	warnings := &countingHandler{match: "renewal"}
+	warnings := &relock.CountingHandler{}
 	c := b.newClient(t, relock.WithWatchdogLease(300*time.Millisecond), relock.WithObserver(obs),
 		relock.WithUnlockLatch(100*time.Millisecond), relock.WithLogger(slog.New(warnings)))
 	owner := relock.NewOwner(context.Background())
@@ -324,26 +324,10 @@ func churnRound(t *testing.T) {
 	wg.Wait()
 	assert.Zero(t, lostHolds.Load(), "no hold may be declared lost")
 	assert.Zero(t, renewFailed.Load(), "no renewal may fail (observer)")
-	assert.Zero(t, warnings.n.Load(), "no renewal may fail (watchdog warnings)")
+	assert.Zero(t, warnings.CountAtLeast(slog.LevelWarn, "renewal"), "no renewal may fail (watchdog warnings)")
 	assert.Zero(t, c.TrackedHolds(), "every hold record is gone")
 	require.Eventually(t, func() bool { return b.rdb.DBSize(context.Background()).Val() == 0 }, 2*time.Second, 20*time.Millisecond)
 }
-
-// countingHandler counts Warn records whose message contains match.
-type countingHandler struct {
-	match string
-	n     atomic.Int64
-}
-
-func (h *countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, h.match) {
-		h.n.Add(1)
-	}
-	return nil
-}
-func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 
 // A watchdog re-entry of a leased hold is renewed for as long as
 // it is held.

@@ -42,22 +42,6 @@ import (
 // tests check.
 var releaseGoroutines atomic.Uint64
 
-// inline reports whether the Unlock's release can run on the caller's
-// goroutine: every part's Client honours deadlines, and the scheme sends
-// nothing through other Clients (a RedLock fans out on goroutines anyway,
-// bounded by its node timeout, not by the unlock timeout).
-func (k *unlockCall) inline() bool {
-	if k.t.traits().otherClients {
-		return false
-	}
-	for i := range k.parts {
-		if !k.parts[i].e.h.client().deadlines {
-			return false
-		}
-	}
-	return true
-}
-
 // A deadlineCtx is a context that ends only at its deadline: an inline
 // release's. The coalescer queues calls with such a context (a call whose
 // context can end otherwise runs alone: see Client.eval).
@@ -125,22 +109,6 @@ func (d *deadlineCtx) Err() error {
 	}
 }
 
-// releaseInline runs the release of the live parts on the caller's
-// goroutine, until the unlock bound at the latest, and marks the parts
-// whose release was cut short (see the top of this file).
-func (k *unlockCall) releaseInline(dctx context.Context, until time.Time) {
-	bctx := newDeadlineCtx(dctx, until)
-	k.t.releaseParts(bctx, k.parts)
-	bctx.release()
-	for i := range k.parts {
-		p := &k.parts[i]
-		if p.live && p.err != nil && (outcomeUnknown(p.err) || errors.Is(p.err, errNotSent)) {
-			p.cut = true
-			k.cut = true
-		}
-	}
-}
-
 // cutCause is why an inline release was cut short, as notConfirmed takes
 // it: nil when the unlock bound passed (the same words as an overrun on the
 // other path), else the error (a network error).
@@ -150,21 +118,4 @@ func cutCause(err error) error {
 		return nil
 	}
 	return err
-}
-
-// retryThenLeave retries, in the background, the final releases cut short
-// (the same requests: a replay is recognised) until Redis answers them or
-// their leases run out, then leaves the records: their semaphores are kept
-// until then (see the top of this file).
-func (k *unlockCall) retryThenLeave(taken int) {
-	parts := k.parts
-	k.c.goSettle(func() {
-		for _, p := range parts {
-			if p.cut && p.req.final {
-				h := p.e.h
-				h.client().retryUntil(releaseOp(h.scheme, p.req), p.until)
-			}
-		}
-		leave(parts, taken)
-	})
 }

@@ -73,13 +73,12 @@ type wrapped struct{ *redis.Client }
 // records, per pipeline of script calls, each call's last argument and the
 // pipeline's context's deadline.
 type recordHook struct {
+	passHook
 	open      chan struct{}
 	mu        sync.Mutex
 	pipelines [][]string
 	deadlines []time.Time
 }
-
-func (h *recordHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *recordHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {

@@ -115,11 +115,10 @@ type traceKey struct{}
 // tracingHook records the trace value of the context every script call
 // is sent with.
 type tracingHook struct {
+	relock.PassHook
 	mu   sync.Mutex
 	seen []any
 }
-
-func (h *tracingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *tracingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
@@ -130,10 +129,6 @@ func (h *tracingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return next(ctx, cmd)
 	}
-}
-
-func (h *tracingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // An inline release is sent with a context derived from the caller's: a

@@ -2,8 +2,6 @@ package relock
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -59,7 +57,7 @@ func (c *Client) Lock(name string) *Lock {
 // ErrNotObtained (with ctx's cause when ctx ended), ErrClientClosed or a
 // Redis error; ctx's owner then holds no more than before.
 func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
-	return l.TryLock(ctx, WaitForever, 0)
+	return l.tryLock(ctx, soleOf(lockScheme{l}), WaitForever, 0)
 }
 
 // TryLock is Lock waiting at most wait (0: one attempt; WaitForever: until
@@ -104,59 +102,12 @@ func (s lockScheme) info() LockInfo  { return LockInfo{Name: s.l.ks.name, Kind: 
 
 func (s lockScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := s.l
-	var buf [4]int64 // the reply, on the stack
-	res, repl, err := l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, r.waiter), buf[:0])
-	if err != nil {
-		return attempt{}, err
-	}
-	a, err := parseAcquire(res, l.keys.waitChannel)
-	if a.outcome == acquired {
-		a.replication = repl
-	}
-	return a, err
-}
-
-// parseAcquire reads the reply shared by the acquire scripts: {1, token,
-// count}, {0, pttl, place} or {-1, 0}.
-func parseAcquire(res []int64, channel string) (attempt, error) {
-	if len(res) < 2 {
-		return attempt{}, fmt.Errorf("relock: acquire script returned %d values, want 2 or 3", len(res))
-	}
-	switch res[0] {
-	case 1:
-		return attempt{outcome: acquired, token: res[1]}, nil
-	case 0:
-		a := attempt{outcome: busy, retryIn: leaseLeft(res[1]), channel: channel}
-		if len(res) > 2 {
-			a.place = queuePlace(res[2])
-		}
-		return a, nil
-	case -1:
-		return attempt{outcome: mismatch}, nil
-	}
-	return attempt{}, fmt.Errorf("relock: acquire script returned status %d", res[0])
+	return l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, r.waiter), l.keys.waitChannel, nil)
 }
 
 func (s lockScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := s.l
-	n, err := l.c.eval(ctx, "release", lockReleaseCall(l.c, l.keys, r.owner, r)).Int64()
-	if err != nil {
-		return 0, err
-	}
-	return parseRelease(n)
-}
-
-// parseRelease reads the reply shared by the release scripts.
-func parseRelease(n int64) (releaseOutcome, error) {
-	switch n {
-	case 1:
-		return released, nil
-	case 0:
-		return stillHeld, nil
-	case -1:
-		return notHeld, nil
-	}
-	return 0, fmt.Errorf("relock: release script returned %s", strconv.FormatInt(n, 10))
+	return l.c.runRelease(ctx, lockReleaseCall(l.c, l.keys, r.owner, r))
 }
 
 func (s lockScheme) renewal(_, gen string, lease time.Duration) renewal {

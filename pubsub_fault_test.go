@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,22 +23,6 @@ import (
 // holders keep the default 30 s watchdog lease, so a waiter that only got in
 // through the lease fallback fails them.
 const maxHandOff = 2 * time.Second
-
-type lockResult struct {
-	ctx context.Context
-	err error
-	at  time.Time
-}
-
-// lockAsync takes l in a goroutine and reports when it got it.
-func lockAsync(l *Lock) <-chan lockResult {
-	ch := make(chan lockResult, 1)
-	go func() {
-		ctx, err := l.Lock(context.Background())
-		ch <- lockResult{ctx, err, time.Now()}
-	}()
-	return ch
-}
 
 // handOff waits for the waiter that must get the lock unlocked at since,
 // fails the test if it takes maxHandOff or more, and returns the time it took.
@@ -156,35 +139,6 @@ func TestPresenceNoticesRestart(t *testing.T) {
 	}, 5*time.Second, time.Millisecond, "Close ends the presence subscription")
 }
 
-// countingHandler counts slog records by level and message.
-type countingHandler struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	h.records = append(h.records, r)
-	h.mu.Unlock()
-	return nil
-}
-func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
-
-// count returns how many records of level mention substr.
-func (h *countingHandler) count(level slog.Level, substr string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, r := range h.records {
-		if r.Level == level && strings.Contains(r.Message, substr) {
-			n++
-		}
-	}
-	return n
-}
-
 // Redis is down for 2 s. The subscriber retries with exponential backoff
 // (not every 100 ms), logs one Warn for the outage and one Info when it is
 // back, tells the Observer once, and the sleeping waiter gets the lock as
@@ -240,8 +194,8 @@ func TestSubscriberOutageBacksOffAndLogsOnce(t *testing.T) {
 	// 0, 0.1, 0.3, 0.7, 1.5 s: five, give or take; every 100 ms is twenty.
 	assert.LessOrEqual(t, attempts, int64(8), "reconnects do not back off")
 	assert.GreaterOrEqual(t, attempts, int64(3), "gave up reconnecting")
-	assert.Equal(t, 1, logs.count(slog.LevelWarn, "subscriber"), "one Warn per outage")
-	require.Eventually(t, func() bool { return logs.count(slog.LevelInfo, "subscriber") == 1 }, time.Second, time.Millisecond,
+	assert.Equal(t, 1, logs.Count(slog.LevelWarn, "subscriber"), "one Warn per outage")
+	require.Eventually(t, func() bool { return logs.Count(slog.LevelInfo, "subscriber") == 1 }, time.Second, time.Millisecond,
 		"one Info on recovery")
 	evMu.Lock()
 	defer evMu.Unlock()

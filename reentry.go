@@ -2,7 +2,6 @@ package relock
 
 import (
 	"context"
-	"errors"
 	"sync"
 )
 
@@ -21,20 +20,6 @@ import (
 // context without its cancellation, and follows the caller's context's end
 // — except when that end is the Unlock of an outer entry of this hold: it
 // then follows the context that outer entry was derived from instead.
-
-// reentryParent returns the parent of a re-entry's hold context (see above)
-// and a func to call with the hold context once it is made, which stops the
-// following when the re-entry ends.
-func (k *lockCall) reentryParent() (context.Context, func(hctx context.Context)) {
-	parent := k.parent
-	if parent.Done() == nil {
-		return parent, func(context.Context) {}
-	}
-	detached, cancel := context.WithCancelCause(context.WithoutCancel(parent))
-	f := &follower{k: k, cancel: cancel}
-	f.watch(parent)
-	return detached, func(hctx context.Context) { context.AfterFunc(hctx, f.close) }
-}
 
 // A follower passes the end of a re-entry's caller's context on to the
 // re-entry's parent (cancel), skipping the Unlock of outer entries of the
@@ -77,27 +62,4 @@ func (f *follower) close() {
 	if f.stop != nil {
 		f.stop()
 	}
-}
-
-// unlockedOuter returns the context an outer entry of this hold, found in
-// ctx, was derived from, when ctx ended because that entry was unlocked;
-// else nil.
-func (k *lockCall) unlockedOuter(ctx context.Context, cause error) context.Context {
-	if !errors.Is(cause, ErrUnlocked) {
-		return nil
-	}
-	for _, p := range k.parts {
-		c := p.h.client()
-		e := entryFrom(ctx, c, p.h.key.id)
-		if e == nil {
-			continue
-		}
-		c.holds.mu.Lock()
-		ended, parent := e.ended, e.parent
-		c.holds.mu.Unlock()
-		if errors.Is(ended, ErrUnlocked) && parent != nil {
-			return parent
-		}
-	}
-	return nil
 }

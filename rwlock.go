@@ -233,18 +233,7 @@ func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 		reading := l.c.holds.tracked(readID, r.owner)
 		call, channel = rwWriteAcquireCall(l.c, k, r, reading), k.waitChannel
 	}
-	var buf [4]int64 // the reply, on the stack
-	res, repl, err := l.c.runAcquire(ctx, call, buf[:0])
-	if err != nil {
-		return attempt{}, err
-	}
-	if len(res) == 2 && res[0] == -2 {
-		return attempt{}, ErrUpgrade
-	}
-	a, err := parseAcquire(res, channel)
-	if a.outcome == acquired {
-		a.replication = repl
-	}
+	a, err := l.c.runAcquire(ctx, call, channel, refusedUpgrade)
 	if a.outcome == busy && m.kind == "w" {
 		// The next attempt renews the writer's claim: it must come before
 		// the claim lapses.
@@ -255,11 +244,16 @@ func (m rwMode) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 
 func (m rwMode) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := m.l
-	n, err := l.c.eval(ctx, "release", rwReleaseCall(l.c, l.keys, m.kind, r)).Int64()
-	if err != nil {
-		return 0, err
+	return l.c.runRelease(ctx, rwReleaseCall(l.c, l.keys, m.kind, r))
+}
+
+// refusedUpgrade reads the reply by which the write acquire script refuses
+// an owner that holds a read hold (see runAcquire).
+func refusedUpgrade(status, _ int64) error {
+	if status == -2 {
+		return ErrUpgrade
 	}
-	return parseRelease(n)
+	return nil
 }
 
 func (m rwMode) renewal(owner, gen string, lease time.Duration) renewal {

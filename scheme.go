@@ -17,6 +17,8 @@ package relock
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -200,13 +202,13 @@ type unlockPart struct {
 	err          error
 }
 
-func (p lockPart) record() *hold   { return p.h }
-func (p unlockPart) record() *hold { return p.e.h }
+func (p lockPart) hold() *hold   { return p.h }
+func (p unlockPart) hold() *hold { return p.e.h }
 
 // part is a lockPart or an unlockPart: what serialise and leave work on.
 type part interface {
 	lockPart | unlockPart | closePart
-	record() *hold
+	hold() *hold
 }
 
 // serialise takes the semaphores of the parts' records in order, so that
@@ -216,7 +218,7 @@ type part interface {
 func serialise[P part](ctx context.Context, parts []P) (int, error) {
 	for i, p := range parts {
 		select {
-		case p.record().sem <- struct{}{}:
+		case p.hold().sem <- struct{}{}:
 		case <-ctx.Done():
 			return i, notObtained(ctx)
 		}
@@ -228,10 +230,10 @@ func serialise[P part](ctx context.Context, parts []P) (int, error) {
 // every part's record.
 func leave[P part](parts []P, taken int) {
 	for i := taken - 1; i >= 0; i-- {
-		<-parts[i].record().sem
+		<-parts[i].hold().sem
 	}
 	for _, p := range parts {
-		h := p.record()
+		h := p.hold()
 		h.client().holds.exit(h)
 	}
 }
@@ -330,4 +332,38 @@ type renewal struct {
 	// for a hold spread over several deployments (RedLock), which no single
 	// script call can reach. It returns 1 renewed, 0 gone, like a script.
 	run func(ctx context.Context) (int64, error)
+}
+
+// parseAcquire reads the reply shared by the acquire scripts: {1, token,
+// count}, {0, pttl, place} or {-1, 0}.
+func parseAcquire(res []int64, channel string) (attempt, error) {
+	if len(res) < 2 {
+		return attempt{}, fmt.Errorf("relock: acquire script returned %d values, want 2 or 3", len(res))
+	}
+	switch res[0] {
+	case 1:
+		return attempt{outcome: acquired, token: res[1]}, nil
+	case 0:
+		a := attempt{outcome: busy, retryIn: leaseLeft(res[1]), channel: channel}
+		if len(res) > 2 {
+			a.place = queuePlace(res[2])
+		}
+		return a, nil
+	case -1:
+		return attempt{outcome: mismatch}, nil
+	}
+	return attempt{}, fmt.Errorf("relock: acquire script returned status %d", res[0])
+}
+
+// parseRelease reads the reply shared by the release scripts.
+func parseRelease(n int64) (releaseOutcome, error) {
+	switch n {
+	case 1:
+		return released, nil
+	case 0:
+		return stillHeld, nil
+	case -1:
+		return notHeld, nil
+	}
+	return 0, fmt.Errorf("relock: release script returned %s", strconv.FormatInt(n, 10))
 }

@@ -316,21 +316,32 @@ func fairReleaseCall(c *Client, k fairKeys, r releaseReq) scriptCall {
 		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
 }
 
-// lockAbandonCall takes waiter (the op id its attempts sent) out of the
-// queue of the Lock whose keys are k, releasing a grant handed to it.
+// abandonCall runs script, the abandon script of an exclusive lock (Lock,
+// FairLock, RWLock's writers), on its release keys: it takes waiter (the op
+// id its attempts sent) out of the lock's queue, releasing a grant handed
+// to it.
+func abandonCall(c *Client, script *redis.Script, keys keySet, owner, waiter string) scriptCall {
+	return newCall(script, keys, owner, waiter, c.args.publish, c.args.latch, c.args.blind)
+}
+
+// forceReleaseCall runs script, the force-release script of Lock or
+// FairLock, on its release keys: it frees the lock, whoever holds it,
+// handing it over to its first queued waiter, and replies with the
+// generation it removed ({} : not held).
+func forceReleaseCall(c *Client, script *redis.Script, keys keySet) scriptCall {
+	return newCall(script, keys, c.args.publish, c.args.latch, c.args.blind, c.newOp())
+}
+
+// lockAbandonCall is abandonCall for the Lock whose keys are k.
 func lockAbandonCall(c *Client, k lockKeys, owner, waiter string) scriptCall {
-	return newCall(lockAbandonScript, k.releaseKeys,
-		owner, waiter, c.args.publish, c.args.latch, c.args.blind)
+	return abandonCall(c, lockAbandonScript, k.releaseKeys, owner, waiter)
 }
 
 var lockForceReleaseScript = newScript("lock_force_release")
 
-// lockForceReleaseCall frees the Lock whose keys are k, whoever holds it,
-// handing it over to its first queued waiter. It replies with the
-// generation it removed ({} : not held).
+// lockForceReleaseCall is forceReleaseCall for the Lock whose keys are k.
 func lockForceReleaseCall(c *Client, k lockKeys) scriptCall {
-	return newCall(lockForceReleaseScript, k.releaseKeys,
-		c.args.publish, c.args.latch, c.args.blind, c.newOp())
+	return forceReleaseCall(c, lockForceReleaseScript, k.releaseKeys)
 }
 
 var lockRenewScript = newScript("lock_renew")
@@ -384,20 +395,16 @@ func redFenceCall(hash, gen string, token int64) scriptCall {
 
 var fairAbandonScript = newScript("fair_abandon")
 
-// fairAbandonCall takes waiter (the op id its attempts sent) out of the
-// FairLock's queue, releasing a grant handed to it.
+// fairAbandonCall is abandonCall for the FairLock whose keys are k.
 func fairAbandonCall(c *Client, k fairKeys, owner, waiter string) scriptCall {
-	return newCall(fairAbandonScript, k.releaseKeys,
-		owner, waiter, c.args.publish, c.args.latch, c.args.blind)
+	return abandonCall(c, fairAbandonScript, k.releaseKeys, owner, waiter)
 }
 
 var fairForceReleaseScript = newScript("fair_force_release")
 
-// fairForceReleaseCall frees the FairLock whoever holds it and wakes the next
-// waiter. It replies with the generation it removed ({} : not held).
+// fairForceReleaseCall is forceReleaseCall for the FairLock whose keys are k.
 func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
-	return newCall(fairForceReleaseScript, k.releaseKeys,
-		c.args.publish, c.args.latch, c.args.blind, c.newOp())
+	return forceReleaseCall(c, fairForceReleaseScript, k.releaseKeys)
 }
 
 var rwReadAcquireScript = newScript("rw_read_acquire")
@@ -445,11 +452,10 @@ func rwRenewCall(hash, kind, owner, gen string, lease time.Duration) scriptCall 
 
 var rwAbandonScript = newScript("rw_abandon")
 
-// rwAbandonCall takes waiter (the op id its attempts sent) out of the
-// writers' queue, releasing a write hold handed to it.
+// rwAbandonCall is abandonCall for the writers' queue of the RWLock whose
+// keys are k (a write hold handed to waiter is released).
 func rwAbandonCall(c *Client, k rwKeys, owner, waiter string) scriptCall {
-	return newCall(rwAbandonScript, k.releaseKeys,
-		owner, waiter, c.args.publish, c.args.latch, c.args.blind)
+	return abandonCall(c, rwAbandonScript, k.releaseKeys, owner, waiter)
 }
 
 var rwForceReleaseScript = newScript("rw_force_release")

@@ -228,21 +228,15 @@ func (a semaScheme) info() LockInfo { return LockInfo{Name: a.s.ks.name, Kind: K
 
 func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	s := a.s
-	var buf [4]int64 // the reply, on the stack
 	s.setting.RLock()
 	capacity := s.Permits()
-	res, repl, err := s.c.runAcquire(ctx, semaAcquireCall(s, r, a.n, capacity), buf[:0])
+	at, err := s.c.runAcquire(ctx, semaAcquireCall(s, r, a.n, capacity), s.waitChannel, func(status, value int64) error {
+		if status < 0 {
+			return a.refused(status, value, capacity)
+		}
+		return nil
+	})
 	s.setting.RUnlock()
-	if err != nil {
-		return attempt{}, err
-	}
-	if len(res) == 2 && res[0] < 0 {
-		return attempt{}, a.refused(res, capacity)
-	}
-	at, err := parseAcquire(res, s.waitChannel)
-	if at.outcome == acquired {
-		at.replication = repl
-	}
 	if at.outcome == busy && r.waiter {
 		// The next attempt renews the claim: before the waiter timeout.
 		at.retryIn = s.c.refreshWithin(at.retryIn)
@@ -250,25 +244,21 @@ func (a semaScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) 
 	return at, err
 }
 
-// refused is the error of an attempt the script refused (res): capacity
-// is the one it sent.
-func (a semaScheme) refused(res []int64, capacity int) error {
-	if res[0] == -4 {
-		return fmt.Errorf("%w: asked for %d permits of semaphore %q, whose capacity is %d now", ErrInvalidArgument, a.n, a.s.ks.name, res[1])
+// refused is the error of an attempt the script refused with the reply
+// {status, value}: capacity is the one it sent.
+func (a semaScheme) refused(status, value int64, capacity int) error {
+	if status == -4 {
+		return fmt.Errorf("%w: asked for %d permits of semaphore %q, whose capacity is %d now", ErrInvalidArgument, a.n, a.s.ks.name, value)
 	}
-	if res[0] == -3 {
+	if status == -3 {
 		return fmt.Errorf("%w: semaphore %q has %d permits in Redis, this Semaphore %d (all users pass the same; SetPermits changes it)",
-			ErrInvalidArgument, a.s.ks.name, res[1], capacity)
+			ErrInvalidArgument, a.s.ks.name, value, capacity)
 	}
-	return fmt.Errorf("relock: semaphore acquire script returned status %d", res[0])
+	return fmt.Errorf("relock: semaphore acquire script returned status %d", status)
 }
 
 func (a semaScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
-	n, err := a.s.c.eval(ctx, "release", semaReleaseCall(a.s, r)).Int64()
-	if err != nil {
-		return 0, err
-	}
-	return parseRelease(n)
+	return a.s.c.runRelease(ctx, semaReleaseCall(a.s, r))
 }
 
 func (a semaScheme) renewal(_, gen string, lease time.Duration) renewal {

@@ -208,6 +208,7 @@ func TestSemaphoreSetPermitsHonoursItsContext(t *testing.T) {
 // once armed, after Redis ran it, and runs between, before go-redis
 // resends the script, what another process does in the meantime.
 type replyLoser struct {
+	relock.PassHook
 	mu      sync.Mutex
 	between func()
 	lost    atomic.Bool
@@ -235,12 +236,6 @@ func (l *replyLoser) DialHook(next redis.DialHook) redis.DialHook {
 		}
 		return &losingConn{Conn: cn, l: l}, nil
 	}
-}
-
-func (l *replyLoser) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-func (l *replyLoser) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 type losingConn struct {

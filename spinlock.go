@@ -86,30 +86,16 @@ func (s spinScheme) traits() traits  { return traits{} }
 
 func (s spinScheme) acquire(ctx context.Context, r acquireReq) (attempt, error) {
 	l := s.l
-	var buf [4]int64
-	res, repl, err := l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, false), buf[:0])
-	if err != nil {
-		return attempt{}, err
-	}
-	a, err := parseAcquire(res, "")
-	switch a.outcome {
-	case acquired:
-		a.replication = repl
-	case busy:
-		if a.retryIn < 0 || a.retryIn > spinEvery {
-			a.retryIn = spinEvery
-		}
+	a, err := l.c.runAcquire(ctx, lockAcquireCall(l.c, l.keys, r.owner, r, false), "", nil)
+	if a.outcome == busy && (a.retryIn < 0 || a.retryIn > spinEvery) {
+		a.retryIn = spinEvery
 	}
 	return a, err
 }
 
 func (s spinScheme) release(ctx context.Context, r releaseReq) (releaseOutcome, error) {
 	l := s.l
-	n, err := l.c.eval(ctx, "release", lockReleaseCall(l.c, l.keys, r.owner, r)).Int64()
-	if err != nil {
-		return 0, err
-	}
-	return parseRelease(n)
+	return l.c.runRelease(ctx, lockReleaseCall(l.c, l.keys, r.owner, r))
 }
 
 func (s spinScheme) renewal(_, gen string, lease time.Duration) renewal {

@@ -5,6 +5,7 @@ package relock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -194,4 +195,117 @@ func (k *unlockCall) settle() []partFailure {
 		}
 	}
 	return fails
+}
+
+// releaseBounded runs the release of the live parts, bounded by the
+// Client's unlock timeout: inline when go-redis enforces that bound itself
+// (see inline.go), else on a goroutine of its own. The call in flight then
+// works on its own copy of the parts. On overrun each live part's error is errUnlockTimeout, and the
+// returned channel (else nil) gets a reply when the release in flight has
+// returned; late then holds its outcome per part, to finish with in the
+// background.
+func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[struct{}], late []unlockPart) {
+	dctx := detached(ctx)
+	until := time.Now().Add(k.c.opts.unlockTimeout)
+	if k.inline() {
+		k.releaseInline(dctx, until)
+		return nil, nil
+	}
+	// The copy goes in the room unlockWith left; the call in flight
+	// captures t, not k, which would keep the unlockCall on the heap.
+	parts := append(k.parts[len(k.parts):], k.parts...)
+	t := k.t
+	_, _, ch := awaitWith(&releaseWaits, context.Background(), until, func() (struct{}, error) {
+		t.releaseParts(dctx, parts)
+		return struct{}{}, nil
+	})
+	if ch == nil {
+		copy(k.parts, parts)
+		return nil, nil
+	}
+	for i := range k.parts {
+		if k.parts[i].live {
+			k.parts[i].err = errUnlockTimeout
+		}
+	}
+	return ch, parts
+}
+
+// finishLate runs, in the background, once a release that overran the
+// unlock timeout has returned: a final release that failed is retried until
+// its lease ends (unlockFailed did not start that, so that no retry races
+// the release in flight). Then the call leaves its records.
+func (k *unlockCall) finishLate(done <-chan reply[struct{}], late []unlockPart, taken int) {
+	parts := k.parts
+	k.c.goSettle(func() {
+		<-done
+		for i, p := range late {
+			if parts[i].live && p.err != nil && p.req.final {
+				h := p.e.h
+				h.client().releaseInBackground(h.scheme, p.req, parts[i].until)
+			}
+		}
+		leave(parts, taken)
+	})
+}
+
+// unlockLater is Unlock when the records' semaphores stay taken past the
+// unlock timeout by an earlier request of the owner still in flight: the
+// whole Unlock runs in the background, in order behind it, and the caller
+// is told it is not confirmed.
+func (k *unlockCall) unlockLater(ctx context.Context, taken int) error {
+	k.c.goSettle(func() {
+		n, _ := serialise(context.Background(), k.parts[taken:])
+		k.finish(ctx, taken+n)
+	})
+	return k.c.notConfirmed(nil)
+}
+
+// inline reports whether the Unlock's release can run on the caller's
+// goroutine: every part's Client honours deadlines, and the scheme sends
+// nothing through other Clients (a RedLock fans out on goroutines anyway,
+// bounded by its node timeout, not by the unlock timeout).
+func (k *unlockCall) inline() bool {
+	if k.t.traits().otherClients {
+		return false
+	}
+	for i := range k.parts {
+		if !k.parts[i].e.h.client().deadlines {
+			return false
+		}
+	}
+	return true
+}
+
+// releaseInline runs the release of the live parts on the caller's
+// goroutine, until the unlock bound at the latest, and marks the parts
+// whose release was cut short (see the top of this file).
+func (k *unlockCall) releaseInline(dctx context.Context, until time.Time) {
+	bctx := newDeadlineCtx(dctx, until)
+	k.t.releaseParts(bctx, k.parts)
+	bctx.release()
+	for i := range k.parts {
+		p := &k.parts[i]
+		if p.live && p.err != nil && (outcomeUnknown(p.err) || errors.Is(p.err, errNotSent)) {
+			p.cut = true
+			k.cut = true
+		}
+	}
+}
+
+// retryThenLeave retries, in the background, the final releases cut short
+// (the same requests: a replay is recognised) until Redis answers them or
+// their leases run out, then leaves the records: their semaphores are kept
+// until then (see the top of this file).
+func (k *unlockCall) retryThenLeave(taken int) {
+	parts := k.parts
+	k.c.goSettle(func() {
+		for _, p := range parts {
+			if p.cut && p.req.final {
+				h := p.e.h
+				h.client().retryUntil(releaseOp(h.scheme, p.req), p.until)
+			}
+		}
+		leave(parts, taken)
+	})
 }
