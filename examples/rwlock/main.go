@@ -45,7 +45,7 @@ func main() {
 		check(prices.WriteLock().Unlock(w))
 	}()
 	story.Say("W", "wants to write: waits for the readers")
-	time.Sleep(100 * time.Millisecond) // let it start waiting
+	writerQueued(ctx, srv.Relock()) // new readers now wait behind it
 
 	go func() {
 		defer wg.Done()
@@ -67,6 +67,19 @@ func main() {
 	story.Say("R2", "done reading: the last reader out wakes the writer")
 	check(prices.ReadLock().Unlock(r2))
 	wg.Wait()
+}
+
+// writerQueued returns once the writer's claim is in Redis (Inspect shows it
+// waiting), so that a reader that comes next queues behind it.
+func writerQueued(ctx context.Context, c *relock.Client) {
+	for {
+		st, err := c.Inspect(ctx, "prices")
+		check(err)
+		if st.RWLock != nil && len(st.RWLock.WritersWaiting) > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func check(err error) {
