@@ -128,19 +128,28 @@ func (w *schedWorker) open() error {
 	return nil
 }
 
+// begin starts a process's part of the plan: stop ends when the judge says
+// stop (or cancel is called), the clock starts, and the faults' timers are
+// armed.
+func (w *schedWorker) begin() (stop context.Context, cancel context.CancelFunc, timers []*time.Timer) {
+	stop, cancel = context.WithCancel(context.Background())
+	go func() { w.rep.WaitStop(); cancel() }()
+	w.start = time.Now()
+	return stop, cancel, w.armFaults(cancel)
+}
+
+func stopTimers(timers []*time.Timer) {
+	for _, t := range timers {
+		t.Stop()
+	}
+}
+
 // run plays the holds until they are done, the judge says stop, or the
 // plan closes the Client.
 func (w *schedWorker) run() error {
-	stop, cancel := context.WithCancel(context.Background())
+	stop, cancel, timers := w.begin()
 	defer cancel()
-	go func() { w.rep.WaitStop(); cancel() }()
-	w.start = time.Now()
-	timers := w.armFaults(cancel)
-	defer func() {
-		for _, t := range timers {
-			t.Stop()
-		}
-	}()
+	defer func() { stopTimers(timers) }()
 	holds := 0
 	for holds < len(w.proc.Holds) && stop.Err() == nil && !w.closed.Load() {
 		h := w.proc.Holds[holds]

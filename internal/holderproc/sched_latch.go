@@ -19,16 +19,9 @@ const latchCall = 2 * time.Second
 // each in a goroutine of its own (a Wait goes on while the process counts
 // down other rounds), reported to the judge.
 func (w *schedWorker) runLatch() error {
-	stop, cancel := context.WithCancel(context.Background())
+	stop, cancel, timers := w.begin()
 	defer cancel()
-	go func() { w.rep.WaitStop(); cancel() }()
-	w.start = time.Now()
-	timers := w.armFaults(cancel)
-	defer func() {
-		for _, t := range timers {
-			t.Stop()
-		}
-	}()
+	defer func() { stopTimers(timers) }()
 	var wg sync.WaitGroup
 	for _, op := range w.proc.Latch {
 		wg.Go(func() {

@@ -60,20 +60,13 @@ func (h *semaHandle) acquire(stop context.Context, n int, lease time.Duration) (
 
 // runSema plays a RoleSema or RoleCrowd process.
 func (w *schedWorker) runSema(judgeAddr string) error {
-	stop, cancel := context.WithCancel(context.Background())
+	stop, cancel, timers := w.begin()
 	defer cancel()
-	go func() { w.rep.WaitStop(); cancel() }()
-	w.start = time.Now()
-	timers := w.armFaults(cancel)
 	main := newSemaHandle(w.clients[0], w.plan.Permits)
 	for _, pc := range w.proc.SetPermits {
 		timers = append(timers, time.AfterFunc(pc.At, func() { w.setPermits(main, pc.N) }))
 	}
-	defer func() {
-		for _, t := range timers {
-			t.Stop()
-		}
-	}()
+	defer func() { stopTimers(timers) }()
 	var holds int
 	var err error
 	if w.proc.Role == schedule.RoleCrowd {
