@@ -268,9 +268,6 @@ func tracesOf(rdb *redis.Client, id string) []string {
 			return []string{err.Error()}
 		}
 		for _, it := range items {
-			if strings.HasPrefix(it, "~f") {
-				continue // a force release's answer for its replay: it expires with the tail
-			}
 			if strings.Contains(it, id) {
 				left = append(left, key+" "+it)
 			}

@@ -173,8 +173,8 @@ func (r *scheduleRun) restore(server int, d time.Duration) {
 		}
 	}
 	if r.plan.Kind == schedule.KindSema {
-		// The Semaphore's queue went with its hash: a waiter that queued
-		// since the restart queues again at its next periodic attempt.
+		// The restored snapshot lacks the claims made after it: a waiter
+		// that queued since then queues again at its next periodic attempt.
 		r.mu.Lock()
 		r.forced = append(r.forced, time.Now())
 		r.mu.Unlock()
