@@ -17,8 +17,8 @@ import (
 // user without a command the scripts call — or cannot be reached fails
 // every acquire with ErrNotObtained and ErrUnavailable, and every other call
 // with ErrUnavailable, in words a newcomer understands; a dial error keeps
-// the dial error. (A call cut at its deadline while go-redis still retries
-// the dial says only that Redis had not answered.)
+// the dial error (so does a call cut short by its deadline while go-redis
+// dials again: TestCutShortOnARefusedPortSaysNothingWasSent).
 func TestRedisRefusalsAreUnavailableAndSaySo(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()

@@ -133,7 +133,7 @@ func (l *base) forceRelease(ctx context.Context, call scriptCall, endGens func(g
 				end(r.v)
 			}
 		})
-		return false, fmt.Errorf("relock: force unlock: %w: %w: Redis had not answered (the force-release may still run)", context.Cause(ctx), ErrUnavailable)
+		return false, fmt.Errorf("relock: force unlock: %w: %w", context.Cause(ctx), l.c.unanswered("the force-release may still run"))
 	}
 	if err != nil {
 		return false, err
@@ -148,7 +148,7 @@ func (l *base) pttl(ctx context.Context, key string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	d, err := queryBounded(ctx, "ttl", func() (time.Duration, error) {
+	d, err := queryBounded(l.c, ctx, "ttl", func() (time.Duration, error) {
 		return request(l.c, "ttl", l.c.rdb.PTTL(context.WithoutCancel(ctx), key).Result)
 	})
 	if err != nil {
@@ -177,7 +177,7 @@ func (l *exclusive) IsLocked(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n, err := queryBounded(ctx, "is locked", func() (int64, error) {
+	n, err := queryBounded(l.c, ctx, "is locked", func() (int64, error) {
 		return request(l.c, "is locked", l.c.rdb.Exists(context.WithoutCancel(ctx), l.hash).Result)
 	})
 	return n == 1, err
@@ -194,7 +194,7 @@ func (l *exclusive) HoldCount(ctx context.Context) (int, error) {
 	if o == nil {
 		return 0, nil
 	}
-	n, err := queryBounded(ctx, "hold count", func() (int, error) {
+	n, err := queryBounded(l.c, ctx, "hold count", func() (int, error) {
 		return request(l.c, "hold count", l.c.rdb.HGet(context.WithoutCancel(ctx), l.hash, o.field(l.c)).Int)
 	})
 	if errors.Is(err, redis.Nil) {

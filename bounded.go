@@ -129,12 +129,12 @@ func (w *boundedWait[T]) done(pool *sync.Pool) {
 // overrun is the error of a Lock whose request was still in flight when its
 // bound came: not obtained, because of the context (its cause) or the end of
 // TryLock's wait, and Redis was the reason.
-func overrun(ctx context.Context) error {
-	const tail = "Redis had not answered (the request may still run; it is undone in the background)"
+func (c *Client) overrun(ctx context.Context) error {
+	why := c.unanswered("the request may still run; it is undone in the background")
 	if ctx.Err() != nil {
-		return fmt.Errorf("%w: %w: %w: %s", ErrNotObtained, context.Cause(ctx), ErrUnavailable, tail)
+		return fmt.Errorf("%w: %w: %w", ErrNotObtained, context.Cause(ctx), why)
 	}
-	return fmt.Errorf("%w: the wait ended: %w: %s", ErrNotObtained, ErrUnavailable, tail)
+	return fmt.Errorf("%w: the wait ended: %w", ErrNotObtained, why)
 }
 
 // detached is ctx without its cancellation and deadline, for a request
@@ -220,21 +220,21 @@ var errUnlockTimeout = errors.New("relock: no reply within the unlock timeout")
 // queryBounded runs a read-only request and waits for it until ctx ends
 // (go-redis does not stop a read when a context ends): a query has nothing
 // to undo, so one cut short is simply left to finish.
-func queryBounded[T any](ctx context.Context, what string, call func() (T, error)) (T, error) {
-	return bounded(ctx, what, "", call)
+func queryBounded[T any](c *Client, ctx context.Context, what string, call func() (T, error)) (T, error) {
+	return bounded(c, ctx, what, "", call)
 }
 
 // changeBounded is queryBounded for a request that changes Redis and needs
 // no undoing (a replay-safe latch call): call must run detached from ctx;
 // one cut short goes on, and its error says it may still apply.
-func changeBounded[T any](ctx context.Context, what string, call func() (T, error)) (T, error) {
-	return bounded(ctx, what, " (the request may still apply)", call)
+func changeBounded[T any](c *Client, ctx context.Context, what string, call func() (T, error)) (T, error) {
+	return bounded(c, ctx, what, "the request may still apply", call)
 }
 
-func bounded[T any](ctx context.Context, what, tail string, call func() (T, error)) (T, error) {
+func bounded[T any](c *Client, ctx context.Context, what, mayRun string, call func() (T, error)) (T, error) {
 	v, err, late := awaitBounded(ctx, time.Time{}, call)
 	if late != nil {
-		return v, fmt.Errorf("relock: %s: %w: %w: Redis had not answered%s", what, context.Cause(ctx), ErrUnavailable, tail)
+		return v, fmt.Errorf("relock: %s: %w: %w", what, context.Cause(ctx), c.unanswered(mayRun))
 	}
 	return v, err
 }

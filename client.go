@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,7 +51,8 @@ type Client struct {
 	args scriptArgs
 
 	reqSeq   atomic.Uint64
-	presence atomic.Bool // the subscriber keeps the Client's own channel (keepPresence)
+	lastDial atomic.Pointer[net.OpError] // see noteDial
+	presence atomic.Bool                 // the subscriber keeps the Client's own channel (keepPresence)
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -135,8 +137,10 @@ func (c *Client) Close() error {
 		c.closed.Store(true)
 		close(c.closing)
 		c.dog.close()
+		until := time.Now().Add(c.opts.unlockTimeout)
 		c.subs.close()
-		c.releaseHolds()
+		c.releaseHolds(until)
+		c.subs.stopped(until)
 		c.cancelAll(ErrClientClosed)
 		c.bgMu.Lock()
 		c.bgStopped = true

@@ -21,15 +21,14 @@ func releasedByClose(cause error) bool { return errors.Is(cause, errClosedReleas
 
 // releaseHolds releases every live hold of the Client in Redis, each with
 // one final release (whatever its re-entry count), all at once and bounded
-// together by the unlock timeout. A hold whose release is confirmed ends
-// with errClosedReleased; one with a request in flight past the bound, or
-// whose release failed, is left to cancelAll and its lease.
-func (c *Client) releaseHolds() {
+// together by until (Close's unlock timeout). A hold whose release is
+// confirmed ends with errClosedReleased; one with a request in flight past
+// the bound, or whose release failed, is left to cancelAll and its lease.
+func (c *Client) releaseHolds(until time.Time) {
 	holds := c.holds.live(false)
 	if len(holds) == 0 {
 		return
 	}
-	until := time.Now().Add(c.opts.unlockTimeout)
 	var wg sync.WaitGroup
 	for _, h := range holds {
 		wg.Go(func() { c.releaseAtClose(h, until) })

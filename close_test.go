@@ -3,9 +3,12 @@ package relock_test
 import (
 	"context"
 	"log/slog"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
@@ -115,8 +118,8 @@ func TestCloseOnAHungRedisIsBoundedAndLeavesUnlockToRelease(t *testing.T) {
 	hctx, err := l.Lock(ctx)
 	require.NoError(t, err)
 
-	// The subscriber's connection (dialed at the first hold) is up: Close
-	// waits for a dial in flight by go-redis's own timeouts.
+	// The subscriber's connection (dialed at the first hold) is up: what
+	// Close cannot confirm here is the release.
 	presence := "relock:client:" + c.ID()
 	require.Eventually(t, func() bool { return rdb.PubSubNumSub(ctx, presence).Val()[presence] == 1 }, 5*time.Second, 5*time.Millisecond)
 	srv.Pause()
@@ -128,4 +131,41 @@ func TestCloseOnAHungRedisIsBoundedAndLeavesUnlockToRelease(t *testing.T) {
 	require.ErrorIs(t, context.Cause(hctx), relock.ErrClientClosed)
 	require.NoError(t, l.Unlock(hctx), "the deferred Unlock releases what Close could not")
 	require.Empty(t, hgetall(t, rdb, l.Key()))
+}
+
+// Close is bounded by the unlock timeout also while the subscriber is
+// opening its connection to a Redis that accepts it and never answers: the
+// hold is released through the commands' connection, and the subscriber's
+// attempt is left to go-redis's timeouts.
+func TestCloseIsBoundedWhileTheSubscriberDialsAHungRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	hung, accepted := hungListener(t)
+	var toHung atomic.Bool
+	rdb := redis.NewClient(&redis.Options{
+		Addr: srv.Addr(),
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if toHung.Load() {
+				addr = hung
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	c := relock.New(rdb, relock.WithUnlockTimeout(300*time.Millisecond), relock.WithLogger(quietLogger()))
+	require.NoError(t, rdb.Ping(ctx).Err()) // the commands' connection, to Redis
+	toHung.Store(true)                      // every later one: the subscriber's
+	l := c.Lock("close-dial")
+	hctx, err := l.Lock(ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return accepted.Load() > 0 }, 5*time.Second, time.Millisecond,
+		"the first hold starts the subscriber")
+
+	start := time.Now()
+	require.NoError(t, c.Close())
+	took := time.Since(start)
+	require.Less(t, took, time.Second, "Close is bounded by the unlock timeout (300 ms), not go-redis's read timeout (3 s)")
+	require.ErrorIs(t, context.Cause(hctx), relock.ErrClientClosed)
+	require.Empty(t, hgetall(t, srv.Client(), l.Key()), "Close released the hold")
 }

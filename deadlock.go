@@ -125,7 +125,7 @@ func (d *deadlockWatch) check(ctx context.Context) error {
 	}
 	self := waitRecord{owner: d.owner, id: d.id, start: d.start.UnixMilli(), lock: lock}
 	value := self.encode()
-	cycle, err := queryBounded(cctx, "deadlock check", func() ([]waitRecord, error) {
+	cycle, err := queryBounded(d.c, cctx, "deadlock check", func() ([]waitRecord, error) {
 		return c.findCycle(cctx, self, value)
 	})
 	d.record = value // published, or maybe: end deletes it either way

@@ -135,7 +135,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	}
 	try := func() (attempt, error) {
 		if k.late != nil { // the bound came: never a second attempt in flight
-			return attempt{}, overrun(ctx)
+			return attempt{}, k.c.overrun(ctx)
 		}
 		if waitAs == "" {
 			req.newOp(c)
@@ -453,7 +453,7 @@ func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (at
 	a, err, late := awaitWith(&acquireWaits, ctx, until, func() (attempt, error) { return k.t.acquireParts(dctx, req, k.parts) })
 	if late != nil {
 		k.late, k.lateOp = late, req.op
-		return attempt{}, overrun(ctx)
+		return attempt{}, k.c.overrun(ctx)
 	}
 	return a, err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Sentinel errors. Every error the package returns wraps one of these (or a
@@ -94,9 +96,11 @@ func (e *ReleaseError) Error() string {
 func (e *ReleaseError) Unwrap() error { return e.Err }
 
 // unavailable marks an error that came without a reply from Redis (network,
-// timeout) as ErrUnavailable, keeping the cause for errors.Is/As.
+// timeout, no connection free in go-redis's pool) as ErrUnavailable, keeping
+// the cause for errors.Is/As.
 func unavailable(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) || !outcomeUnknown(err) || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) ||
+		!outcomeUnknown(err) && !errors.Is(err, redis.ErrPoolTimeout) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -3,6 +3,8 @@ package relock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -25,6 +27,7 @@ import (
 // It is named for faults, not events: the Observer hooks (observer.go,
 // observed) only report, while noteFault acts on the fault it is given.
 func (c *Client) noteFault(err error) {
+	c.noteDial(err)
 	if err == nil {
 		return
 	}
@@ -63,4 +66,37 @@ func transient(err error) bool {
 		}
 	}
 	return false
+}
+
+// noteDial keeps the last dial error the Client's requests got (see
+// unanswered), until a request is answered.
+func (c *Client) noteDial(err error) {
+	var op *net.OpError
+	var reply redis.Error
+	switch {
+	case errors.As(err, &op) && op.Op == "dial":
+		c.lastDial.Store(op)
+	case err == nil || errors.As(err, &reply):
+		if c.lastDial.Load() != nil {
+			c.lastDial.Store(nil)
+		}
+	}
+}
+
+// unanswered is why a request cut short by its bound has no reply, as an
+// error wrapping ErrUnavailable. mayRun says what the request may still do
+// in Redis; it is said only when the request can have been sent. With no
+// connection to Redis open, the request is still waiting for one: nothing
+// was sent, and the last dial error says why.
+func (c *Client) unanswered(mayRun string) error {
+	if c.rdb.PoolStats().TotalConns == 0 {
+		if op := c.lastDial.Load(); op != nil {
+			return fmt.Errorf("%w: no connection to Redis, nothing sent: %w", ErrUnavailable, op)
+		}
+		return fmt.Errorf("%w: no connection to Redis yet, nothing sent", ErrUnavailable)
+	}
+	if mayRun == "" {
+		return fmt.Errorf("%w: Redis had not answered", ErrUnavailable)
+	}
+	return fmt.Errorf("%w: Redis had not answered (%s)", ErrUnavailable, mayRun)
 }

@@ -41,7 +41,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (*inspect.State, erro
 	if err != nil {
 		return nil, err
 	}
-	return queryBounded(ctx, "inspect", func() (*inspect.State, error) {
+	return queryBounded(c, ctx, "inspect", func() (*inspect.State, error) {
 		res, err := c.eval(ctx, "inspect", inspectCall(ks)).Slice()
 		if err != nil {
 			return nil, err
@@ -307,7 +307,7 @@ func (c *Client) ListLocks(ctx context.Context, pattern string) ([]inspect.Summa
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	return queryBounded(ctx, "list locks", func() ([]inspect.Summary, error) { return c.listLocks(ctx, pattern) })
+	return queryBounded(c, ctx, "list locks", func() ([]inspect.Summary, error) { return c.listLocks(ctx, pattern) })
 }
 
 // listLocks is ListLocks once its arguments are checked.

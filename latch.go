@@ -54,7 +54,7 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 		return false, fmt.Errorf("%w: a latch's count is 1 to %d, not %d", ErrInvalidArgument, maxPermits, n)
 	}
 	call := latchSetCall(l.key, l.mark, n, l.c.newOp())
-	set, err := changeBounded(ctx, "latch set count", func() (int64, error) {
+	set, err := changeBounded(l.c, ctx, "latch set count", func() (int64, error) {
 		return l.c.eval(context.WithoutCancel(ctx), "latch set count", call).Int64()
 	})
 	return set == 1, err
@@ -68,7 +68,7 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 		return err
 	}
 	call := latchCountDownCall(l.c, l.key, l.channel, l.mark, l.c.newOp())
-	_, err = changeBounded(ctx, "latch count down", func() (struct{}, error) {
+	_, err = changeBounded(l.c, ctx, "latch count down", func() (struct{}, error) {
 		return struct{}{}, l.c.eval(context.WithoutCancel(ctx), "latch count down", call).Err()
 	})
 	return err
@@ -80,7 +80,7 @@ func (l *CountDownLatch) Count(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := queryBounded(ctx, "latch count", func() (int, error) {
+	n, err := queryBounded(l.c, ctx, "latch count", func() (int, error) {
 		return request(l.c, "latch count", l.c.rdb.HGet(context.WithoutCancel(ctx), l.key, "n").Int)
 	})
 	if errors.Is(err, redis.Nil) {
@@ -99,7 +99,7 @@ func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	call := latchDeleteCall(l.c, l.key, l.channel, l.mark, l.c.newOp())
-	n, err := changeBounded(ctx, "latch delete", func() (int64, error) {
+	n, err := changeBounded(l.c, ctx, "latch delete", func() (int64, error) {
 		return l.c.eval(context.WithoutCancel(ctx), "latch delete", call).Int64()
 	})
 	return n == 1, err
@@ -163,7 +163,7 @@ type latchWaiter struct {
 func (w *latchWaiter) try(ctx context.Context) (attempt, error) {
 	l := w.l
 	call := latchStateCall(l.key, l.mark, w.seen)
-	res, err := queryBounded(ctx, "latch wait", func() ([]any, error) {
+	res, err := queryBounded(w.l.c, ctx, "latch wait", func() ([]any, error) {
 		return l.c.eval(context.WithoutCancel(ctx), "latch wait", call).Slice()
 	})
 	if err != nil {

@@ -425,8 +425,8 @@ func (s *subscriber) isClosed() bool {
 	return s.closed
 }
 
-// close ends every shard connection, wakes every waiter (they see the Client
-// closed) and waits for the shards' goroutines to exit.
+// close ends every shard connection and wakes every waiter (they see the
+// Client closed); stopped then waits for the shards' goroutines.
 func (s *subscriber) close() {
 	s.mu.Lock()
 	s.closed = true
@@ -443,7 +443,24 @@ func (s *subscriber) close() {
 	for _, ps := range open {
 		_ = ps.Close()
 	}
-	s.wg.Wait()
+}
+
+// stopped waits for the shards' goroutines to exit, until at the latest. A
+// goroutine held up opening a connection (a dial, or a handshake Redis does
+// not answer) is not waited for past it: go-redis's own timeouts end its
+// attempt, and it then finds the subscriber closed and exits.
+func (s *subscriber) stopped(until time.Time) {
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // listening reports whether this Client's subscription of channel is

@@ -164,7 +164,7 @@ func (m rwMode) state(ctx context.Context) ([]int64, error) {
 	if o := ownerFrom(ctx); o != nil {
 		owner = o.field(m.l.c)
 	}
-	res, err := queryBounded(ctx, "state", func() ([]int64, error) {
+	res, err := queryBounded(m.l.c, ctx, "state", func() ([]int64, error) {
 		return m.l.c.eval(context.WithoutCancel(ctx), "state", rwStateCall(m.l.keys.hash, owner)).Int64Slice()
 	})
 	if err != nil {

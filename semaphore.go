@@ -151,7 +151,7 @@ func (s *Semaphore) State(ctx context.Context) (SemaphoreState, error) {
 	if err != nil {
 		return SemaphoreState{}, err
 	}
-	res, err := queryBounded(ctx, "semaphore state", func() ([]int64, error) {
+	res, err := queryBounded(s.c, ctx, "semaphore state", func() ([]int64, error) {
 		return s.c.eval(context.WithoutCancel(ctx), "semaphore state", semaStateCall(s)).Int64Slice()
 	})
 	if err != nil {
@@ -195,7 +195,7 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	_, err, late := awaitBounded(ctx, time.Time{}, func() (struct{}, error) { return struct{}{}, s.set(dctx, n) })
 	if late != nil {
 		s.c.goSettle(func() { <-late })
-		return fmt.Errorf("relock: set permits: %w: %w: Redis had not answered (the change may still apply)", context.Cause(ctx), ErrUnavailable)
+		return fmt.Errorf("relock: set permits: %w: %w", context.Cause(ctx), s.c.unanswered("the change may still apply"))
 	}
 	return err
 }
