@@ -17,10 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A Client hands out locks backed by one Redis deployment. Create one per
-// process and share it: it holds the process's id, the one watchdog that
-// renews leases and the one pub/sub subscriber on which waiters sleep. All
-// methods are safe for concurrent use.
+// A Client hands out locks on one Redis deployment, safe for concurrent
+// use: create one per process and share it.
 type Client struct {
 	rdb  redis.UniversalClient
 	id   string
@@ -59,10 +57,8 @@ type Client struct {
 	closing   chan struct{} // closed by Close; wakes every wait
 }
 
-// New returns a Client on rdb, any go-redis client (single node, Cluster,
-// Sentinel failover; with ContextTimeoutEnabled or not). rdb stays the
-// caller's: Close does not close it. New sends nothing to Redis. A nil rdb
-// or an invalid option makes every call fail with ErrInvalidArgument (Err).
+// New returns a Client on rdb, any go-redis client; Close does not close it.
+// A nil rdb or an invalid option makes every call fail.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, id: newClientID(), opts: defaultOptions(), closing: make(chan struct{})}
 	for _, opt := range opts {
@@ -94,8 +90,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	return c
 }
 
-// ID returns the Client's id, which starts every owner it writes to Redis
-// ("<id>:<n>"): 22 base64url characters, 122 random bits.
+// ID returns the Client's id, which starts every owner it writes to Redis.
 func (c *Client) ID() string { return c.id }
 
 // newClientID returns a new Client id (see ID). It is the same randomness
@@ -109,8 +104,7 @@ func newClientID() string {
 	return base64.RawURLEncoding.EncodeToString(u[:])
 }
 
-// Err returns the error that makes every call fail, if New was given a nil
-// client or an invalid option, or ErrClientClosed after Close.
+// Err returns the error that makes every call fail, if any.
 func (c *Client) Err() error {
 	if c.err != nil {
 		return c.err
@@ -121,17 +115,7 @@ func (c *Client) Err() error {
 	return nil
 }
 
-// Close shuts the Client down gracefully. It releases every hold of the
-// Client in Redis, bounded together by the unlock timeout
-// (WithUnlockTimeout), and cancels their contexts with ErrClientClosed; a
-// later Unlock or Release of one returns nil, and no loss is reported. A
-// hold whose release Redis does not confirm in time is left to its lease,
-// and its Unlock still tries. Then Close stops the watchdog and the
-// subscriber and waits for the Client's goroutines. Waiters and every later
-// call that may start something new fail with ErrClientClosed; Unlock,
-// Release and the queries still work. A Lock whose grant comes back after
-// Close fails with ErrClientClosed and releases that grant first. Calls
-// after the first return nil.
+// Close releases the Client's holds and shuts it down (see "Close" above).
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
@@ -140,12 +124,12 @@ func (c *Client) Close() error {
 		until := time.Now().Add(c.opts.unlockTimeout)
 		c.subs.close()
 		c.releaseHolds(until)
-		c.subs.stopped(until)
 		c.cancelAll(ErrClientClosed)
 		c.bgMu.Lock()
 		c.bgStopped = true
 		c.bgMu.Unlock()
-		c.bg.Wait()
+		awaitGroup(&c.subs.wg, until)
+		awaitGroup(&c.bg, until)
 	})
 	return nil
 }
@@ -297,10 +281,8 @@ func (o *owner) field(c *Client) string {
 	return c.id + ":" + o.id
 }
 
-// WithOwner returns a context whose holds belong to owner id, written to
-// Redis verbatim, to resume a hold after a restart: Lock with it takes over
-// the hold Redis has for it, with a new fencing token. Two processes must
-// not use one owner id at the same time on the same lock.
+// WithOwner returns a context whose holds belong to owner id, to resume a
+// hold after a restart; one owner id must not hold a lock twice at once.
 func WithOwner(ctx context.Context, id string) (context.Context, error) {
 	if ctx == nil {
 		return ctx, fmt.Errorf("%w: nil context", ErrInvalidArgument)
@@ -312,9 +294,7 @@ func WithOwner(ctx context.Context, id string) (context.Context, error) {
 	return ctx, nil
 }
 
-// NewOwner returns a context that keeps ctx's values, deadline and
-// cancellation but is a new owner, excluded by ctx's owner: for goroutines
-// forked from a hold context. ctx's holds are unchanged.
+// NewOwner returns ctx as a new owner, excluded by ctx's own owner.
 func NewOwner(ctx context.Context) context.Context {
 	if ctx == nil {
 		ctx = context.Background()
@@ -323,9 +303,7 @@ func NewOwner(ctx context.Context) context.Context {
 	return ctx
 }
 
-// OwnerOf reports the owner that ctx carries and whether it carries one. The
-// owner as written in Redis is "<Client.ID()>:<id>" unless it was set with
-// WithOwner.
+// OwnerOf reports the owner ctx carries.
 func OwnerOf(ctx context.Context) (id string, ok bool) {
 	if o := ownerFrom(ctx); o != nil {
 		return o.id, true

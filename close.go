@@ -97,3 +97,20 @@ func (c *Client) closeFailed(h *hold) {
 type closePart struct{ h *hold }
 
 func (p closePart) hold() *hold { return p.h }
+
+// awaitGroup waits for wg's goroutines until at the latest. One that Redis
+// holds up (a dial, a handshake, a request go-redis still waits for) ends by
+// itself once go-redis's timeouts end its call; Close does not wait for it.
+func awaitGroup(wg *sync.WaitGroup, until time.Time) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}

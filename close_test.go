@@ -169,3 +169,21 @@ func TestCloseIsBoundedWhileTheSubscriberDialsAHungRedis(t *testing.T) {
 	require.ErrorIs(t, context.Cause(hctx), relock.ErrClientClosed)
 	require.Empty(t, hgetall(t, srv.Client(), l.Key()), "Close released the hold")
 }
+
+// Close is bounded by the unlock timeout also while the Client settles, in
+// the background, an acquire cut short on a Redis that never answers: the
+// settling goroutine ends when go-redis's read timeout ends the request.
+func TestCloseIsBoundedWhileACutShortAcquireSettles(t *testing.T) {
+	hung, _ := hungListener(t)
+	rdb := redis.NewClient(&redis.Options{Addr: hung})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := relock.New(rdb, relock.WithUnlockTimeout(300*time.Millisecond), relock.WithLogger(quietLogger()))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := c.Lock("close-settle").Lock(ctx)
+	require.ErrorIs(t, err, relock.ErrNotObtained)
+
+	start := time.Now()
+	require.NoError(t, c.Close())
+	require.Less(t, time.Since(start), time.Second, "Close is bounded by the unlock timeout (300 ms), not go-redis's read timeouts (3 s, retried)")
+}

@@ -426,7 +426,7 @@ func (s *subscriber) isClosed() bool {
 }
 
 // close ends every shard connection and wakes every waiter (they see the
-// Client closed); stopped then waits for the shards' goroutines.
+// Client closed); Close then waits for the shards' goroutines (s.wg).
 func (s *subscriber) close() {
 	s.mu.Lock()
 	s.closed = true
@@ -442,24 +442,6 @@ func (s *subscriber) close() {
 	s.mu.Unlock()
 	for _, ps := range open {
 		_ = ps.Close()
-	}
-}
-
-// stopped waits for the shards' goroutines to exit, until at the latest. A
-// goroutine held up opening a connection (a dial, or a handshake Redis does
-// not answer) is not waited for past it: go-redis's own timeouts end its
-// attempt, and it then finds the subscriber closed and exits.
-func (s *subscriber) stopped(until time.Time) {
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(time.Until(until))
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
 	}
 }
 
