@@ -183,8 +183,7 @@ func (l *exclusive) IsLocked(ctx context.Context) (bool, error) {
 	return n == 1, err
 }
 
-// HoldCount returns how many holds ctx's owner has on the lock, as Redis
-// sees it (0 when it holds none, or ctx carries no owner).
+// HoldCount returns how many holds ctx's owner has, as Redis sees it.
 func (l *exclusive) HoldCount(ctx context.Context) (int, error) {
 	ctx, err := l.checkQuery(ctx)
 	if err != nil {

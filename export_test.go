@@ -1,6 +1,9 @@
 package relock
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Test-only views of internals that black-box tests assert on.
 
@@ -69,3 +72,10 @@ type (
 	PassHook        = passHook
 	CountingHandler = countingHandler
 )
+
+// QueueKey returns the Redis key of the FairLock's queue of waiters (the
+// inspect package decodes it for operators).
+func (l *FairLock) QueueKey() string { return l.keys.queue }
+
+// Locks returns the parts in the order they are acquired.
+func (m *MultiLock) Locks() []*Lock { return slices.Clone(m.parts) }

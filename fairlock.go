@@ -5,13 +5,9 @@ import (
 	"time"
 )
 
-// FairLock is a Lock granted in request order across every process, like
-// Redisson's fair lock. A new owner never takes it while others queue, even
-// when it is free; re-entry never queues. A waiter that gives up leaves the
-// queue at once. One whose process died is skipped, and one whose Client
-// lost its subscription queues again at the back once it is back; one that
-// is paused is handed the lock and holds it for its lease. The queue lapses
-// when no waiter has renewed it for the waiter timeout (WithWaiterTimeout).
+// FairLock is a Lock granted in request order, like Redisson's fair lock: a
+// waiter that gives up or dies leaves the queue, one whose Client lost its
+// subscription queues again, and a paused one holds the lock for its lease.
 type FairLock struct {
 	exclusive // Name, Key and the queries
 	keys      fairKeys
@@ -48,18 +44,12 @@ func (c *Client) FairLock(name string) *FairLock {
 	return l
 }
 
-// QueueKey returns the Redis key of the queue of waiters, for operators;
-// Client.Inspect decodes it.
-func (l *FairLock) QueueKey() string { return l.keys.queue }
-
-// Lock is Lock.Lock in ctx's owner's turn. On failure the owner has left
-// the queue (if Redis could not be reached, in the background).
+// Lock is Lock.Lock in ctx's owner's turn; on failure it leaves the queue.
 func (l *FairLock) Lock(ctx context.Context) (context.Context, error) {
 	return l.TryLock(ctx, WaitForever, 0)
 }
 
-// TryLock is Lock.TryLock in ctx's owner's turn: wait 0 succeeds only if the
-// lock is free and nobody queues.
+// TryLock is Lock.TryLock in turn: wait 0 succeeds only if nobody queues.
 func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	return l.tryLock(ctx, soleOf(fairScheme{l}), wait, lease)
 }

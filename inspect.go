@@ -23,13 +23,7 @@ import (
 // locks' own. The decoding stays here, because it reads the key layout, which
 // is private to this package (docs/internals.md describes it).
 
-// Inspect reads, atomically and changing nothing, the state of every kind
-// of lock called name (holders, leases, tokens, waiters), then, for each
-// holder's owner, the lock it waits for as deadlock detection records it
-// (Holder.WaitsFor: one read per owner, outside the atomic read). A name
-// nobody holds or waits for gives a state whose Exists is false. A Redis
-// error in any read fails the call; it returns when ctx ends, with an error
-// wrapping context.Cause(ctx) and ErrUnavailable.
+// Inspect reads the state in Redis of every kind of lock called name.
 func (c *Client) Inspect(ctx context.Context, name string) (*inspect.State, error) {
 	if err := c.queryable(); err != nil {
 		return nil, err
@@ -296,10 +290,7 @@ var tagUnescaper = strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%")
 // globEscaper makes a string match itself in a Redis glob pattern.
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
-// ListLocks returns the locks under the Client's prefix whose name matches
-// pattern (a Redis glob; "" for all), one inspect.Summary per kind and name,
-// sorted. It SCANs every master: for operators, not a hot path; a lock that
-// ends during the scan may be left out.
+// ListLocks lists the locks whose name matches pattern (a glob), by SCAN.
 func (c *Client) ListLocks(ctx context.Context, pattern string) ([]inspect.Summary, error) {
 	if err := c.queryable(); err != nil {
 		return nil, err

@@ -17,8 +17,7 @@ func latchInspect(key, count string) *inspect.Latch {
 	return &inspect.Latch{Key: key, Count: n}
 }
 
-// Channels returns the pub/sub channels of the locks called name, for a tool
-// that watches them (the relock command's watch); it sends nothing.
+// Channels returns the channels of the locks called name (for relock watch).
 func (c *Client) Channels(name string) (inspect.Channels, error) {
 	if err := c.usable(); err != nil {
 		return inspect.Channels{}, err

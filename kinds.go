@@ -126,8 +126,7 @@ func init() {
 	}
 }
 
-// Kinds returns every Kind an Observer's events may carry, once each, in
-// a fixed order: one or more per type of lock.
+// Kinds returns every Kind an event may carry, once each, in a fixed order.
 func Kinds() []Kind {
 	var out []Kind
 	for _, k := range kindTable {

@@ -9,14 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// CountDownLatch is a latch shared by every process that uses the same name
-// on the same Redis, like Redisson's RCountDownLatch: TrySetCount closes it
-// with a count, each CountDown takes one off, and the CountDown that takes
-// the last one opens it, releasing every Wait. A closed latch has no TTL: it
-// waits for its count however long, or until Delete. Every call returns by
-// its context's end (see the package doc). A CountDown that go-redis resends
-// after the latch opened and was set again counts on the new latch. After
-// Close, Count still works; the other calls fail with ErrClientClosed.
+// CountDownLatch is a latch, like Redisson's RCountDownLatch: TrySetCount
+// closes it with a count, and the CountDown that takes it to 0 opens it.
+// After Close, Count still works.
 type CountDownLatch struct {
 	base
 	key, channel, mark string
@@ -42,9 +37,7 @@ func (c *Client) CountDownLatch(name string) *CountDownLatch {
 // Key returns the Redis key of the latch.
 func (l *CountDownLatch) Key() string { return l.key }
 
-// TrySetCount closes the latch with count n (1 to 2^30) and reports true,
-// or reports false, changing nothing, when it is closed already. When ctx
-// ends before Redis answers, the latch may still be set (Count tells).
+// TrySetCount closes an open latch with count n (1 to 2^30).
 func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	ctx, err := l.check(ctx)
 	if err != nil {
@@ -60,8 +53,7 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	return set == 1, err
 }
 
-// CountDown takes one off the count; the one that reaches 0 opens the latch
-// and wakes every waiter. On an open latch it does nothing.
+// CountDown takes one off the count of a closed latch.
 func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	ctx, err := l.check(ctx)
 	if err != nil {
@@ -89,10 +81,7 @@ func (l *CountDownLatch) Count(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// Delete removes a closed latch without opening it, and reports whether it
-// was closed. Every waiter that saw it closed returns an error wrapping
-// ErrNotObtained (not ErrLockLost) at once; a later Wait returns nil at
-// once, as on a latch never set.
+// Delete removes a closed latch; its waiters fail with ErrNotObtained.
 func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
 	ctx, err := l.check(ctx)
 	if err != nil {
@@ -105,14 +94,9 @@ func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
 	return n == 1, err
 }
 
-// Wait blocks until the CountDowns open the latch, and then returns nil; it
-// returns nil at once when the latch is not closed as it starts (never set,
-// passed or deleted), so start it only after TrySetCount has returned. It
-// fails with an error wrapping ErrNotObtained when ctx ends first (as Lock)
-// or the latch it saw closed was deleted; also wrapping ErrLockLost when
-// Redis lost the latch (a restart or failover without it: within seconds of
-// Redis coming back), or when the waiter could not reach Redis for 2 minutes
-// after the latch opened; ErrClientClosed once the Client is closed.
+// Wait returns nil once the latch is open, at once if it is not closed. It
+// fails with ErrLockLost when Redis lost the latch (seen within seconds of
+// Redis coming back, or after 2 minutes out of reach).
 func (l *CountDownLatch) Wait(ctx context.Context) error {
 	if l.err != nil {
 		return l.err

@@ -5,9 +5,7 @@ import (
 	"time"
 )
 
-// Lock is a reentrant, exclusive lock shared by every process that uses the
-// same name on the same Redis, like Redisson's RLock. Owners, hold contexts
-// and leases work as the package doc describes.
+// Lock is a reentrant, exclusive lock, like Redisson's RLock.
 type Lock struct {
 	exclusive // Name, Key and the queries
 	keys      lockKeys
@@ -39,8 +37,7 @@ func lockKeysOn(hashKey, tailKey, channelKey string) lockKeys {
 	return k
 }
 
-// Lock returns the reentrant lock called name, sending nothing to Redis; an
-// invalid name makes its methods fail with ErrInvalidArgument.
+// Lock returns the lock called name, sending nothing to Redis.
 func (c *Client) Lock(name string) *Lock {
 	l := &Lock{}
 	if l.init(c, name) {
@@ -52,45 +49,29 @@ func (c *Client) Lock(name string) *Lock {
 }
 
 // Lock blocks until the lock is acquired or ctx ends, and returns the hold
-// context, with the watchdog lease. If ctx already holds the lock, Lock
-// re-enters at once. On failure it returns ctx and an error wrapping
-// ErrNotObtained (with ctx's cause when ctx ended), ErrClientClosed or a
-// Redis error; ctx's owner then holds no more than before.
+// context; if ctx's owner holds the lock, it re-enters.
 func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
 	return l.tryLock(ctx, soleOf(lockScheme{l}), WaitForever, 0)
 }
 
-// TryLock is Lock waiting at most wait (0: one attempt; WaitForever: until
-// ctx ends). With lease > 0 the hold is never renewed and expires after
-// lease (its context is then cancelled with ErrLockLost); with lease 0 the
-// watchdog keeps it. A re-entry never shortens the lock's lease. Negative or
-// absurd durations return ErrInvalidArgument and send nothing.
+// TryLock is Lock waiting at most wait (0: one attempt). With lease > 0 the
+// hold is not renewed and ends after lease, lost.
 func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	return l.tryLock(ctx, soleOf(lockScheme{l}), wait, lease)
 }
 
-// Unlock releases one hold of ctx's owner and cancels its context with
-// ErrUnlocked. It works with a cancelled ctx and returns within the unlock
-// timeout (an unconfirmed release wraps ErrNotConfirmed). It returns
-// ErrNotHeld, changing nothing, when ctx's owner holds no hold, and
-// ErrLockLost when the hold was lost before.
+// Unlock releases one hold of ctx's owner (ErrLockLost: it was lost).
 func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(lockScheme{l})) }
 
-// ForceUnlock frees the lock whoever holds it, hands it to the next waiter
-// (whose hold stays), and reports whether it was held. This Client's hold it
-// removed ends at once (ErrLockLost); holders elsewhere learn it at their
-// next renewal, Unlock or lease end. When ctx ends first it returns an error
-// wrapping ctx's cause and ErrUnavailable; the force-release may still run.
+// ForceUnlock frees the lock whoever holds it and hands it to the next
+// waiter; holders elsewhere learn it at their next renewal or Unlock.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	return l.forceUnlock(ctx, l.keys.hash, lockForceReleaseCall(l.c, l.keys))
 }
 
-// Token returns the fencing token of ctx's hold, the same for its re-entries
-// (ErrNotHeld when this Client has none): greater than every earlier
-// acquisition's of this name, also across expiry, force-unlock, restarts,
-// failovers and eviction, as long as no Redis host's clock steps back (or
-// lags its master's) by more than the time since the acquisition Redis
-// forgot. Compare tokens only.
+// Token returns the fencing token of ctx's hold: greater than every earlier
+// acquisition's of the name while no Redis host's clock steps back (or lags
+// its master's) by more than the time since the acquisition Redis forgot.
 func (l *Lock) Token(ctx context.Context) (int64, error) { return l.token(ctx, lockScheme{l}) }
 
 // lockScheme runs Lock's scripts.

@@ -13,12 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// MultiLock holds several Locks, of one Client or several, as one: Lock
-// takes all of them or none, Unlock releases all of them. It takes its parts
-// in a fixed order and keeps none while it waits for another, so
-// MultiLocks over overlapping sets never deadlock. Each part is an ordinary
-// hold of its Lock for the caller's owner (its Client renews it, Lock.Token
-// reports its token); parts of one Client and slot cost one round trip.
+// MultiLock holds several Locks, of one Client or several, all or none, each
+// part a hold of its Lock for the caller's owner. It takes them in a fixed
+// order and keeps none while it waits: MultiLocks never deadlock.
 type MultiLock struct {
 	parts  []*Lock      // sorted, without duplicates
 	groups []multiGroup // runs of parts taken in one script call, in order
@@ -31,9 +28,7 @@ type multiGroup struct {
 	parts []int // indexes into MultiLock.parts
 }
 
-// NewMultiLock returns the MultiLock over locks; a lock given twice counts
-// once. No locks, a nil Lock or an invalid one make every method fail with
-// ErrInvalidArgument.
+// NewMultiLock returns the MultiLock over locks (one given twice counts once).
 func NewMultiLock(locks ...*Lock) *MultiLock {
 	m := &MultiLock{}
 	if len(locks) == 0 {
@@ -106,21 +101,13 @@ func deploymentID(rdb redis.UniversalClient) string {
 	return fmt.Sprintf("%T:%p", rdb, rdb)
 }
 
-// Locks returns the parts in the order they are acquired.
-func (m *MultiLock) Locks() []*Lock { return slices.Clone(m.parts) }
-
-// Lock is Lock.Lock for every part. The hold context ends with ErrLockLost
-// when any part is lost: call Unlock anyway, to release the others. On
-// failure ctx's owner holds no more than before (see TryLock for the one
-// exception).
+// Lock is Lock.Lock for every part; its context ends when any part is lost.
 func (m *MultiLock) Lock(ctx context.Context) (context.Context, error) {
 	return m.TryLock(ctx, WaitForever, 0)
 }
 
-// TryLock is Lock.TryLock for every part. When a part is busy, the parts
-// taken so far are released before it waits; if that release fails, the
-// error is returned and the release is retried in the background, as a
-// failed Unlock's, until confirmed or the lease runs out.
+// TryLock is Lock.TryLock for every part, releasing those taken while it
+// waits for a busy one (a failed release is returned, and retried).
 func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	if m.err != nil {
 		return ctx, m.err
@@ -128,10 +115,7 @@ func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (con
 	return lockWith(ctx, multiTarget{m}, wait, lease)
 }
 
-// Unlock is Lock.Unlock for every part of ctx's hold; other holds of the
-// parts are not touched. It releases every part it can and joins the
-// failures (errors.Join), each naming its part. It returns ErrNotHeld,
-// changing nothing, when ctx holds no part.
+// Unlock is Lock.Unlock for every part of ctx's hold (errors.Join).
 func (m *MultiLock) Unlock(ctx context.Context) error {
 	if m.err != nil {
 		return m.err

@@ -6,49 +6,25 @@ import (
 	"time"
 )
 
-// Observer receives what happens to a Client's locks, for metrics, traces
-// and logs (extra/relockotel turns it into OpenTelemetry). Every field is
-// optional. The funcs run synchronously, possibly with a mutex of the Client
-// held: they must return quickly and never call the Client. The hooks of a
-// Lock or Unlock call get that call's context; the others get none.
-//
-// Per hold, the events come in this order: Acquired, any number of Acquired
-// (re-entries) and non-final Released, then one final Released or Lost. A
-// Lock that waits reports WaitStarted, Woken per wake-up, then one
-// WaitEnded, before its Acquired. A MultiLock reports per part.
+// Observer's funcs, each optional, receive what happens to a Client's locks.
+// They run synchronously, maybe under a mutex: return quickly and never
+// call the Client. Per hold: Acquired (and re-entries'), then one final
+// Released or Lost; a wait: WaitStarted, Woken, then WaitEnded.
 type Observer struct {
-	// Acquired is called when a Lock or TryLock succeeds, re-entries included.
-	Acquired func(context.Context, AcquiredEvent)
-	// Released is called when an Unlock ends one hold or fails, and when
-	// Close releases a hold; never for a hold already reported by Lost.
-	Released func(context.Context, ReleasedEvent)
-	// Renewed is called after each watchdog tick that renewed holds.
-	Renewed func(RenewedEvent)
-	// Lost is called when a hold ends without Unlock (see LossReason).
-	Lost func(LostEvent)
-	// WaitStarted is called when a Lock finds the lock busy and waits.
-	WaitStarted func(context.Context, LockInfo)
-	// Woken is called when a waiting Lock is woken by a message, not by its
-	// fallback timer.
-	Woken func(context.Context, LockInfo)
-	// WaitEnded is called when a Lock that had to wait returns.
-	WaitEnded func(context.Context, WaitEvent)
-	// SubscriberReconnected is called when a lost subscriber connection is
-	// back.
-	SubscriberReconnected func(SubscriberEvent)
-	// Deadlock is called when a waiting Lock, the victim of a deadlock (see
-	// WithDeadlockDetection), gives up: once per broken deadlock, from the
-	// victim's call, before its WaitEnded.
-	Deadlock func(context.Context, DeadlockEvent)
+	Acquired              func(context.Context, AcquiredEvent) // a Lock succeeded, re-entries included
+	Released              func(context.Context, ReleasedEvent) // an Unlock, or Close's release; never after Lost
+	Renewed               func(RenewedEvent)                   // a watchdog tick renewed holds
+	Lost                  func(LostEvent)                      // a hold ended without Unlock
+	WaitStarted           func(context.Context, LockInfo)      // a Lock found the lock busy and waits
+	Woken                 func(context.Context, LockInfo)      // a message, not the fallback timer, woke a waiter
+	WaitEnded             func(context.Context, WaitEvent)     // a Lock that waited returns
+	SubscriberReconnected func(SubscriberEvent)                // a lost subscriber connection is back
+	Deadlock              func(context.Context, DeadlockEvent) // a waiter gave up to break a deadlock
 }
 
-// Kind names the lock type an event is about, as a metric label. It is not
-// inspect.Kind, which names what Redis stores: an RWLock's read and write
-// holds are two Kinds of one key; a MultiLock or RedLock has no key of its
-// own.
+// Kind names the lock type an event is about, as a metric label.
 type Kind string
 
-// The lock kinds of events.
 const (
 	KindLock           Kind = "lock"
 	KindFairLock       Kind = "fairlock"
@@ -100,24 +76,15 @@ type LostEvent struct {
 	Cause  error      // wraps ErrLockLost or ErrClientClosed; the hold context's cause
 }
 
-// LossReason says why a hold ended without Unlock, from a fixed set (a
-// metric label; LostEvent.Cause has the details).
+// LossReason says why a hold ended without Unlock (a metric label).
 type LossReason string
 
-// The reasons of LostEvent.
 const (
-	// LossExpired: the lease of a hold taken with a lease time ran out.
-	LossExpired LossReason = "expired"
-	// LossRenewalFailed: the watchdog could not renew the hold before its
-	// lease ran out (Redis unreachable, too slow).
-	LossRenewalFailed LossReason = "renewal_failed"
-	// LossGone: Redis no longer had the hold (deleted, expired there,
-	// forgotten in a restart or a failover).
-	LossGone LossReason = "gone"
-	// LossForceUnlocked: this Client's ForceUnlock or ForceRelease.
-	LossForceUnlocked LossReason = "force_unlocked"
-	// LossClientClosed: Close could not release it in Redis.
-	LossClientClosed LossReason = "client_closed"
+	LossExpired       LossReason = "expired"        // a lease time ran out
+	LossRenewalFailed LossReason = "renewal_failed" // renewals failed until the lease ran out
+	LossGone          LossReason = "gone"           // Redis no longer had the hold
+	LossForceUnlocked LossReason = "force_unlocked" // this Client's ForceUnlock or ForceRelease
+	LossClientClosed  LossReason = "client_closed"  // Close could not release it in Redis
 )
 
 // lossError is the cause of a loss whose reason the code that found it
@@ -157,16 +124,13 @@ type WaitEvent struct {
 	Err         error // why, when NotObtained
 }
 
-// DeadlockEvent describes a deadlock that a waiter of the Client broke by
-// giving up: LockInfo is what it waited for, Cycle every wait of the
-// cycle, the victim's first.
+// DeadlockEvent describes a deadlock a waiter broke (Cycle: victim first).
 type DeadlockEvent struct {
 	LockInfo
 	Cycle []DeadlockWait
 }
 
-// DeadlockWait is one owner's wait in a deadlock: Owner as written in
-// Redis ("<Client.ID()>:<n>", or a WithOwner id) waits for Lock.
+// DeadlockWait is one owner's wait in a deadlock (Owner as in Redis).
 type DeadlockWait struct {
 	Owner string
 	Lock  LockInfo

@@ -54,12 +54,10 @@ func defaultOptions() options {
 	}
 }
 
-// An Option configures a Client. Options are applied in order; an invalid one
-// makes New return a Client whose every call fails with ErrInvalidArgument.
+// An Option configures a Client; an invalid one fails every call.
 type Option func(*options) error
 
-// WithWatchdogLease sets the lease of holds taken without a lease time
-// (default 30 s), renewed every lease/3.
+// WithWatchdogLease sets the lease of holds without a lease time (30 s).
 func WithWatchdogLease(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("watchdog lease", d); err != nil {
@@ -73,8 +71,7 @@ func WithWatchdogLease(d time.Duration) Option {
 	}
 }
 
-// WithKeyPrefix sets the prefix of every key and channel (default
-// "relock"), without '{' or '}'.
+// WithKeyPrefix sets the prefix of every key and channel ("relock").
 func WithKeyPrefix(prefix string) Option {
 	return func(o *options) error {
 		if prefix == "" || strings.ContainsAny(prefix, "{}") {
@@ -85,9 +82,7 @@ func WithKeyPrefix(prefix string) Option {
 	}
 }
 
-// WithLogger sets where the Client logs what it cannot return to a caller
-// (one Warn line per loss and per subscriber outage; default slog.Default()
-// as New reads it). A logger of slog.DiscardHandler silences it.
+// WithLogger sets the Client's logger (default slog.Default() at New).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {
@@ -98,8 +93,7 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithFencingTokens turns fencing tokens on (the default) or off; off, Token
-// reports 0.
+// WithFencingTokens turns fencing tokens on (the default) or off.
 func WithFencingTokens(on bool) Option {
 	return func(o *options) error {
 		o.fencing = on
@@ -107,11 +101,8 @@ func WithFencingTokens(on bool) Option {
 	}
 }
 
-// WithUnlockLatch sets how long a final Unlock is remembered (default 30 s)
-// so that go-redis resending it after a lost reply reports success, not
-// ErrLockLost. It must cover go-redis's retries: (MaxRetries+1) × (read
-// timeout + retry backoff). Only the last 64 final releases of a lock are
-// remembered.
+// WithUnlockLatch sets how long a final Unlock is remembered for a resend
+// (30 s; 64 per lock): at least go-redis's retries take.
 func WithUnlockLatch(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock latch", d); err != nil {
@@ -122,11 +113,8 @@ func WithUnlockLatch(d time.Duration) Option {
 	}
 }
 
-// WithShardedPubSub forces sharded pub/sub (SSUBSCRIBE/SPUBLISH, Redis 7+) on
-// or off. By default it is on for a *redis.ClusterClient whose servers offer
-// it (the first call asks with one SPUBLISH) and off otherwise: a Redis 6.2
-// Cluster, or an ACL without +spublish, gets classic pub/sub. Forced on
-// where the server refuses SPUBLISH, every call fails with ErrUnsupported.
+// WithShardedPubSub forces sharded pub/sub on or off (default: on for a
+// *redis.ClusterClient whose servers accept SPUBLISH).
 func WithShardedPubSub(on bool) Option {
 	return func(o *options) error {
 		o.sharded = &on
@@ -139,8 +127,7 @@ func WithShardedPubSub(on bool) Option {
 const defaultWaiterTimeout = 10 * time.Second
 
 // WithWaiterTimeout sets how long a FairLock's queue and an RWLock writer's
-// claim live unless a waiter renews them (default 10 s; a waiter renews every
-// third of it). FairLock waiters that all stalled past it queue again.
+// claim live unless a waiter renews them (default 10 s).
 func WithWaiterTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("waiter timeout", d); err != nil {
@@ -154,10 +141,7 @@ func WithWaiterTimeout(d time.Duration) Option {
 	}
 }
 
-// WithUnlockTimeout sets how long Unlock, Release, Do and Close wait for
-// Redis to confirm a release (default 1 s), however long Redis hangs or an
-// earlier request of the owner on that lock is in flight (see the package
-// doc for a release not confirmed by then).
+// WithUnlockTimeout sets the bound of Unlock, Release and Close (1 s).
 func WithUnlockTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock timeout", d); err != nil {
@@ -172,20 +156,8 @@ func WithUnlockTimeout(d time.Duration) Option {
 // deadlock detection (see WithDeadlockDetection).
 const defaultDeadlockAfter = time.Second
 
-// WithDeadlockDetection sets how long a Lock, FairLock, RWLock (read or
-// write) or Semaphore waiter of this Client waits before it takes part in
-// deadlock detection (default 1 s; 0 turns detection off for the Client's
-// waiters). Such a waiter publishes in Redis which lock its owner waits
-// for, under a lease it renews, and every after/2 follows the chain: the
-// owners that hold what it waits for, what they wait for, and so on. When
-// the chain comes back to its own owner, the cycle is read a second time
-// to confirm it, and exactly one waiter of the cycle — the one whose wait
-// began last, by its Client's clock (ties: the greater owner) — gives up
-// with an error wrapping ErrDeadlock and ErrNotObtained. The others keep
-// waiting. A wait shorter than after costs nothing; a longer one costs
-// about three Redis commands per after/2 (renew the record, read the holders of its lock, read the holder's record). Only owners whose Clients have
-// detection on are seen waiting, and only holds of relock owners are seen
-// at all (see "Deadlock detection" in the README for the limits).
+// WithDeadlockDetection sets how long a waiter waits (1 s; 0: off) before
+// it looks for a deadlock; the last wait of a cycle fails with ErrDeadlock.
 func WithDeadlockDetection(after time.Duration) Option {
 	return func(o *options) error {
 		if after != 0 {

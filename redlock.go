@@ -11,22 +11,9 @@ import (
 	"time"
 )
 
-// RedLock is the Redlock algorithm over N independent Redis masters, one
-// Client each: it is held while a majority (Quorum) of the masters granted
-// it within its validity time, so it stays available while a minority is
-// down. Each round asks every master in parallel for at most the node
-// timeout (WithNodeTimeout); a failed round is undone on every master and
-// retried after a random delay (WithRetryDelay). A hold the watchdog cannot
-// renew on a majority within its validity, or that a majority no longer
-// has, ends with ErrLockLost. Holds are reentrant per owner. On a master, a
-// RedLock and a Lock of the same name exclude each other.
-//
-// Its safety rests on timing: the masters' clocks run at about the same
-// rate, the holder is not paused between checking Validity and using the
-// lock, and messages are not delayed beyond the lease (see Kleppmann, "How
-// to do distributed locking", and Sanfilippo, "Is Redlock safe?"). A master
-// that restarts without its data forgets its grants: delay such restarts
-// by the longest lease. For correctness, pass Token to the resource.
+// RedLock is the Redlock algorithm over independent masters, one Client
+// each: held while a majority (Quorum) granted it within its validity. Its
+// safety rests on timing and on masters that keep their data.
 type RedLock struct {
 	nodes  []*Lock
 	home   *Client
@@ -52,13 +39,10 @@ const (
 	redLockRegistryPrefix = "redlock\x00"
 )
 
-// A RedLockOption configures a RedLock. An invalid one makes every method of
-// the RedLock fail with ErrInvalidArgument.
+// A RedLockOption configures a RedLock; an invalid one fails every call.
 type RedLockOption func(*redConfig) error
 
-// WithNodeTimeout sets how long one master may take to answer one request
-// (default 100 ms); a slower one counts as not granting. Keep it small
-// against the lease.
+// WithNodeTimeout sets how long a master may take to answer (100 ms).
 func WithNodeTimeout(d time.Duration) RedLockOption {
 	return func(c *redConfig) error {
 		if err := checkDuration("node timeout", d); err != nil {
@@ -69,8 +53,7 @@ func WithNodeTimeout(d time.Duration) RedLockOption {
 	}
 }
 
-// WithClockDrift sets the clock drift allowance subtracted from every
-// hold's validity, as a fraction of the lease (default 0.01), plus 2 ms.
+// WithClockDrift sets the drift off a hold's validity (0.01 of the lease).
 func WithClockDrift(factor float64) RedLockOption {
 	return func(c *redConfig) error {
 		if !(factor >= 0 && factor < 0.5) {
@@ -81,8 +64,7 @@ func WithClockDrift(factor float64) RedLockOption {
 	}
 }
 
-// WithRetryDelay sets the mean delay between two failed rounds (default
-// 200 ms); each is drawn at random between half and 1.5 times it.
+// WithRetryDelay sets the mean delay between failed rounds (200 ms).
 func WithRetryDelay(d time.Duration) RedLockOption {
 	return func(c *redConfig) error {
 		if err := checkDuration("retry delay", d); err != nil {
@@ -93,10 +75,7 @@ func WithRetryDelay(d time.Duration) RedLockOption {
 	}
 }
 
-// NewRedLock returns the RedLock called name over clients, one per
-// independent master; the first one's watchdog renews its holds. No
-// clients, a nil or duplicate Client, a bad name or option make every method
-// fail with ErrInvalidArgument.
+// NewRedLock returns the RedLock called name over clients, one per master.
 func NewRedLock(name string, clients []*Client, opts ...RedLockOption) *RedLock {
 	r := &RedLock{cfg: redConfig{nodeTimeout: defaultNodeTimeout, drift: defaultClockDrift, retryDelay: defaultRedRetryDelay}}
 	r.err = r.init(name, clients, opts)
@@ -148,16 +127,12 @@ func (r *RedLock) Name() string {
 // Quorum returns how many masters must grant the lock: N/2+1.
 func (r *RedLock) Quorum() int { return r.quorum }
 
-// Lock is Lock.Lock with a majority of the masters. A re-entry fails with
-// ErrLockLost when a majority no longer has the hold. On failure nothing is
-// left held on a master that answered (one that did not keeps its grant
-// until the lease runs out); the error says why the last round failed.
+// Lock is Lock.Lock on a majority of the masters.
 func (r *RedLock) Lock(ctx context.Context) (context.Context, error) {
 	return r.TryLock(ctx, WaitForever, 0)
 }
 
-// TryLock is Lock.TryLock with rounds; with lease > 0 the hold ends when
-// its validity (the lease less the drift) does.
+// TryLock is Lock.TryLock on a majority of the masters.
 func (r *RedLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	if r.err != nil {
 		return ctx, r.err
@@ -165,10 +140,7 @@ func (r *RedLock) TryLock(ctx context.Context, wait, lease time.Duration) (conte
 	return lockWith(ctx, soleOf(redScheme{r}), wait, lease)
 }
 
-// Unlock is Lock.Unlock on every master in parallel. It succeeds when one
-// master released the hold, and returns ErrLockLost when a majority no
-// longer had it, or the masters' errors when none answered (the hold is
-// kept: Unlock may be called again).
+// Unlock is Lock.Unlock on every master; it succeeds when one released.
 func (r *RedLock) Unlock(ctx context.Context) error {
 	if r.err != nil {
 		return r.err
@@ -176,8 +148,7 @@ func (r *RedLock) Unlock(ctx context.Context) error {
 	return unlockWith(ctx, soleOf(redScheme{r}))
 }
 
-// Token is Lock.Token for this RedLock: the masters' tokens agree through a
-// majority.
+// Token is Lock.Token, agreed by a majority of the masters.
 func (r *RedLock) Token(ctx context.Context) (int64, error) {
 	if r.err != nil {
 		return 0, r.err
@@ -185,9 +156,7 @@ func (r *RedLock) Token(ctx context.Context) (int64, error) {
 	return tokenOf(ctx, redScheme{r})
 }
 
-// Validity returns how much longer ctx's hold is valid as far as this
-// process can tell (its lease less the drift, from when its last grant or
-// renewal was sent), or ErrNotHeld. Do not start work that outlasts it.
+// Validity returns how long ctx's hold stays valid, as this process sees it.
 func (r *RedLock) Validity(ctx context.Context) (time.Duration, error) {
 	if r.err != nil {
 		return 0, r.err
@@ -206,8 +175,7 @@ func (r *RedLock) Validity(ctx context.Context) (time.Duration, error) {
 	return max(time.Until(until), 0), nil
 }
 
-// ForceUnlock frees the lock on every master that answers, whoever holds
-// it, and reports how many had it; the home Client's hold ends (ErrLockLost).
+// ForceUnlock frees the lock on every master and reports how many had it.
 func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 	if r.err != nil {
 		return 0, r.err

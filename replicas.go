@@ -11,15 +11,8 @@ import (
 // maxReplicas bounds WithReplicas: more replicas than that is a mistake.
 const maxReplicas = 1000
 
-// WithReplicas makes the acquires of Lock, FairLock and RWLock return a
-// hold only once the write that granted it has reached n replicas (Redis's
-// WAIT, pipelined: no extra round trip), waiting at most timeout, which must
-// be shorter than the go-redis client's ReadTimeout. A failover to one of
-// those replicas then keeps the hold; another replica may still be
-// promoted, and renewals and releases are not waited for. When fewer
-// acknowledge in time, or the server rejects WAIT, the hold is released
-// again and the acquire fails with ErrNotObtained and ErrNotReplicated.
-// n = 0 turns the check off (the default).
+// WithReplicas makes an acquire wait, at most timeout, for n replicas to have
+// its grant, or fail with ErrNotReplicated (a failover can still lose it).
 func WithReplicas(n int, timeout time.Duration) Option {
 	return func(o *options) error {
 		if n < 0 || n > maxReplicas {

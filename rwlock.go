@@ -2,29 +2,13 @@ package relock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
 
-// ErrUpgrade is returned at once, changing nothing, when an owner that holds
-// a read lock asks for the write lock of the same RWLock: waiting would
-// deadlock. Take the write lock first and read under it (downgrade).
-var ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot take the write lock (no upgrade)")
-
-// RWLock is a read/write lock shared by every process that uses the same
-// name on the same Redis, like Redisson's RReadWriteLock: any number of
-// owners hold its ReadLock at once, or one owner its WriteLock. Both are
-// reentrant per owner, and each hold has its own lease.
-//
-// Writers first: once a writer waits, new readers queue behind it (owners
-// that already read still re-enter), so readers cannot starve a writer, but
-// writers can delay readers. Waiting writers are served in arrival order; a
-// writer that dies while waiting holds new readers up for at most the
-// waiter timeout (WithWaiterTimeout). The writer may take read holds and
-// then unlock the write hold (downgrade); a read hold taken with the write
-// hold's context ends with it, so take it with
-// context.WithoutCancel(writeCtx) to outlive it.
+// RWLock is a reentrant read/write lock, like Redisson's RReadWriteLock:
+// new readers queue behind a waiting writer (at most the waiter timeout
+// after it died), and a writer may downgrade to a read hold.
 type RWLock struct {
 	base // Name and the queries' plumbing
 	keys rwKeys
@@ -68,14 +52,13 @@ func (l *RWLock) ReadLock() *ReadLock { return &ReadLock{rwMode{l: l, kind: "r"}
 // WriteLock returns the exclusive side of the lock.
 func (l *RWLock) WriteLock() *WriteLock { return &WriteLock{rwMode{l: l, kind: "w"}} }
 
-// ReadLock is the shared side of an RWLock. Its methods work as Lock's.
+// ReadLock is the shared side of an RWLock; its methods are Lock's.
 type ReadLock struct{ m rwMode }
 
-// WriteLock is the exclusive side of an RWLock. Its methods work as Lock's.
+// WriteLock is the exclusive side of an RWLock; its methods are Lock's.
 type WriteLock struct{ m rwMode }
 
-// Lock is Lock.Lock for a read hold, granted when no writer holds or waits,
-// or when ctx's owner already reads or writes.
+// Lock is Lock.Lock for a read hold, granted while no writer holds or waits.
 func (r *ReadLock) Lock(ctx context.Context) (context.Context, error) { return r.m.lock(ctx) }
 
 // TryLock is Lock.TryLock for a read hold.
@@ -83,40 +66,36 @@ func (r *ReadLock) TryLock(ctx context.Context, wait, lease time.Duration) (cont
 	return r.m.tryLock(ctx, wait, lease)
 }
 
-// Unlock is Lock.Unlock for a read hold (a write hold does not count).
+// Unlock is Lock.Unlock for a read hold.
 func (r *ReadLock) Unlock(ctx context.Context) error { return r.m.unlock(ctx) }
 
 // ForceUnlock is Lock.ForceUnlock for every read hold; a write hold stays.
 func (r *ReadLock) ForceUnlock(ctx context.Context) (bool, error) { return r.m.forceUnlock(ctx) }
 
-// IsLocked reports whether any owner holds a read hold.
+// IsLocked reports whether any owner reads.
 func (r *ReadLock) IsLocked(ctx context.Context) (bool, error) { return r.m.isLocked(ctx) }
 
 // HoldCount returns how many read holds ctx's owner has.
 func (r *ReadLock) HoldCount(ctx context.Context) (int, error) { return r.m.holdCount(ctx) }
 
-// TTL returns the lease of the RWLock's longest-lived hold, read or write
-// (0 when nobody holds it).
+// TTL returns the longest lease of the RWLock's holds (0: none).
 func (r *ReadLock) TTL(ctx context.Context) (time.Duration, error) { return r.m.ttl(ctx) }
 
-// Lock is Lock.Lock for the write hold; new readers queue behind it while
-// it waits. It returns ErrUpgrade when ctx's owner reads (a read hold whose
-// Unlock this Client is still retrying does not count).
+// Lock is Lock.Lock for the write hold; ErrUpgrade when ctx's owner reads.
 func (w *WriteLock) Lock(ctx context.Context) (context.Context, error) { return w.m.lock(ctx) }
 
-// TryLock is Lock.TryLock for the write hold; when wait ends first, readers
-// it held back go on at once.
+// TryLock is Lock.TryLock for the write hold.
 func (w *WriteLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	return w.m.tryLock(ctx, wait, lease)
 }
 
-// Unlock is Lock.Unlock for the write hold; read holds stay (downgrade).
+// Unlock is Lock.Unlock for the write hold; read holds stay.
 func (w *WriteLock) Unlock(ctx context.Context) error { return w.m.unlock(ctx) }
 
 // ForceUnlock is Lock.ForceUnlock for the write hold; read holds stay.
 func (w *WriteLock) ForceUnlock(ctx context.Context) (bool, error) { return w.m.forceUnlock(ctx) }
 
-// IsLocked reports whether an owner holds the write lock.
+// IsLocked reports whether an owner writes.
 func (w *WriteLock) IsLocked(ctx context.Context) (bool, error) { return w.m.isLocked(ctx) }
 
 // HoldCount returns how many write holds ctx's owner has.

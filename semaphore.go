@@ -12,32 +12,10 @@ import (
 // maxPermits bounds a Semaphore's capacity: more is a bug in the caller.
 const maxPermits = 1 << 30
 
-// Semaphore is a counting semaphore shared by every process that uses the
-// same name on the same Redis, in the spirit of Redisson's RSemaphore and
-// RPermitExpirableSemaphore, with the safety of relock's locks: its permits
-// are holds.
-//
-// Every user of a name passes the same capacity. While anyone holds or
-// waits, Redis records it, and an Acquire with another capacity fails with
-// an error wrapping ErrInvalidArgument; SetPermits is the explicit change
-// (the other processes then need the new number too), and never fails an
-// Acquire of its own Semaphore value. A waiter whose request exceeds a
-// capacity set while it waits fails at once with ErrInvalidArgument. When
-// nobody holds or waits, nothing is left in Redis.
-//
-// Each Acquire is a hold of its own: its hold context is renewed by the
-// watchdog (or has a fixed lease) and is cancelled with ErrLockLost when
-// the permits are lost; Release(hctx) gives back exactly that Acquire's
-// permits, and is replay-safe. Nothing is re-entrant, and there is no
-// fencing token (several holders at once: a token orders nothing). A
-// process that dies leaves its permits for their lease at most.
-//
-// Order is FIFO across processes and strict, as x/sync/semaphore's: a
-// waiter asking for more permits than are free stops everyone behind it,
-// so small requests never starve a large one. A release hands its permits
-// to the head waiters they suffice for in the same script; a waiter whose
-// process died is skipped. Acquire, Release and renewal cost Redis O(log n)
-// in holders and waiters. Keys and mechanism: docs/internals.md.
+// Semaphore is a counting semaphore, like Redisson's RSemaphore, FIFO and
+// strict as x/sync/semaphore's; each Acquire is a hold of its own, without
+// fencing token. All its users pass the same capacity: an Acquire with
+// another fails with ErrInvalidArgument while anyone holds or waits.
 type Semaphore struct {
 	base
 	hash, tail, waitChannel string
@@ -53,8 +31,7 @@ type Semaphore struct {
 	setting sync.RWMutex
 }
 
-// Semaphore returns the semaphore called name, with permits permits; an
-// invalid name or capacity makes every method fail with ErrInvalidArgument.
+// Semaphore returns the semaphore called name, with capacity permits.
 func (c *Client) Semaphore(name string, permits int) *Semaphore {
 	s := &Semaphore{}
 	if s.init(c, name) {
@@ -80,21 +57,16 @@ func checkPermits(n int) error {
 // Key returns the Redis key of the semaphore's hash.
 func (s *Semaphore) Key() string { return s.hash }
 
-// Permits returns the capacity this Semaphore uses (as made, or as last
-// set by its SetPermits).
+// Permits returns the capacity this Semaphore uses (as made, or last set).
 func (s *Semaphore) Permits() int { return int(s.permits.Load()) }
 
-// Acquire blocks until n permits are granted, in the caller's turn, or ctx
-// ends, and returns their hold context. It fails as Lock.Lock does, holding
-// nothing and out of the queue; with ErrInvalidArgument for n outside
-// 1..Permits(), a capacity mismatch, or a capacity below n set while it
-// waits (at once).
+// Acquire is Lock.Lock for n permits; ErrInvalidArgument for n outside
+// 1..Permits(), or, at once, when SetPermits goes below n while it waits.
 func (s *Semaphore) Acquire(ctx context.Context, n int) (context.Context, error) {
 	return s.TryAcquire(ctx, n, WaitForever, 0)
 }
 
-// TryAcquire is Acquire with wait and lease as Lock.TryLock's; wait 0
-// succeeds only if n permits are free and nobody queues.
+// TryAcquire is Acquire with Lock.TryLock's wait and lease.
 func (s *Semaphore) TryAcquire(ctx context.Context, n int, wait, lease time.Duration) (context.Context, error) {
 	if s.err != nil {
 		return ctx, s.err
@@ -116,8 +88,7 @@ type semaKey struct {
 	hash string
 }
 
-// Release is Lock.Unlock for the permits of the Acquire that returned hctx
-// (or the nearest one hctx derives from).
+// Release is Lock.Unlock for the permits of the Acquire that returned hctx.
 func (s *Semaphore) Release(hctx context.Context) error {
 	if s.err != nil {
 		return s.err
@@ -145,7 +116,7 @@ type SemaphoreState struct {
 	Waiters int // waiters queued
 }
 
-// State reads the semaphore's state in Redis, counting live holds only.
+// State reads the semaphore's state, counting live holds only.
 func (s *Semaphore) State(ctx context.Context) (SemaphoreState, error) {
 	ctx, err := s.checkQuery(ctx)
 	if err != nil {
@@ -167,19 +138,15 @@ func (s *Semaphore) State(ctx context.Context) (SemaphoreState, error) {
 	return st, nil
 }
 
-// Available returns how many permits are free now; waiters may be about to
-// take them.
+// Available returns how many permits are free now.
 func (s *Semaphore) Available(ctx context.Context) (int, error) {
 	st, err := s.State(ctx)
 	return st.Permits - st.Used, err
 }
 
-// SetPermits changes the capacity to n, in Redis and for this Semaphore.
-// More permits serve waiters at once; fewer take nothing back. A waiter
-// asking for more than n fails with ErrInvalidArgument; other processes must
-// use n too. Acquires of this Semaphore never fail because of it. A ctx that
-// has ended sends nothing; one that ends before Redis answers leaves the
-// change to apply or not, and this Semaphore takes n if it does.
+// SetPermits changes the capacity to n in Redis and for this Semaphore,
+// whose Acquires never fail because of it; other processes must use n too.
+// An ended ctx sends nothing.
 func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	ctx, err := s.check(ctx)
 	if err != nil {

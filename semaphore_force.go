@@ -6,8 +6,7 @@ import (
 	"strings"
 )
 
-// ForceRelease is Lock.ForceUnlock for every permit of the semaphore: the
-// waiters it hands them to keep them. Any valid capacity will do.
+// ForceRelease is Lock.ForceUnlock for every permit (any capacity will do).
 func (s *Semaphore) ForceRelease(ctx context.Context) (bool, error) {
 	if s.err != nil {
 		return false, s.err

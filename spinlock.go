@@ -15,25 +15,14 @@ const KindSpinLock Kind = "spinlock"
 // lease lasts longer.
 const spinEvery = 20 * time.Millisecond
 
-// SpinLock is a reentrant, exclusive lock whose waiters poll: a waiter tries
-// again every 20 ms, or when the holder's lease ends if that comes sooner,
-// and nothing subscribes or publishes for it. It suits a Redis user denied
-// pub/sub (the Client's own health subscription then fails, with a warning
-// in the log, and holds do not depend on it) and short holds; a Lock serves
-// its waiters sooner and with fewer commands. A SpinLock is not a Lock of
-// the same name: it has its own keys.
-//
-// Holds, leases, the watchdog, re-entry, fencing tokens and the failures
-// Lock, TryLock and Unlock report are those of a Lock; waiters are served
-// by whichever polls first, in no order.
+// SpinLock is a Lock whose waiters poll every 20 ms, without pub/sub: for
+// short holds, or a user denied pub/sub (the Client then logs a warning).
 type SpinLock struct {
 	exclusive // Name, Key and the queries
 	keys      lockKeys
 }
 
-// SpinLock returns the spin lock called name. It sends nothing to Redis.
-// An empty or oversized name does not panic: every method of the returned
-// SpinLock then fails with ErrInvalidArgument.
+// SpinLock returns the spin lock called name, as Client.Lock does.
 func (c *Client) SpinLock(name string) *SpinLock {
 	l := &SpinLock{}
 	if l.init(c, name) {
@@ -48,31 +37,30 @@ func spinKeysOf(ks keyspace) lockKeys {
 	return lockKeysOn(ks.key("spin"), ks.key("spin:last"), ks.key("spin:ch"))
 }
 
-// Lock blocks until the lock is acquired or ctx ends, as Lock.Lock does.
+// Lock is Lock.Lock.
 func (l *SpinLock) Lock(ctx context.Context) (context.Context, error) {
 	return l.TryLock(ctx, WaitForever, 0)
 }
 
-// TryLock tries to acquire the lock for at most wait, as Lock.TryLock does.
+// TryLock is Lock.TryLock.
 func (l *SpinLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	return l.tryLock(ctx, soleOf(spinScheme{l}), wait, lease)
 }
 
-// Unlock releases one hold of ctx's owner, as Lock.Unlock does.
+// Unlock is Lock.Unlock.
 func (l *SpinLock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(spinScheme{l})) }
 
-// Do runs fn holding the lock, as Lock.Do does.
+// Do is Lock.Do.
 func (l *SpinLock) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	return doWith(ctx, l.Lock, l.Unlock, fn)
 }
 
-// ForceUnlock frees the lock whoever holds it, as Lock.ForceUnlock does; no
-// waiter is woken: the first to poll takes it.
+// ForceUnlock is Lock.ForceUnlock; the first waiter to poll takes the lock.
 func (l *SpinLock) ForceUnlock(ctx context.Context) (bool, error) {
 	return l.forceUnlock(ctx, l.keys.hash, lockForceReleaseCall(l.c, l.keys))
 }
 
-// Token returns the fencing token of ctx's hold, as Lock.Token does.
+// Token is Lock.Token.
 func (l *SpinLock) Token(ctx context.Context) (int64, error) { return l.token(ctx, spinScheme{l}) }
 
 // spinScheme runs Lock's scripts on a SpinLock's keys, never queueing: a
