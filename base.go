@@ -11,9 +11,9 @@ import (
 
 // base is what every lock type of one name has: its Client, its key space
 // and the error that makes every method fail (an invalid name, a Client that
-// cannot be used). RWLock, Semaphore and CountDownLatch embed it, Lock and
-// FairLock through exclusive; it carries what their methods share, so that
-// each type's file holds only what differs.
+// cannot be used). RWLock, Semaphore and CountDownLatch embed it, Lock,
+// FairLock and SpinLock through exclusive; it carries what their methods
+// share, so that each type's file holds only what differs.
 type base struct {
 	c   *Client
 	ks  keyspace

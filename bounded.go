@@ -49,7 +49,7 @@ func awaitBounded[T any](ctx context.Context, until time.Time, call func() (T, e
 // A boundedWait is what a bounded call is waited on with: the channel of
 // its reply and the timer of its bound. The calls made per Lock (with a
 // deadline) and per Unlock take theirs from a pool (acquireWaits,
-// releaseWaits): allocating both was three allocations a call.
+// releaseWaits): allocating both would be three allocations a call.
 type boundedWait[T any] struct {
 	ch    chan reply[T]
 	timer *time.Timer

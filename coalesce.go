@@ -128,7 +128,7 @@ const (
 
 // A queuedCall is a script call waiting for its batch. Queued calls are
 // pooled (queuedCalls), their channel with them: a busy Client queues most
-// of its calls, and two allocations each were a tenth of a cycle's.
+// of its calls, and two allocations each would be a tenth of a cycle's.
 type queuedCall struct {
 	sc       scriptCall
 	deadline time.Time // the call's context's, zero for none

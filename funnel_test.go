@@ -18,8 +18,7 @@ import (
 // Redis, not only Lock and Unlock, reacts to a network fault (the Client
 // checks its holds: Redis may have restarted) and returns an error that
 // names what failed and is still errors.Is-able. Redis is a port nothing
-// listens on. Before the funnel (call.go), the queries, ForceUnlock and the
-// latch and semaphore calls returned the error without the reaction.
+// listens on.
 func TestEveryRedisCallGoesThroughTheFunnel(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

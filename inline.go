@@ -47,8 +47,8 @@ var releaseGoroutines atomic.Uint64
 // context can end otherwise runs alone: see Client.eval).
 //
 // It is relock's own rather than context.WithDeadline's: that one, boxed,
-// was five allocations per Unlock. It is not pooled, though a pool saved
-// two more: go-redis hooks (tracing) may keep a command's context past the
+// costs five allocations per Unlock. It is not pooled, though a pool would
+// save two more: go-redis hooks (tracing) may keep a command's context past the
 // call, and a reused one would hand them another call's values and
 // deadline.
 type deadlineCtx struct {

@@ -14,13 +14,12 @@ import (
 )
 
 // A grant whose reply comes after its lease has run out is no hold: Redis
-// may have given the lock to someone else by then, with a larger token. The
-// fault-schedule run lock/302 found it: a Client whose command replies were
-// 250 ms late took 200 ms leases and entered A with a token below that of
-// the process already inside. Here C's command replies are 300 ms late and
-// its lease is 200 ms:
-//   - TryLock without a wait must fail with ErrNotObtained (it used to
-//     return a hold that had ended in Redis before Lock returned);
+// may have given the lock to someone else by then, with a larger token, and
+// the late holder would enter with a token below that of the process
+// already inside. Here C's command replies are 300 ms late and its lease is
+// 200 ms:
+//   - TryLock without a wait fails with ErrNotObtained, not a hold that
+//     ended in Redis before Lock returned;
 //   - a waiter handed the lock keeps trying (its claims come back too late
 //     as well) and returns only once a reply comes within the lease, with a
 //     hold Redis really gives it and a token above the previous holder's.

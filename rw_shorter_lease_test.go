@@ -17,9 +17,8 @@ import (
 // sleeps on H's lease; a writer W (its own Client, 300 ms lease) is queued.
 // H's release hands the write hold to W, whose lease then runs out with
 // nobody releasing: the hash expires and nothing is published. R must read
-// within a moment of W's lease end, not at its fallback (H's 30 s lease).
-// The fault-schedule run rw/102 found it: readers asleep 4 s and more while
-// the lock was free.
+// within a moment of W's lease end, not at its fallback (H's 30 s lease),
+// which would leave readers asleep while the lock is free.
 func TestRWReaderWokenOnHandOverToShorterWriteLease(t *testing.T) {
 	srv := redistest.Start(t)
 	const name = "rw-shorter"
