@@ -11,18 +11,19 @@ import (
 // Sentinel errors: test with errors.Is. The package doc says which wrap
 // which.
 var (
-	ErrNotObtained     = errors.New("relock: lock not obtained")                                                         // an acquire failed, holding nothing
-	ErrNotHeld         = errors.New("relock: lock not held by this owner")                                               // the owner holds no hold; nothing changed
-	ErrLockLost        = errors.New("relock: lock lost")                                                                 // a hold ended without Unlock (see LossReason)
-	ErrUnlocked        = errors.New("relock: lock released")                                                             // the cause of a hold context after Unlock
-	ErrClientClosed    = errors.New("relock: client closed")                                                             // the Client is closed
-	ErrNotReplicated   = errors.New("relock: lock write not replicated")                                                 // see WithReplicas
-	ErrUnavailable     = errors.New("relock: redis unavailable")                                                         // Redis did not answer, or refused the user
-	ErrInvalidArgument = errors.New("relock: invalid argument")                                                          // found before anything is sent
-	ErrNotConfirmed    = errors.New("relock: unlock not confirmed")                                                      // a release unconfirmed in the unlock timeout
-	ErrUnsupported     = errors.New("relock: not supported by the server")                                               // the server lacks what an option needs
-	ErrDeadlock        = errors.New("relock: deadlock")                                                                  // see WithDeadlockDetection
-	ErrUpgrade         = errors.New("relock: the owner holds the read lock; it cannot take the write lock (no upgrade)") // a reader asked to write
+	ErrNotObtained     = errors.New("relock: lock not obtained")           // an acquire failed, holding nothing
+	ErrNotHeld         = errors.New("relock: lock not held by this owner") // the owner holds no hold; nothing changed
+	ErrLockLost        = errors.New("relock: lock lost")                   // a hold ended without Unlock (see LossReason)
+	ErrUnlocked        = errors.New("relock: lock released")               // the cause of a hold context after Unlock
+	ErrClientClosed    = errors.New("relock: client closed")               // the Client is closed
+	ErrNotReplicated   = errors.New("relock: lock write not replicated")   // see WithReplicas
+	ErrUnavailable     = errors.New("relock: redis unavailable")           // Redis did not answer, or refused the user
+	ErrInvalidArgument = errors.New("relock: invalid argument")            // found before anything is sent
+	ErrNotConfirmed    = errors.New("relock: unlock not confirmed")        // a release unconfirmed in the unlock timeout
+	ErrUnsupported     = errors.New("relock: not supported by the server") // the server lacks what an option needs
+	ErrDeadlock        = errors.New("relock: deadlock")                    // see WithDeadlockDetection
+	// ErrUpgrade: a reader of an RWLock asked for its write lock.
+	ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot take the write lock (no upgrade)")
 )
 
 // ReleaseError is what Do returns when fn returned nil and only the release

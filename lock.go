@@ -55,7 +55,7 @@ func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
 }
 
 // TryLock is Lock waiting at most wait (0: one attempt). With lease > 0 the
-// hold is not renewed and ends after lease, lost.
+// hold is not renewed and is lost after lease.
 func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	return l.tryLock(ctx, soleOf(lockScheme{l}), wait, lease)
 }
