@@ -71,15 +71,19 @@ func transient(err error) bool {
 // noteDial keeps the last dial error the Client's requests got (see
 // unanswered), until a request is answered.
 func (c *Client) noteDial(err error) {
+	if err == nil { // the common case: no error value to inspect
+		if c.lastDial.Load() != nil {
+			c.lastDial.Store(nil)
+		}
+		return
+	}
 	var op *net.OpError
 	var reply redis.Error
 	switch {
 	case errors.As(err, &op) && op.Op == "dial":
 		c.lastDial.Store(op)
-	case err == nil || errors.As(err, &reply):
-		if c.lastDial.Load() != nil {
-			c.lastDial.Store(nil)
-		}
+	case errors.As(err, &reply):
+		c.lastDial.Store(nil)
 	}
 }
 
