@@ -134,7 +134,7 @@ func (k *unlockCall) prepare() (fails []partFailure, live int) {
 			continue
 		}
 		p.live = true
-		p.req = releaseReq{owner: h.key.owner, gen: p.e.gen, final: len(h.entries) == 1}
+		p.req = releaseReq{owner: h.key.owner, gen: p.e.gen, final: h.entries != nil && h.entries.next == nil}
 		h.releasing = p.req.final
 		p.until, p.since = h.expiresAt, h.since
 		p.req.until = p.until
