@@ -48,7 +48,7 @@ func (c *Client) releaseAtClose(h *hold, until time.Time) {
 		return
 	}
 	c.holds.mu.Lock()
-	req := &releaseReq{owner: h.key.owner, op: c.newOp(), gen: h.gen, final: true, until: h.expiresAt}
+	req := &releaseReq{owner: h.key.owner, op: c.newOp(), gen: h.gen, final: true, until: h.expiresAt.time()}
 	if req.gen != "" {
 		h.releasing = true
 	}
@@ -81,7 +81,7 @@ func (c *Client) settleClose(h *hold, gen string, out releaseOutcome, err error)
 	case out == notHeld:
 		c.end(h, gen, fmt.Errorf("%w: the hold was gone when Close released it", ErrLockLost))
 	default:
-		c.emitReleased(context.Background(), h, h.since, true, nil)
+		c.emitReleased(context.Background(), h, h.since.time(), true, nil)
 		c.end(h, gen, errClosedReleased)
 	}
 }

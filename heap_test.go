@@ -82,9 +82,6 @@ func heapPerHeldLock(t testing.TB, bk *backend, n int, leased bool) float64 {
 		holds[i] = held
 	}
 	after := liveHeap()
-	if heapHook != nil {
-		heapHook()
-	}
 	for i, l := range locks {
 		if err := l.Unlock(holds[i]); err != nil {
 			t.Fatal(err)
@@ -100,5 +97,3 @@ func liveHeap() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
-
-var heapHook func()

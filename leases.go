@@ -13,15 +13,15 @@ import (
 type leaseHeap struct {
 	holds []*hold
 	timer *time.Timer
-	// armed is when the timer fires (zero: not armed). It is never later
+	// armed is when the timer fires (0: not armed). It is never later
 	// than the first hold's lease end: a hold whose lease ends sooner
 	// re-arms it, and a timer that fires for a hold that was extended or
 	// ended since only re-arms it.
-	armed time.Time
+	armed monoTime
 }
 
 func (l *leaseHeap) Len() int           { return len(l.holds) }
-func (l *leaseHeap) Less(i, j int) bool { return l.holds[i].expiresAt.Before(l.holds[j].expiresAt) }
+func (l *leaseHeap) Less(i, j int) bool { return l.holds[i].expiresAt < l.holds[j].expiresAt }
 
 func (l *leaseHeap) Swap(i, j int) {
 	l.holds[i], l.holds[j] = l.holds[j], l.holds[i]
@@ -50,10 +50,11 @@ func (l *leaseHeap) Pop() any {
 // the lock go, and the holder must not believe past that. Called with the
 // registry lock held.
 func (c *Client) extendLocked(h *hold, until time.Time) {
-	if !until.After(h.expiresAt) {
+	end := monoOf(until)
+	if end <= h.expiresAt {
 		return
 	}
-	h.expiresAt = until
+	h.expiresAt = end
 	l := &c.holds.leases
 	if h.slot == 0 {
 		heap.Push(l, h)
@@ -69,7 +70,7 @@ func (c *Client) dropLeaseLocked(h *hold) {
 	if h.slot != 0 {
 		heap.Remove(&c.holds.leases, int(h.slot-1))
 	}
-	h.expiresAt = time.Time{}
+	h.expiresAt = 0
 }
 
 // armLeasesLocked arms the timer for the first lease end, unless it fires
@@ -80,14 +81,14 @@ func (c *Client) armLeasesLocked() {
 		return
 	}
 	next := l.holds[0].expiresAt
-	if !l.armed.IsZero() && !next.Before(l.armed) {
+	if l.armed != 0 && next >= l.armed {
 		return
 	}
 	l.armed = next
 	if l.timer == nil {
-		l.timer = time.AfterFunc(time.Until(next), c.expireLeases)
+		l.timer = time.AfterFunc(time.Until(next.time()), c.expireLeases)
 	} else {
-		l.timer.Reset(time.Until(next))
+		l.timer.Reset(time.Until(next.time()))
 	}
 }
 
@@ -98,9 +99,9 @@ func (c *Client) expireLeases() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l := &r.leases
-	l.armed = time.Time{}
-	now := time.Now()
-	for len(l.holds) > 0 && !now.Before(l.holds[0].expiresAt) {
+	l.armed = 0
+	now := monoOf(time.Now())
+	for len(l.holds) > 0 && now >= l.holds[0].expiresAt {
 		h := heap.Pop(l).(*hold)
 		reason := LossExpired
 		if h.watched {

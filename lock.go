@@ -33,9 +33,9 @@ func lockKeysOf(ks keyspace) lockKeys {
 // lockKeysOn lays out a Lock's keys on the given hash, tail and channel.
 func lockKeysOn(hashKey, tailKey, channelKey string) lockKeys {
 	k := lockKeys{hash: hashKey, tail: tailKey, channel: channelKey}
-	hash, tail, channel := any(k.hash), any(k.tail), any(k.channel)
-	k.acquireKeys = keySet{[]string{k.hash, k.tail}, []any{hash, tail}}
-	k.releaseKeys = keySet{[]string{k.hash, k.channel, k.tail}, []any{hash, channel, tail}}
+	hash := any(k.hash)
+	k.acquireKeys = keySet{[]string{k.hash, k.tail}, hash}
+	k.releaseKeys = keySet{[]string{k.hash, k.channel, k.tail}, hash}
 	return k
 }
 
@@ -46,7 +46,7 @@ func (c *Client) Lock(name string) *Lock {
 	if l.init(c, name) {
 		l.keys = lockKeysOf(l.ks)
 		l.keys.waitChannel = l.keys.hash + ":w:" + c.id
-		l.hash = l.keys.hash
+		l.hash = &l.keys.hash
 	}
 	return l
 }

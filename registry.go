@@ -22,14 +22,14 @@ type hold struct {
 	sem chan struct{}
 
 	// Guarded by registry.mu.
-	gen   string    // the generation in Redis; "" while not held
-	token int64     // fencing token of the generation
-	since time.Time // when the generation was granted
+	gen   string   // the generation in Redis; "" while not held
+	token int64    // fencing token of the generation
+	since monoTime // when the generation was granted
 	// expiresAt is when the lease ends by this Client's clock (measured from
 	// before the script that set it was sent, less a drift margin, so never
 	// later than Redis's); the Client's lease heap (leases.go) ends the hold
 	// then unless a renewal or re-entry moved it.
-	expiresAt time.Time
+	expiresAt monoTime
 	drift     time.Duration // how much sooner than its lease the hold counts as gone (traits.drift)
 	entries   *entry        // live hold contexts, newest first (entry.next)
 	users     int32         // goroutines between enter and exit
@@ -44,22 +44,61 @@ type hold struct {
 
 type holdKey struct{ id, owner string }
 
-// entry is one hold context: one successful Lock of an owner.
+// A monoTime is an instant as the time since epoch by the monotonic clock,
+// 0 for none: one word, where a time.Time takes three.
+type monoTime time.Duration
+
+// epoch is older than any instant a hold keeps.
+var epoch = time.Now().Add(-time.Second)
+
+func monoOf(t time.Time) monoTime {
+	if t.IsZero() {
+		return 0
+	}
+	return monoTime(t.Sub(epoch))
+}
+
+func (m monoTime) time() time.Time {
+	if m == 0 {
+		return time.Time{}
+	}
+	return epoch.Add(time.Duration(m))
+}
+
+// entry is one hold context: one successful Lock of an owner, and the
+// context that carries it, in one allocation (context.WithValue would take
+// a second). It answers entryKey{its hold's Client} with itself, as
+// WithValue(ctx, entryKey{c}, e) would, and every other key as its
+// cancellable context.
 type entry struct {
-	h      *hold
-	next   *entry // the hold's next older entry
-	gen    string
-	lease  time.Duration // 0: kept by the watchdog
-	cancel context.CancelCauseFunc
-	ended  error // why the entry ended (nil while live); guarded by registry.mu
+	context.Context // the entry's cancellable context
+	h               *hold
+	next            *entry // the hold's next older entry
+	gen             string
+	lease           time.Duration // 0: kept by the watchdog
+	cancel          context.CancelCauseFunc
+	ended           error // why the entry ended (nil while live); guarded by registry.mu
 	// parent is the context the entry's context was derived from, other
 	// entries of a MultiLock's call aside, and for a re-entry the caller's
 	// context: what a re-entry made with this entry's context follows once
 	// this entry is unlocked (reentry.go).
 	parent context.Context
-	// outer is the nearest entry of the same Client in the context this
-	// entry's context was made from (nil: none): see entryKey.
-	outer *entry
+}
+
+func (e *entry) Value(key any) any {
+	if k, ok := key.(entryKey); ok && k.c == e.h.client() {
+		return e
+	}
+	return e.Context.Value(key)
+}
+
+func (e *entry) String() string { return "relock.holdContext(" + e.h.key.id + ")" }
+
+// outer is the nearest entry of the same Client in the context e's context
+// was made from (nil: none): see entryKey.
+func (e *entry) outer() *entry {
+	o, _ := e.Context.Value(entryKey{e.h.client()}).(*entry)
+	return o
 }
 
 // entryKey finds, in a hold context, the nearest entry of one Client; from
@@ -76,7 +115,7 @@ type entryKey struct{ c *Client }
 func entryFrom(ctx context.Context, c *Client, id string) *entry {
 	e, _ := ctx.Value(entryKey{c}).(*entry)
 	for e != nil && e.h.key.id != id {
-		e = e.outer
+		e = e.outer()
 	}
 	return e
 }
@@ -158,7 +197,7 @@ func (r *registry) find(id, owner string) (gen string, token int64, until time.T
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if h := r.m[holdKey{id, owner}]; h != nil {
-		return h.gen, h.token, h.expiresAt
+		return h.gen, h.token, h.expiresAt.time()
 	}
 	return "", 0, time.Time{}
 }
@@ -197,9 +236,7 @@ func (r *registry) tracked(id, owner string) bool {
 // context is made before the lock is taken: the lock is the whole Client's.
 func (c *Client) grant(h *hold, from, parent context.Context, gen string, token int64, lease time.Duration, started time.Time) context.Context {
 	ctx, cancel := context.WithCancelCause(from)
-	outer, _ := from.Value(entryKey{c}).(*entry)
-	ec := &entryCtx{Context: ctx, c: c, e: entry{h: h, lease: lease, cancel: cancel, parent: parent, outer: outer}}
-	e := &ec.e
+	e := &entry{Context: ctx, h: h, lease: lease, cancel: cancel, parent: parent}
 	life := safeLease(c.leaseFor(lease))
 	drift := h.scheme.traits().drift(c.leaseFor(lease))
 	r := &c.holds
@@ -210,7 +247,7 @@ func (c *Client) grant(h *hold, from, parent context.Context, gen string, token 
 		return nil
 	}
 	if h.gen == "" {
-		h.gen, h.token, h.drift, h.since = gen, token, drift, started
+		h.gen, h.token, h.drift, h.since = gen, token, drift, monoOf(started)
 		h.told.Store(false)
 	}
 	e.gen, e.next, h.entries = h.gen, h.entries, e
@@ -219,27 +256,8 @@ func (c *Client) grant(h *hold, from, parent context.Context, gen string, token 
 		c.dog.watch()
 	}
 	c.extendLocked(h, started.Add(life-h.drift))
-	return ec
+	return e
 }
-
-// An entryCtx is a hold context: the entry and the context that carries it
-// in one allocation (context.WithValue would take a second). It answers
-// entryKey{c} with e, as WithValue(ctx, entryKey{c}, &e) would, and every
-// other key as ctx.
-type entryCtx struct {
-	context.Context // the entry's cancellable context
-	c               *Client
-	e               entry
-}
-
-func (ec *entryCtx) Value(key any) any {
-	if k, ok := key.(entryKey); ok && k.c == ec.c {
-		return &ec.e
-	}
-	return ec.Context.Value(key)
-}
-
-func (ec *entryCtx) String() string { return "relock.holdContext(" + ec.e.h.key.id + ")" }
 
 // client is the Client that keeps h.
 func (h *hold) client() *Client { return h.scheme.client() }

@@ -145,7 +145,7 @@ func (d *watchdog) tick(all bool) time.Time {
 		holds, gens = append(holds, h), append(gens, h.gen)
 		// Built here rather than at Lock: only holds that live a tick need it.
 		items = append(items, h.scheme.renewal(h.key.owner, h.gen, l))
-		deadline = minTime(deadline, h.expiresAt)
+		deadline = minTime(deadline, h.expiresAt.time())
 	}
 	reg.mu.Unlock()
 	if len(items) == 0 {
