@@ -57,7 +57,10 @@ func (c *Client) Lock(name string) *Lock {
 // ErrNotObtained (with ctx's cause when ctx ended), ErrClientClosed or a
 // Redis error; ctx's owner then holds no more than before.
 func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
-	return l.tryLock(ctx, soleOf(lockScheme{l}), WaitForever, 0)
+	if l.err != nil {
+		return ctx, l.err
+	}
+	return lockWith(ctx, soleOf(lockScheme{l}), WaitForever, 0)
 }
 
 // TryLock is Lock waiting at most wait (0: one attempt; WaitForever: until
@@ -66,7 +69,10 @@ func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
 // watchdog keeps it. A re-entry never shortens the lock's lease. Negative or
 // absurd durations return ErrInvalidArgument and send nothing.
 func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	return l.tryLock(ctx, soleOf(lockScheme{l}), wait, lease)
+	if l.err != nil {
+		return ctx, l.err
+	}
+	return lockWith(ctx, soleOf(lockScheme{l}), wait, lease)
 }
 
 // Unlock releases one hold of ctx's owner and cancels its context with

@@ -119,24 +119,16 @@ type processor interface {
 
 // evalSha queues (a pipeline) or runs the call by EVALSHA on p.
 func (sc scriptCall) evalSha(ctx context.Context, p processor) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, sc.evalshaArgv()...)
-	if len(sc.keys) > 0 {
-		cmd.SetFirstKeyPos(3) // a Cluster routes the call by its first key
-	}
+	cmd := sc.evalShaCmd(ctx)
 	_ = p.Process(ctx, cmd) // the error is the command's
 	return cmd
 }
 
-// run runs the call on rdb by EVALSHA; on NOSCRIPT it loads the script
-// (loadScript) and sends EVALSHA again, or sends EVAL where the script
-// could not be loaded so.
-func (sc scriptCall) run(ctx context.Context, rdb redis.UniversalClient) *redis.Cmd {
-	cmd := sc.evalSha(ctx, rdb)
-	if noScript(cmd.Err()) && loadScript(ctx, rdb, sc.script) {
-		cmd = sc.evalSha(ctx, rdb)
-	}
-	if noScript(cmd.Err()) {
-		return sc.script.Eval(ctx, rdb, sc.keys, sc.args...)
+// evalShaCmd is the call's EVALSHA command, not sent yet.
+func (sc scriptCall) evalShaCmd(ctx context.Context) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, sc.evalshaArgv()...)
+	if len(sc.keys) > 0 {
+		cmd.SetFirstKeyPos(3) // a Cluster routes the call by its first key
 	}
 	return cmd
 }
