@@ -157,6 +157,8 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		a, unknown = k.settleAttempt(dctx, req, a, err, unknown, started)
 		return a, err
 	}
+	// The first attempt is made here, and the wait loop entered only when
+	// it did not acquire.
 	tried := time.Now()
 	a, err := try()
 	slept := 0
