@@ -12,14 +12,15 @@ import (
 
 // heapPerHeldLockBudget is the Go heap a held Lock may keep, in bytes: the
 // Lock value the caller keeps to unlock it, its hold context and whatever
-// the Client keeps for the hold (its record, registry and watchdog entries,
-// lease timer). redislock keeps about 140 B; relock keeps more for what it
-// promises (a context cancelled on loss, renewals, re-entry).
+// the Client keeps for the hold (its record, its registry entry, its place
+// in the lease heap). redislock keeps about 140 B; relock keeps more for
+// what it promises (a context cancelled on loss, renewals, re-entry).
 const heapPerHeldLockBudget = 1024
 
 // TestHeapPerHeldLock holds many Locks at once with one Client on a real
 // Redis (miniredis's own memory would count) and bounds the Go heap each
-// keeps, measured after a GC.
+// keeps, measured after a GC. (The race detector's bookkeeping would count
+// too: the test runs without it.)
 func TestHeapPerHeldLock(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's shadow memory distorts heap sizes")

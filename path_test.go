@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,7 +49,7 @@ func TestLockReachesItsScriptInFewFrames(t *testing.T) {
 	var files []string
 	for _, f := range frames {
 		t.Logf("%s (%s:%d)", f.Function, filepath.Base(f.File), f.Line)
-		if base := filepath.Base(f.File); base != "lock.go" && !contains(files, base) {
+		if base := filepath.Base(f.File); base != "lock.go" && !slices.Contains(files, base) {
 			files = append(files, base)
 		}
 	}
@@ -60,15 +61,6 @@ func TestLockReachesItsScriptInFewFrames(t *testing.T) {
 		t.Fatalf("Lock.Lock reaches its EVALSHA in %d frames over %d engine files %v; want at most %d and %d",
 			len(frames), len(files), files, lockPathFrames, lockPathEngineFiles)
 	}
-}
-
-func contains(s []string, x string) bool {
-	for _, y := range s {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // callersHook records, once armed, the stack of the first EVALSHA sent.
