@@ -165,11 +165,18 @@ func (l *base) pttl(ctx context.Context, key string) (time.Duration, error) {
 // queries.
 type exclusive struct {
 	base
-	hash string
+	// hash points at the lock's hash key in its keys (nil for an invalid
+	// lock): a word, where a copy of the string takes two.
+	hash *string
 }
 
 // Key returns the Redis key of the lock's hash.
-func (l *exclusive) Key() string { return l.hash }
+func (l *exclusive) Key() string {
+	if l.hash == nil {
+		return ""
+	}
+	return *l.hash
+}
 
 // IsLocked reports whether anyone holds the lock.
 func (l *exclusive) IsLocked(ctx context.Context) (bool, error) {
@@ -178,7 +185,7 @@ func (l *exclusive) IsLocked(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, err := queryBounded(l.c, ctx, "is locked", func() (int64, error) {
-		return request(l.c, "is locked", l.c.rdb.Exists(context.WithoutCancel(ctx), l.hash).Result)
+		return request(l.c, "is locked", l.c.rdb.Exists(context.WithoutCancel(ctx), *l.hash).Result)
 	})
 	return n == 1, err
 }
@@ -194,7 +201,7 @@ func (l *exclusive) HoldCount(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	n, err := queryBounded(l.c, ctx, "hold count", func() (int, error) {
-		return request(l.c, "hold count", l.c.rdb.HGet(context.WithoutCancel(ctx), l.hash, o.field(l.c)).Int)
+		return request(l.c, "hold count", l.c.rdb.HGet(context.WithoutCancel(ctx), *l.hash, o.field(l.c)).Int)
 	})
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
@@ -204,5 +211,5 @@ func (l *exclusive) HoldCount(ctx context.Context) (int, error) {
 
 // TTL returns the lock's remaining lease, or 0 when it is not held.
 func (l *exclusive) TTL(ctx context.Context) (time.Duration, error) {
-	return l.pttl(ctx, l.hash)
+	return l.pttl(ctx, l.Key())
 }

@@ -94,6 +94,22 @@ func (c *Client) eval(ctx context.Context, what string, sc scriptCall) result {
 	return result{cmd, what}
 }
 
+// run runs the call on rdb by EVALSHA; on NOSCRIPT it loads the script
+// (loadScript) and sends EVALSHA again, or sends EVAL where the script
+// could not be loaded so. (It sends the first EVALSHA itself, not through
+// evalSha: a Lock reaches Redis one call less deep.)
+func (sc scriptCall) run(ctx context.Context, rdb redis.UniversalClient) *redis.Cmd {
+	cmd := sc.evalShaCmd(ctx)
+	_ = rdb.Process(ctx, cmd) // the error is the command's
+	if noScript(cmd.Err()) && loadScript(ctx, rdb, sc.script) {
+		cmd = sc.evalSha(ctx, rdb)
+	}
+	if noScript(cmd.Err()) {
+		return sc.script.Eval(ctx, rdb, sc.keys, sc.args...)
+	}
+	return cmd
+}
+
 // evalReplicated is eval for a call that writes a grant: with WithReplicas,
 // it pipelines a WAIT after the script, and repl is then non-nil when the
 // script's writes did not reach the replicas (a WAIT after an attempt that
@@ -133,7 +149,13 @@ func failedCmd(ctx context.Context, err error) *redis.Cmd {
 // values, not the slice, so that the reply stays on the stack.)
 func (c *Client) runAcquire(ctx context.Context, sc scriptCall, channel string, refused func(status, value int64) error) (attempt, error) {
 	var buf [4]int64 // the reply, on the stack
-	r, repl := c.evalReplicated(ctx, "acquire", sc)
+	var r result
+	var repl error
+	if c.opts.replicas == 0 {
+		r = c.eval(ctx, "acquire", sc)
+	} else {
+		r, repl = c.evalReplicated(ctx, "acquire", sc)
+	}
 	res, err := r.appendInt64s(buf[:0])
 	if err != nil {
 		return attempt{}, err

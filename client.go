@@ -236,13 +236,20 @@ func (c *Client) leaseFor(lease time.Duration) time.Duration {
 // owner is what a context carries to identify the holder of a lock, the Go
 // counterpart of Redisson's thread id.
 type owner struct {
-	id       string
-	explicit bool // id is used as-is, not prefixed with the Client's id
-	// home and homeField: the field of the Client the owner was made for
-	// (by its first Lock), so that its Lock and Unlock there build no
-	// string. Set at creation, never changed.
-	home      *Client
-	homeField string
+	// text is the owner's id or, with a home, its field there: home is the
+	// Client the owner was made for (by its first Lock), whose Lock and
+	// Unlock then build no string. Set at creation, never changed.
+	text     string
+	home     *Client
+	explicit bool // the id is used as-is, not prefixed with the Client's id
+}
+
+// id is the owner's id (see OwnerOf).
+func (o *owner) id() string {
+	if o.home != nil {
+		return o.text[len(o.home.id)+1:]
+	}
+	return o.text
 }
 
 type ownerKey struct{}
@@ -260,7 +267,7 @@ func withNewOwner(ctx context.Context, c *Client) (context.Context, *owner) {
 		return ctx, o
 	}
 	if c == nil {
-		return withOwner(ctx, owner{id: strconv.FormatUint(ownerSeq.Add(1), 10)})
+		return withOwner(ctx, owner{text: strconv.FormatUint(ownerSeq.Add(1), 10)})
 	}
 	return withNewOwnerOf(ctx, c)
 }
@@ -272,13 +279,10 @@ func ownerFrom(ctx context.Context) *owner {
 
 // field is the owner as written in Redis by Client c.
 func (o *owner) field(c *Client) string {
-	if o.explicit {
-		return o.id
+	if o.explicit || c == o.home {
+		return o.text
 	}
-	if c == o.home {
-		return o.homeField
-	}
-	return c.id + ":" + o.id
+	return c.id + ":" + o.id()
 }
 
 // WithOwner returns a context whose holds belong to owner id, to resume a
@@ -290,7 +294,7 @@ func WithOwner(ctx context.Context, id string) (context.Context, error) {
 	if id == "" || strings.HasPrefix(id, "~") || strings.ContainsAny(id, "\x00") {
 		return ctx, fmt.Errorf("%w: owner id %q is empty, starts with '~' (reserved) or contains NUL", ErrInvalidArgument, id)
 	}
-	ctx, _ = withOwner(ctx, owner{id: id, explicit: true})
+	ctx, _ = withOwner(ctx, owner{text: id, explicit: true})
 	return ctx, nil
 }
 
@@ -299,14 +303,14 @@ func NewOwner(ctx context.Context) context.Context {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, _ = withOwner(ctx, owner{id: strconv.FormatUint(ownerSeq.Add(1), 10)})
+	ctx, _ = withOwner(ctx, owner{text: strconv.FormatUint(ownerSeq.Add(1), 10)})
 	return ctx
 }
 
 // OwnerOf reports the owner ctx carries.
 func OwnerOf(ctx context.Context) (id string, ok bool) {
 	if o := ownerFrom(ctx); o != nil {
-		return o.id, true
+		return o.id(), true
 	}
 	return "", false
 }

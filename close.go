@@ -47,7 +47,7 @@ func (c *Client) releaseAtClose(h *hold, until time.Time) {
 		return
 	}
 	c.holds.mu.Lock()
-	req := &releaseReq{owner: h.key.owner, op: c.newOp(), gen: h.gen, final: true, until: h.expiresAt}
+	req := &releaseReq{owner: h.key.owner, op: c.newOp(), gen: h.gen, final: true, until: h.expiresAt.time()}
 	if req.gen != "" {
 		h.releasing = true
 	}
@@ -80,7 +80,7 @@ func (c *Client) settleClose(h *hold, gen string, out releaseOutcome, err error)
 	case out == notHeld:
 		c.end(h, gen, fmt.Errorf("%w: the hold was gone when Close released it", ErrLockLost))
 	default:
-		c.emitReleased(context.Background(), h, h.since, true, nil)
+		c.emitReleased(context.Background(), h, h.since.time(), true, nil)
 		c.end(h, gen, errClosedReleased)
 	}
 }

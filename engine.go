@@ -144,14 +144,28 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		}
 		started = time.Now()
 		attempts++
-		a, err := k.acquireBounded(ctx, dctx, req)
+		var a attempt
+		var err error
+		if k.unbounded(ctx) { // the common case, one call less deep
+			a, err = k.t.acquireParts(dctx, req, k.parts)
+		} else {
+			a, err = k.acquireBounded(ctx, dctx, req)
+		}
 		if k.late != nil {
 			return a, err // settled by settleLate
 		}
 		a, unknown = k.settleAttempt(dctx, req, a, err, unknown, started)
 		return a, err
 	}
-	a, slept, err := c.wait(ctx, waitSpec{wait: wait, id: waitAs, lease: c.leaseFor(k.lease), obs: k.t, owner: k.deadlockOwner(), stray: stray}, try)
+	// The first attempt is made here, and the wait loop entered only when
+	// it did not acquire.
+	tried := time.Now()
+	a, err := try()
+	slept := 0
+	if err != nil || a.outcome != acquired {
+		spec := waitSpec{wait: wait, id: waitAs, lease: c.leaseFor(k.lease), obs: k.t, owner: k.deadlockOwner(), stray: stray}
+		a, slept, err = c.waitFrom(ctx, spec, tried, a, err, try)
+	}
 	err = waitResultErr(a, err)
 	if err == nil && a.gen == "" {
 		a.gen = req.op // handed over: the hold is named after the waiter
@@ -439,8 +453,8 @@ func outcomeUnknown(err error) bool {
 // On overrun it records the attempt in flight (k.late) and returns
 // overrun's error.
 func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (attempt, error) {
-	if ctx.Done() == nil && k.until.IsZero() {
-		return k.t.acquireParts(dctx, req, k.parts) // nothing can cut it short: no closure to allocate
+	if k.unbounded(ctx) {
+		return k.t.acquireParts(dctx, req, k.parts) // no closure to allocate
 	}
 	until := k.until
 	if !until.IsZero() {
@@ -456,6 +470,12 @@ func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (at
 		return attempt{}, k.c.overrun(ctx)
 	}
 	return a, err
+}
+
+// unbounded reports whether nothing can cut the call's attempts short: ctx
+// never ends and the call has no wait end.
+func (k *lockCall) unbounded(ctx context.Context) bool {
+	return ctx.Done() == nil && k.until.IsZero()
 }
 
 // detach hands the end of the call to the background once its attempt in
@@ -587,3 +607,53 @@ func (k *lockCall) deadlockOwner() string {
 	}
 	return k.parts[0].h.key.owner
 }
+
+// sole is the target of one scheme's own record. It is generic in the
+// scheme's type so that a sole of a one-pointer scheme (Lock's, FairLock's,
+// RedLock's) is one pointer too, and passing it as a target allocates
+// nothing.
+type sole[S scheme] struct{ s S }
+
+// soleOf is the target of s's own record.
+func soleOf[S scheme](s S) sole[S] { return sole[S]{s} }
+
+func (t sole[S]) client() *Client   { return t.s.client() }
+func (t sole[S]) info() LockInfo    { return t.s.info() }
+func (t sole[S]) traits() traits    { return t.s.traits() }
+func (t sole[S]) partCount() int    { return 1 }
+func (t sole[S]) record(int) scheme { return t.s }
+
+func (t sole[S]) acquireParts(ctx context.Context, req acquireReq, parts []lockPart) (attempt, error) {
+	req.owner, req.gen, req.lease = parts[0].h.key.owner, parts[0].held, t.client().leaseFor(req.lease)
+	req.refs.owner, req.refs.gen = &parts[0].h.key.owner, &parts[0].held
+	return t.s.acquire(ctx, req)
+}
+
+// leftover is op: a grant of op that is not used may stay in Redis, where
+// the owner's next attempt takes it over (a waiter's replays its op id; any
+// other's takes over the owner's own field), so it is freed only when the
+// wait gives up.
+func (sole[S]) leftover(_ context.Context, _ acquireReq, _ []lockPart, op string, _ attempt, _ error) string {
+	return op
+}
+
+// takeBack releases the grant at once; if that fails, the background
+// clean-up retries it until its lease has run out.
+func (t sole[S]) takeBack(ctx context.Context, req acquireReq, parts []lockPart, a attempt) {
+	c := t.client()
+	lease := c.leaseFor(req.lease)
+	rel := releaseReq{owner: parts[0].h.key.owner, op: c.newOp(), gen: a.gen, final: true}
+	if _, err := t.s.release(ctx, rel); err != nil {
+		c.releaseInBackground(t.s, rel, time.Now().Add(lease))
+	}
+}
+
+func (t sole[S]) releaseParts(ctx context.Context, parts []unlockPart) {
+	p := &parts[0]
+	op := t.client().newOpRef()
+	p.req.op, p.req.refs = *op, argRefs{owner: &p.e.h.key.owner, op: op, gen: &p.e.gen}
+	p.out, p.err = t.s.release(ctx, p.req)
+}
+
+// unlockError is the one part's error: one part fails at most once.
+func (sole[S]) unlockError(_ []unlockPart, fails []partFailure) error { return fails[0].err }

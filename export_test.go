@@ -15,9 +15,15 @@ func (c *Client) WatchdogStats() (ticks, roundTrips int64, last time.Duration) {
 
 // WatchedHolds reports how many holds the watchdog renews.
 func (c *Client) WatchedHolds() int {
-	c.dog.mu.Lock()
-	defer c.dog.mu.Unlock()
-	return len(c.dog.holds)
+	c.holds.mu.Lock()
+	defer c.holds.mu.Unlock()
+	n := 0
+	for _, h := range c.holds.m {
+		if h.watched {
+			n++
+		}
+	}
+	return n
 }
 
 // SubscribedChannels reports how many channels the subscriber holds.

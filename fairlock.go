@@ -27,9 +27,9 @@ type fairKeys struct {
 func fairKeysOf(ks keyspace) fairKeys {
 	k := fairKeys{hash: ks.key("fair"), queue: ks.key("fair:q"), tail: ks.key("fair:last"),
 		channel: ks.key("fair:ch")}
-	hash, queue, tail, channel := any(k.hash), any(k.queue), any(k.tail), any(k.channel)
-	k.acquireKeys = keySet{[]string{k.hash, k.queue, k.tail}, []any{hash, queue, tail}}
-	k.releaseKeys = keySet{[]string{k.hash, k.queue, k.channel, k.tail}, []any{hash, queue, channel, tail}}
+	hash := any(k.hash)
+	k.acquireKeys = keySet{[]string{k.hash, k.queue, k.tail}, hash}
+	k.releaseKeys = keySet{[]string{k.hash, k.queue, k.channel, k.tail}, hash}
 	return k
 }
 
@@ -39,7 +39,7 @@ func (c *Client) FairLock(name string) *FairLock {
 	if l.init(c, name) {
 		l.keys = fairKeysOf(l.ks)
 		l.keys.waitChannel = l.keys.hash + ":w:" + c.id
-		l.hash = l.keys.hash
+		l.hash = &l.keys.hash
 	}
 	return l
 }

@@ -84,8 +84,9 @@ func (c *Client) newOp() string { return *c.newOpRef() }
 type ownerCtx struct {
 	context.Context
 	o owner
-	// field holds o.homeField's bytes (see newOwnerCtx): written once,
-	// before o.homeField is made a view of them, and never again.
+	// field holds o.text's bytes for an owner made for a Client (see
+	// withNewOwnerOf): written once, before o.text is made a view of them,
+	// and never again.
 	field [opIDCap]byte
 }
 
@@ -96,7 +97,7 @@ func (c *ownerCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-func (c *ownerCtx) String() string { return "relock.ownerCtx(" + c.o.id + ")" }
+func (c *ownerCtx) String() string { return "relock.ownerCtx(" + c.o.id() + ")" }
 
 // withOwner returns ctx carrying o, and the owner as the context keeps it.
 func withOwner(ctx context.Context, o owner) (context.Context, *owner) {
@@ -111,13 +112,13 @@ func withNewOwnerOf(ctx context.Context, c *Client) (context.Context, *owner) {
 	seq := ownerSeq.Add(1)
 	if len(c.id) > opIDCap-21 { // not an id of newClientID's (a test's)
 		field := c.id + ":" + strconv.FormatUint(seq, 10)
-		return withOwner(ctx, owner{id: field[len(c.id)+1:], home: c, homeField: field})
+		return withOwner(ctx, owner{text: field, home: c})
 	}
 	oc := &ownerCtx{Context: ctx}
 	n := copy(oc.field[:], c.id)
 	oc.field[n] = ':'
 	n = len(strconv.AppendUint(oc.field[:n+1], seq, 10))
 	field := unsafe.String(&oc.field[0], n)
-	oc.o = owner{id: field[len(c.id)+1:], home: c, homeField: field}
+	oc.o = owner{text: field, home: c}
 	return oc, &oc.o
 }

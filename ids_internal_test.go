@@ -55,7 +55,7 @@ func TestOpIDsAreTheClientsAndUnique(t *testing.T) {
 	assert.Equal(t, c.id+":18446744073709551615", c.newOp())
 }
 
-// TestHoldContextIsTheCallersContext: a hold context (an entryCtx over an
+// TestHoldContextIsTheCallersContext: a hold context (an entry over an
 // ownerCtx) keeps the caller's values and deadline; contexts derived from
 // it follow its end, with its cause, without a goroutine each (the context
 // package finds its cancellation through Value, which both answer as their

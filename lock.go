@@ -31,9 +31,9 @@ func lockKeysOf(ks keyspace) lockKeys {
 // lockKeysOn lays out a Lock's keys on the given hash, tail and channel.
 func lockKeysOn(hashKey, tailKey, channelKey string) lockKeys {
 	k := lockKeys{hash: hashKey, tail: tailKey, channel: channelKey}
-	hash, tail, channel := any(k.hash), any(k.tail), any(k.channel)
-	k.acquireKeys = keySet{[]string{k.hash, k.tail}, []any{hash, tail}}
-	k.releaseKeys = keySet{[]string{k.hash, k.channel, k.tail}, []any{hash, channel, tail}}
+	hash := any(k.hash)
+	k.acquireKeys = keySet{[]string{k.hash, k.tail}, hash}
+	k.releaseKeys = keySet{[]string{k.hash, k.channel, k.tail}, hash}
 	return k
 }
 
@@ -43,7 +43,7 @@ func (c *Client) Lock(name string) *Lock {
 	if l.init(c, name) {
 		l.keys = lockKeysOf(l.ks)
 		l.keys.waitChannel = l.keys.hash + ":w:" + c.id
-		l.hash = l.keys.hash
+		l.hash = &l.keys.hash
 	}
 	return l
 }
@@ -51,13 +51,19 @@ func (c *Client) Lock(name string) *Lock {
 // Lock blocks until the lock is acquired or ctx ends, and returns the hold
 // context; if ctx's owner holds the lock, it re-enters.
 func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
-	return l.tryLock(ctx, soleOf(lockScheme{l}), WaitForever, 0)
+	if l.err != nil {
+		return ctx, l.err
+	}
+	return lockWith(ctx, soleOf(lockScheme{l}), WaitForever, 0)
 }
 
 // TryLock is Lock waiting at most wait (0: one attempt). With lease > 0 the
 // hold is not renewed and is lost after lease.
 func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	return l.tryLock(ctx, soleOf(lockScheme{l}), wait, lease)
+	if l.err != nil {
+		return ctx, l.err
+	}
+	return lockWith(ctx, soleOf(lockScheme{l}), wait, lease)
 }
 
 // Unlock releases one hold of ctx's owner (ErrLockLost: it was lost).

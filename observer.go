@@ -198,7 +198,7 @@ func (c *Client) emitLost(h *hold, cause error) {
 	}
 	c.log.Warn("relock: lock lost", "lock", h.key.id, "cause", cause)
 	if o := c.opts.observer; o != nil && o.Lost != nil {
-		o.Lost(LostEvent{LockInfo: h.scheme.info(), Held: time.Since(h.since), Reason: reasonOf(cause), Cause: cause})
+		o.Lost(LostEvent{LockInfo: h.scheme.info(), Held: time.Since(h.since.time()), Reason: reasonOf(cause), Cause: cause})
 	}
 }
 

@@ -2,7 +2,6 @@ package relock
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,50 +17,88 @@ type hold struct {
 	scheme scheme
 	// sem serialises the Redis operations of this owner on this lock, so
 	// that requests of one generation reach Redis in the order they are made.
+	// A record has one only while it has users (semPool): a held lock that
+	// nobody is calling on keeps none.
 	sem chan struct{}
 
 	// Guarded by registry.mu.
-	users   int       // goroutines between enter and exit
-	gen     string    // the generation in Redis; "" while not held
-	token   int64     // fencing token of the generation
-	since   time.Time // when the generation was granted
-	entries []*entry  // live hold contexts, oldest first
-	// firstEntry is where entries starts: most holds have one entry, and
-	// a slice of their own would be an allocation per Lock.
-	firstEntry [1]*entry
-	watched    bool // renewed by the watchdog: some entry has lease 0
-	releasing  bool // a final release is in flight: a renewal miss is expected
+	gen   string   // the generation in Redis; "" while not held
+	token int64    // fencing token of the generation
+	since monoTime // when the generation was granted
 	// expiresAt is when the lease ends by this Client's clock (measured from
 	// before the script that set it was sent, less a drift margin, so never
-	// later than Redis's); expiry fires then and ends the hold unless a
-	// renewal or re-entry moved it.
-	expiresAt time.Time
-	expiry    *time.Timer
+	// later than Redis's); the Client's lease heap (leases.go) ends the hold
+	// then unless a renewal or re-entry moved it.
+	expiresAt monoTime
 	drift     time.Duration // how much sooner than its lease the hold counts as gone (traits.drift)
-
+	entries   *entry        // live hold contexts, newest first (entry.next)
+	users     int32         // goroutines between enter and exit
+	slot      int32         // 1 + the hold's index in the lease heap; 0: not in it
 	// told: the end of the generation was reported (a Lost, or a final
 	// Released when an Observer is set), so that no second end is. Reset
 	// by grant for a new generation.
-	told atomic.Bool
+	told      atomic.Bool
+	watched   bool // renewed by the watchdog: some entry has lease 0
+	releasing bool // a final release is in flight: a renewal miss is expected
 }
 
 type holdKey struct{ id, owner string }
 
-// entry is one hold context: one successful Lock of an owner.
+// A monoTime is an instant as the time since epoch by the monotonic clock,
+// 0 for none: one word, where a time.Time takes three.
+type monoTime time.Duration
+
+// epoch is older than any instant a hold keeps.
+var epoch = time.Now().Add(-time.Second)
+
+func monoOf(t time.Time) monoTime {
+	if t.IsZero() {
+		return 0
+	}
+	return monoTime(t.Sub(epoch))
+}
+
+func (m monoTime) time() time.Time {
+	if m == 0 {
+		return time.Time{}
+	}
+	return epoch.Add(time.Duration(m))
+}
+
+// entry is one hold context: one successful Lock of an owner, and the
+// context that carries it, in one allocation (context.WithValue would take
+// a second). It answers entryKey{its hold's Client} with itself, as
+// WithValue(ctx, entryKey{c}, e) would, and every other key as its
+// cancellable context.
 type entry struct {
-	h      *hold
-	gen    string
-	lease  time.Duration // 0: kept by the watchdog
-	cancel context.CancelCauseFunc
-	ended  error // why the entry ended (nil while live); guarded by registry.mu
+	context.Context // the entry's cancellable context
+	h               *hold
+	next            *entry // the hold's next older entry
+	gen             string
+	lease           time.Duration // 0: kept by the watchdog
+	cancel          context.CancelCauseFunc
+	ended           error // why the entry ended (nil while live); guarded by registry.mu
 	// parent is the context the entry's context was derived from, other
 	// entries of a MultiLock's call aside, and for a re-entry the caller's
 	// context: what a re-entry made with this entry's context follows once
 	// this entry is unlocked (reentry.go).
 	parent context.Context
-	// outer is the nearest entry of the same Client in the context this
-	// entry's context was made from (nil: none): see entryKey.
-	outer *entry
+}
+
+func (e *entry) Value(key any) any {
+	if k, ok := key.(entryKey); ok && k.c == e.h.client() {
+		return e
+	}
+	return e.Context.Value(key)
+}
+
+func (e *entry) String() string { return "relock.holdContext(" + e.h.key.id + ")" }
+
+// outer is the nearest entry of the same Client in the context e's context
+// was made from (nil: none): see entryKey.
+func (e *entry) outer() *entry {
+	o, _ := e.Context.Value(entryKey{e.h.client()}).(*entry)
+	return o
 }
 
 // entryKey finds, in a hold context, the nearest entry of one Client; from
@@ -78,7 +115,7 @@ type entryKey struct{ c *Client }
 func entryFrom(ctx context.Context, c *Client, id string) *entry {
 	e, _ := ctx.Value(entryKey{c}).(*entry)
 	for e != nil && e.h.key.id != id {
-		e = e.outer
+		e = e.outer()
 	}
 	return e
 }
@@ -88,8 +125,22 @@ func entryFrom(ctx context.Context, c *Client, id string) *entry {
 // Lock order, for the whole Client: hold.sem, then registry.mu, then
 // watchdog.mu. The subscriber's mutex is never held together with these.
 type registry struct {
-	mu sync.Mutex
-	m  map[holdKey]*hold
+	mu     sync.Mutex
+	m      map[holdKey]*hold
+	leases leaseHeap
+}
+
+// semPool keeps the semaphores of records that have no user: every one in
+// it is empty.
+var semPool = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
+
+// useLocked counts the caller as a user of h, giving h a semaphore if it
+// has none. Called with the registry lock held.
+func (h *hold) useLocked() {
+	if h.users == 0 {
+		h.sem = semPool.Get().(chan struct{})
+	}
+	h.users++
 }
 
 func (r *registry) init() { r.m = make(map[holdKey]*hold) }
@@ -102,24 +153,29 @@ func (r *registry) enter(s scheme, owner string) *hold {
 	defer r.mu.Unlock()
 	h := r.m[k]
 	if h == nil {
-		h = &hold{key: k, scheme: s, sem: make(chan struct{}, 1)}
+		h = &hold{key: k, scheme: s}
 		r.m[k] = h
 	}
-	h.users++
+	h.useLocked()
 	return h
 }
 
 // use counts the caller as a user of a record it already has.
 func (r *registry) use(h *hold) {
 	r.mu.Lock()
-	h.users++
+	h.useLocked()
 	r.mu.Unlock()
 }
 
 func (r *registry) exit(h *hold) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	h.users--
+	// Every user gives the semaphore back before it exits (leave): the
+	// last one leaves it empty.
+	if h.users--; h.users == 0 {
+		semPool.Put(h.sem)
+		h.sem = nil
+	}
 	r.dropIfIdle(h)
 }
 
@@ -141,7 +197,7 @@ func (r *registry) find(id, owner string) (gen string, token int64, until time.T
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if h := r.m[holdKey{id, owner}]; h != nil {
-		return h.gen, h.token, h.expiresAt
+		return h.gen, h.token, h.expiresAt.time()
 	}
 	return "", 0, time.Time{}
 }
@@ -176,97 +232,41 @@ func (r *registry) tracked(id, owner string) bool {
 // Once the Client is closed it records nothing and returns nil: nothing
 // would renew the hold. The check is made under the registry lock, which
 // Close's cancelAll takes after marking the Client closed, so a grant is
-// either recorded before cancelAll (which cancels it) or refused.
+// either recorded before cancelAll (which cancels it) or refused. The hold
+// context is made before the lock is taken: the lock is the whole Client's.
 func (c *Client) grant(h *hold, from, parent context.Context, gen string, token int64, lease time.Duration, started time.Time) context.Context {
+	ctx, cancel := context.WithCancelCause(from)
+	e := &entry{Context: ctx, h: h, lease: lease, cancel: cancel, parent: parent}
+	life := safeLease(c.leaseFor(lease))
+	drift := h.scheme.traits().drift(c.leaseFor(lease))
 	r := &c.holds
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c.closed.Load() {
+		cancel(ErrClientClosed) // detaches it from from
 		return nil
 	}
 	if h.gen == "" {
-		h.gen, h.token, h.drift, h.since = gen, token, 0, started
+		h.gen, h.token, h.drift, h.since = gen, token, drift, monoOf(started)
 		h.told.Store(false)
-		h.drift = h.scheme.traits().drift(c.leaseFor(lease))
 	}
-	ctx, cancel := context.WithCancelCause(from)
-	outer, _ := from.Value(entryKey{c}).(*entry)
-	ec := &entryCtx{Context: ctx, c: c, e: entry{h: h, gen: h.gen, lease: lease, cancel: cancel, parent: parent, outer: outer}}
-	e := &ec.e
-	if h.entries == nil {
-		h.entries = h.firstEntry[:0]
-	}
-	h.entries = append(h.entries, e)
+	e.gen, e.next, h.entries = h.gen, h.entries, e
 	if lease == 0 && !h.watched {
 		h.watched = true
-		c.dog.watch(h)
+		c.dog.watch()
 	}
-	c.extendLocked(h, started.Add(safeLease(c.leaseFor(lease))-h.drift))
-	return ec
+	c.extendLocked(h, started.Add(life-h.drift))
+	return e
 }
-
-// An entryCtx is a hold context: the entry and the context that carries it
-// in one allocation (context.WithValue would take a second). It answers
-// entryKey{c} with e, as WithValue(ctx, entryKey{c}, &e) would, and every
-// other key as ctx.
-type entryCtx struct {
-	context.Context // the entry's cancellable context
-	c               *Client
-	e               entry
-}
-
-func (ec *entryCtx) Value(key any) any {
-	if k, ok := key.(entryKey); ok && k.c == ec.c {
-		return &ec.e
-	}
-	return ec.Context.Value(key)
-}
-
-func (ec *entryCtx) String() string { return "relock.holdContext(" + ec.e.h.key.id + ")" }
 
 // client is the Client that keeps h.
 func (h *hold) client() *Client { return h.scheme.client() }
-
-// extendLocked moves the hold's local lease end to until, if that is later:
-// the lease of a leased hold, or for a watched one the lease its last
-// successful renewal bought. The watched case matters when a renewal hangs
-// (a paused server, a partition): the call may not return before Redis lets
-// the lock go, and the holder must not believe past that. Called with the
-// registry lock held.
-func (c *Client) extendLocked(h *hold, until time.Time) {
-	if !until.After(h.expiresAt) {
-		return
-	}
-	h.expiresAt = until
-	gen := h.gen
-	if h.expiry == nil {
-		h.expiry = time.AfterFunc(time.Until(until), func() { c.expire(h, gen) })
-	} else {
-		h.expiry.Reset(time.Until(until))
-	}
-}
 
 // safeLease is how long after sending the script that set it a holder may
 // count on a lease: less a margin, as Redlock does, for the drift between the
 // client's clock and the server's and for the timer firing late.
 func safeLease(lease time.Duration) time.Duration {
 	return lease - min(lease/100+2*time.Millisecond, lease/4)
-}
-
-// expire ends generation gen of h when its lease has run out: a leased hold,
-// or a watched one whose renewals failed until then.
-func (c *Client) expire(h *hold, gen string) {
-	r := &c.holds
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if h.gen != gen || time.Now().Before(h.expiresAt) {
-		return // already ended, or extended by a renewal or re-entry
-	}
-	reason := LossExpired
-	if h.watched {
-		reason = LossRenewalFailed // the watchdog's renewals failed until the lease it bought ran out
-	}
-	c.endLocked(h, gen, lossCause(reason, fmt.Errorf("%w: lease expired", ErrLockLost)))
 }
 
 // end ends generation gen of h with cause: every entry's context is
@@ -284,26 +284,19 @@ func (c *Client) endLocked(h *hold, gen string, cause error) {
 	}
 	h.gen = ""
 	h.releasing = false
-	if h.expiry != nil {
-		h.expiry.Stop()
-		h.expiry = nil
-	}
-	h.expiresAt = time.Time{}
-	if h.watched {
-		h.watched = false
-		c.dog.unwatch(h)
-	}
+	h.watched = false
+	c.dropLeaseLocked(h)
 	entries := h.entries
 	h.entries = nil
 	c.holds.dropIfIdle(h)
-	for _, e := range entries {
+	for e := entries; e != nil; e = e.next {
 		e.ended = cause
 	}
 	if lost(cause) {
 		c.emitLost(h, cause)
 	}
 	// Signal last, so that a holder woken by Done sees the hold fully ended.
-	for _, e := range entries {
+	for e := entries; e != nil; e = e.next {
 		e.cancel(cause)
 	}
 }
@@ -316,21 +309,18 @@ func (c *Client) endEntryLocked(e *entry, cause error) {
 		return
 	}
 	e.ended = cause
-	for i, x := range h.entries {
-		if x == e {
-			h.entries = append(h.entries[:i], h.entries[i+1:]...)
+	for p := &h.entries; *p != nil; p = &(*p).next {
+		if *p == e {
+			*p = e.next
 			break
 		}
 	}
 	if h.watched && e.lease == 0 {
 		watched := false
-		for _, x := range h.entries {
+		for x := h.entries; x != nil; x = x.next {
 			watched = watched || x.lease == 0
 		}
-		if !watched {
-			h.watched = false
-			c.dog.unwatch(h)
-		}
+		h.watched = watched
 	}
 	e.cancel(cause)
 }
@@ -346,7 +336,7 @@ func (c *Client) cancelAll(cause error) {
 		if h.gen != "" {
 			c.emitLost(h, cause)
 		}
-		for _, e := range h.entries {
+		for e := h.entries; e != nil; e = e.next {
 			e.cancel(cause)
 		}
 	}

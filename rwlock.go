@@ -27,9 +27,9 @@ type rwKeys struct {
 func rwKeysOf(ks keyspace) rwKeys {
 	k := rwKeys{hash: ks.key("rw"), tail: ks.key("rw:last"),
 		readCh: ks.key("rw:rch")}
-	hash, tail, readCh := any(k.hash), any(k.tail), any(k.readCh)
-	k.acquireKeys = keySet{[]string{k.hash, k.tail, k.readCh}, []any{hash, tail, readCh}}
-	k.releaseKeys = keySet{[]string{k.hash, k.readCh, k.tail}, []any{hash, readCh, tail}}
+	hash := any(k.hash)
+	k.acquireKeys = keySet{[]string{k.hash, k.tail, k.readCh}, hash}
+	k.releaseKeys = keySet{[]string{k.hash, k.readCh, k.tail}, hash}
 	return k
 }
 

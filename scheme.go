@@ -125,56 +125,6 @@ type target interface {
 	unlockError(parts []unlockPart, fails []partFailure) error
 }
 
-// sole is the target of one scheme's own record. It is generic in the
-// scheme's type so that a sole of a one-pointer scheme (Lock's, FairLock's,
-// RedLock's) is one pointer too, and passing it as a target allocates
-// nothing.
-type sole[S scheme] struct{ s S }
-
-// soleOf is the target of s's own record.
-func soleOf[S scheme](s S) sole[S] { return sole[S]{s} }
-
-func (t sole[S]) client() *Client   { return t.s.client() }
-func (t sole[S]) info() LockInfo    { return t.s.info() }
-func (t sole[S]) traits() traits    { return t.s.traits() }
-func (t sole[S]) partCount() int    { return 1 }
-func (t sole[S]) record(int) scheme { return t.s }
-
-func (t sole[S]) acquireParts(ctx context.Context, req acquireReq, parts []lockPart) (attempt, error) {
-	req.owner, req.gen, req.lease = parts[0].h.key.owner, parts[0].held, t.client().leaseFor(req.lease)
-	req.refs.owner, req.refs.gen = &parts[0].h.key.owner, &parts[0].held
-	return t.s.acquire(ctx, req)
-}
-
-// leftover is op: a grant of op that is not used may stay in Redis, where
-// the owner's next attempt takes it over (a waiter's replays its op id; any
-// other's takes over the owner's own field), so it is freed only when the
-// wait gives up.
-func (sole[S]) leftover(_ context.Context, _ acquireReq, _ []lockPart, op string, _ attempt, _ error) string {
-	return op
-}
-
-// takeBack releases the grant at once; if that fails, the background
-// clean-up retries it until its lease has run out.
-func (t sole[S]) takeBack(ctx context.Context, req acquireReq, parts []lockPart, a attempt) {
-	c := t.client()
-	lease := c.leaseFor(req.lease)
-	rel := releaseReq{owner: parts[0].h.key.owner, op: c.newOp(), gen: a.gen, final: true}
-	if _, err := t.s.release(ctx, rel); err != nil {
-		c.releaseInBackground(t.s, rel, time.Now().Add(lease))
-	}
-}
-
-func (t sole[S]) releaseParts(ctx context.Context, parts []unlockPart) {
-	p := &parts[0]
-	op := t.client().newOpRef()
-	p.req.op, p.req.refs = *op, argRefs{owner: &p.e.h.key.owner, op: op, gen: &p.e.gen}
-	p.out, p.err = t.s.release(ctx, p.req)
-}
-
-// unlockError is the one part's error: one part fails at most once.
-func (sole[S]) unlockError(_ []unlockPart, fails []partFailure) error { return fails[0].err }
-
 // partFailure is why part (an index into the call's parts) failed.
 type partFailure struct {
 	part int

@@ -64,20 +64,27 @@ type scriptCall struct {
 }
 
 // A keySet is the KEYS of one script of one lock, kept by the lock: the
-// names (for routing and batching) and the same names boxed once, for
-// newCall. A lock's keys never change, so its calls box none of them.
+// names (for routing and batching), and the first boxed once, as the
+// string by which a Cluster or Ring client routes the call. newCall sends
+// the others by pointer into names (textArg, which boxes for free): names
+// never change once built, so a lock's calls box none of its keys.
 type keySet struct {
 	names []string
-	boxed []any
+	first any // names[0], boxed
 }
 
 // newCall is the call of script on keys with args: the one allocation is
 // its argv.
 func newCall(script *redis.Script, keys keySet, args ...any) scriptCall {
-	nk := len(keys.boxed)
+	nk := len(keys.names)
 	argv := make([]any, 3+nk+len(args))
 	argv[0], argv[1], argv[2] = "evalsha", scriptSHA(script), numKeysArg(nk)
-	copy(argv[3:], keys.boxed)
+	if nk > 0 {
+		argv[3] = keys.first
+	}
+	for i := 1; i < nk; i++ {
+		argv[3+i] = (*textArg)(&keys.names[i])
+	}
 	copy(argv[3+nk:], args)
 	return scriptCall{script: script, keys: keys.names, args: argv[3+nk:], argv: argv}
 }
@@ -112,24 +119,16 @@ type processor interface {
 
 // evalSha queues (a pipeline) or runs the call by EVALSHA on p.
 func (sc scriptCall) evalSha(ctx context.Context, p processor) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, sc.evalshaArgv()...)
-	if len(sc.keys) > 0 {
-		cmd.SetFirstKeyPos(3) // a Cluster routes the call by its first key
-	}
+	cmd := sc.evalShaCmd(ctx)
 	_ = p.Process(ctx, cmd) // the error is the command's
 	return cmd
 }
 
-// run runs the call on rdb by EVALSHA; on NOSCRIPT it loads the script
-// (loadScript) and sends EVALSHA again, or sends EVAL where the script
-// could not be loaded so.
-func (sc scriptCall) run(ctx context.Context, rdb redis.UniversalClient) *redis.Cmd {
-	cmd := sc.evalSha(ctx, rdb)
-	if noScript(cmd.Err()) && loadScript(ctx, rdb, sc.script) {
-		cmd = sc.evalSha(ctx, rdb)
-	}
-	if noScript(cmd.Err()) {
-		return sc.script.Eval(ctx, rdb, sc.keys, sc.args...)
+// evalShaCmd is the call's EVALSHA command, not sent yet.
+func (sc scriptCall) evalShaCmd(ctx context.Context) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, sc.evalshaArgv()...)
+	if len(sc.keys) > 0 {
+		cmd.SetFirstKeyPos(3) // a Cluster routes the call by its first key
 	}
 	return cmd
 }
@@ -360,11 +359,10 @@ var multiAcquireScript = newScript("multi_acquire")
 // for owner at once, held[i] being the generation owner holds on ks[i] (""
 // for none).
 func multiAcquireCall(c *Client, ks []lockKeys, held []string, owner, op string, lease time.Duration) scriptCall {
-	keys := keySet{make([]string, 0, 2*len(ks)), make([]any, 0, 2*len(ks))}
+	keys := keySet{make([]string, 0, 2*len(ks)), ks[0].acquireKeys.first}
 	args := append(make([]any, 0, 4+len(ks)), owner, op, c.leaseArg(lease), c.args.fencing)
 	for i, k := range ks {
 		keys.names = append(keys.names, k.acquireKeys.names...)
-		keys.boxed = append(keys.boxed, k.acquireKeys.boxed...)
 		args = append(args, held[i])
 	}
 	return newCall(multiAcquireScript, keys, args...)
@@ -375,11 +373,10 @@ var multiReleaseScript = newScript("multi_release")
 // multiReleaseCall releases one hold of owner's on each of the Locks ks of
 // one Client (and slot): generation gens[i], the last one when final[i].
 func multiReleaseCall(c *Client, ks []lockKeys, gens []string, final []bool, owner, op string) scriptCall {
-	keys := keySet{make([]string, 0, 3*len(ks)), make([]any, 0, 3*len(ks))}
+	keys := keySet{make([]string, 0, 3*len(ks)), ks[0].releaseKeys.first}
 	args := append(make([]any, 0, 5+2*len(ks)), owner, op, c.args.publish, c.args.latch, c.args.blind)
 	for i, k := range ks {
 		keys.names = append(keys.names, k.releaseKeys.names...)
-		keys.boxed = append(keys.boxed, k.releaseKeys.boxed...)
 		args = append(args, gens[i], flagArg(final[i]))
 	}
 	return newCall(multiReleaseScript, keys, args...)

@@ -27,7 +27,7 @@ func (c *Client) SpinLock(name string) *SpinLock {
 	l := &SpinLock{}
 	if l.init(c, name) {
 		l.keys = spinKeysOf(l.ks)
-		l.hash = l.keys.hash
+		l.hash = &l.keys.hash
 	}
 	return l
 }

@@ -134,9 +134,9 @@ func (k *unlockCall) prepare() (fails []partFailure, live int) {
 			continue
 		}
 		p.live = true
-		p.req = releaseReq{owner: h.key.owner, gen: p.e.gen, final: len(h.entries) == 1}
+		p.req = releaseReq{owner: h.key.owner, gen: p.e.gen, final: h.entries != nil && h.entries.next == nil}
 		h.releasing = p.req.final
-		p.until, p.since = h.expiresAt, h.since
+		p.until, p.since = h.expiresAt.time(), h.since.time()
 		p.req.until = p.until
 		r.mu.Unlock()
 		live++

@@ -48,6 +48,13 @@ func (spec waitSpec) deadline(start time.Time) time.Time {
 func (c *Client) wait(ctx context.Context, spec waitSpec, try func() (attempt, error)) (attempt, int, error) {
 	tried := time.Now()
 	a, err := try()
+	return c.waitFrom(ctx, spec, tried, a, err, try)
+}
+
+// waitFrom is wait once its first attempt, sent at tried, returned a and
+// err: a caller that makes the first attempt itself goes to Redis one call
+// less deep, and comes here only when that attempt did not acquire.
+func (c *Client) waitFrom(ctx context.Context, spec waitSpec, tried time.Time, a attempt, err error, try func() (attempt, error)) (attempt, int, error) {
 	check := grantCheck{claim: c.opts.replicas > 0}
 	check.saw(a, err)
 	if err != nil || a.outcome != busy {

@@ -19,16 +19,17 @@ const renewBatch = 500
 // whole Client, from one goroutine: every lease/3 it renews all of them in one
 // pipeline of batched script calls. A hold the script finds gone is ended at
 // once (its context cancelled with ErrLockLost). One whose renewals keep
-// failing is ended by its own lease timer (hold.expiry) when the lease it last
-// renewed runs out — even while a renewal hangs on an unresponsive server,
+// failing is ended by the Client's lease heap (leases.go) when the lease it
+// last renewed runs out — even while a renewal hangs on an unresponsive server,
 // since go-redis bounds calls by its read timeout, not by our deadlines.
 type watchdog struct {
 	c        *Client
 	interval time.Duration
 	retry    time.Duration
 
+	// The holds it renews are those of the Client's registry marked
+	// watched: a set of its own would cost memory per hold.
 	mu      sync.Mutex
-	holds   map[*hold]struct{}
 	started bool
 	done    chan struct{}
 	kicks   chan struct{} // a recheck of every hold is wanted now
@@ -45,20 +46,19 @@ func newWatchdog(c *Client) *watchdog {
 		c:        c,
 		interval: lease / 3,
 		retry:    max(lease/15, time.Millisecond),
-		holds:    make(map[*hold]struct{}),
 		done:     make(chan struct{}),
 		kicks:    make(chan struct{}, 1),
 	}
 }
 
-// watch starts renewing h. Called with the registry lock held.
-func (d *watchdog) watch(h *hold) {
+// watch makes sure the watchdog runs, for a hold just marked watched.
+// Called with the registry lock held.
+func (d *watchdog) watch() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.c.closed.Load() {
 		return
 	}
-	d.holds[h] = struct{}{}
 	d.startLocked()
 }
 
@@ -85,13 +85,6 @@ func (d *watchdog) kick() bool {
 	default:
 		return false
 	}
-}
-
-// unwatch stops renewing h. Called with the registry lock held.
-func (d *watchdog) unwatch(h *hold) {
-	d.mu.Lock()
-	delete(d.holds, h)
-	d.mu.Unlock()
 }
 
 func (d *watchdog) close() {
@@ -152,7 +145,7 @@ func (d *watchdog) tick(all bool) time.Time {
 		holds, gens = append(holds, h), append(gens, h.gen)
 		// Built here rather than at Lock: only holds that live a tick need it.
 		items = append(items, h.scheme.renewal(h.key.owner, h.gen, l))
-		deadline = minTime(deadline, h.expiresAt)
+		deadline = minTime(deadline, h.expiresAt.time())
 	}
 	reg.mu.Unlock()
 	if len(items) == 0 {
@@ -161,7 +154,7 @@ func (d *watchdog) tick(all bool) time.Time {
 
 	// A renewal stuck on a paused server or a partitioned network must not
 	// keep a holder believing past its lease (the lock may expire in Redis
-	// and be granted to someone else): each hold's expiry timer ends it
+	// and be granted to someone else): the lease heap ends each hold
 	// then, whatever the call does. The deadline also ends the call then,
 	// where go-redis honours context deadlines (ContextTimeoutEnabled);
 	// otherwise its read timeout does.
@@ -201,7 +194,7 @@ func (d *watchdog) apply(holds []*hold, gens []string, results []int64, errs []e
 				d.c.endLocked(h, gens[i], lossCause(LossGone, fmt.Errorf("%w: the hold was gone when the watchdog checked it", ErrLockLost)))
 			}
 		default:
-			// Retry soon; the hold's own timer ends it if the lease runs out.
+			// Retry soon; the lease heap ends the hold if its lease runs out.
 			failed++
 			if firstErr == nil {
 				firstErr = errs[i]
@@ -215,18 +208,11 @@ func (d *watchdog) apply(holds []*hold, gens []string, results []int64, errs []e
 // candidates lists the holds a tick looks at: the watched ones, or every
 // hold of the Client. Called with the registry lock held.
 func (d *watchdog) candidates(all bool) []*hold {
-	if all {
-		out := make([]*hold, 0, len(d.c.holds.m))
-		for _, h := range d.c.holds.m {
+	var out []*hold
+	for _, h := range d.c.holds.m {
+		if all || h.watched {
 			out = append(out, h)
 		}
-		return out
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]*hold, 0, len(d.holds))
-	for h := range d.holds {
-		out = append(out, h)
 	}
 	return out
 }
