@@ -176,9 +176,23 @@ const defaultUnlockLatch = 30 * time.Second
 
 // leftover reports whether k is one of the keys that outlive a free lock by
 // design, for the unlock latch's time only: a tail (the last token, so that
-// the next one is above it, and the latch of the last final releases).
-func leftover(k string) bool {
-	return strings.HasSuffix(k, ":last")
+// the next one is above it, and the latch of the last final releases), or
+// a free Lock's hash, which keeps the same record (see freeRecord).
+func leftover(t testing.TB, rdb redis.UniversalClient, k string) bool {
+	return strings.HasSuffix(k, ":last") || freeRecord(t, rdb, k)
+}
+
+// freeRecord reports whether k is the hash of a free Lock (or SpinLock): it
+// keeps the last token and the latch of the last final releases, and no
+// hold (no ~g).
+func freeRecord(t testing.TB, rdb redis.UniversalClient, k string) bool {
+	t.Helper()
+	if !strings.HasSuffix(k, "}") && !strings.HasSuffix(k, "}:spin") {
+		return false
+	}
+	f, err := rdb.HMGet(context.Background(), k, "~g", "~t").Result()
+	require.NoError(t, err)
+	return f[0] == nil && f[1] != nil
 }
 
 // latchMark reports whether k is a CountDownLatch's mark, which outlives
@@ -207,7 +221,7 @@ func keysLeft(t testing.TB, rdb redis.UniversalClient) []string {
 			requireLatchMarkExpires(t, rdb, k)
 			continue
 		}
-		if !leftover(k) {
+		if !leftover(t, rdb, k) {
 			out = append(out, k)
 			continue
 		}

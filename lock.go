@@ -14,28 +14,33 @@ type Lock struct {
 }
 
 type lockKeys struct {
+	// hash is the lock; free, it keeps the last token and the latch of the
+	// last final releases for the unlock latch (see release_common.lua).
 	hash, channel string
-	// tail outlives the free lock for the unlock latch: the last token and
-	// the latch of the last final releases (see release_common.lua).
-	tail string
+	// forced keeps the force releases' answers for a replay (see
+	// force_common.lua): the one key besides the hash, written only by a
+	// force release.
+	forced string
 	// waitChannel is where releases hand the lock over to this Client's
 	// waiters: <hash>:w:<client id> (see handover_common.lua).
 	waitChannel string
-	// The KEYS of the acquire and of the release (and abandon, force
-	// release) scripts, boxed once: see keySet.
-	acquireKeys, releaseKeys keySet
+	// The KEYS of the acquire, of the release (and abandon) and of the
+	// force release scripts, boxed once: see keySet.
+	acquireKeys, releaseKeys, forceKeys keySet
 }
 
 func lockKeysOf(ks keyspace) lockKeys {
 	return lockKeysOn(ks.key(""), ks.key("last"), ks.key("ch"))
 }
 
-// lockKeysOn lays out a Lock's keys on the given hash, tail and channel.
-func lockKeysOn(hashKey, tailKey, channelKey string) lockKeys {
-	k := lockKeys{hash: hashKey, tail: tailKey, channel: channelKey}
-	hash, tail, channel := any(k.hash), any(k.tail), any(k.channel)
-	k.acquireKeys = keySet{[]string{k.hash, k.tail}, []any{hash, tail}}
-	k.releaseKeys = keySet{[]string{k.hash, k.channel, k.tail}, []any{hash, channel, tail}}
+// lockKeysOn lays out a Lock's keys on the given hash, force releases' key
+// and channel.
+func lockKeysOn(hashKey, forcedKey, channelKey string) lockKeys {
+	k := lockKeys{hash: hashKey, forced: forcedKey, channel: channelKey}
+	hash, forced, channel := any(k.hash), any(k.forced), any(k.channel)
+	k.acquireKeys = keySet{[]string{k.hash}, []any{hash}}
+	k.releaseKeys = keySet{[]string{k.hash, k.channel}, []any{hash, channel}}
+	k.forceKeys = keySet{[]string{k.hash, k.channel, k.forced}, []any{hash, channel, forced}}
 	return k
 }
 

@@ -341,7 +341,7 @@ var lockForceReleaseScript = newScript("lock_force_release")
 
 // lockForceReleaseCall is forceReleaseCall for the Lock whose keys are k.
 func lockForceReleaseCall(c *Client, k lockKeys) scriptCall {
-	return forceReleaseCall(c, lockForceReleaseScript, k.releaseKeys)
+	return forceReleaseCall(c, lockForceReleaseScript, k.forceKeys)
 }
 
 var lockRenewScript = newScript("lock_renew")
@@ -360,7 +360,7 @@ var multiAcquireScript = newScript("multi_acquire")
 // for owner at once, held[i] being the generation owner holds on ks[i] (""
 // for none).
 func multiAcquireCall(c *Client, ks []lockKeys, held []string, owner, op string, lease time.Duration) scriptCall {
-	keys := keySet{make([]string, 0, 2*len(ks)), make([]any, 0, 2*len(ks))}
+	keys := keySet{make([]string, 0, len(ks)), make([]any, 0, len(ks))}
 	args := append(make([]any, 0, 4+len(ks)), owner, op, c.leaseArg(lease), c.args.fencing)
 	for i, k := range ks {
 		keys.names = append(keys.names, k.acquireKeys.names...)
@@ -375,7 +375,7 @@ var multiReleaseScript = newScript("multi_release")
 // multiReleaseCall releases one hold of owner's on each of the Locks ks of
 // one Client (and slot): generation gens[i], the last one when final[i].
 func multiReleaseCall(c *Client, ks []lockKeys, gens []string, final []bool, owner, op string) scriptCall {
-	keys := keySet{make([]string, 0, 3*len(ks)), make([]any, 0, 3*len(ks))}
+	keys := keySet{make([]string, 0, 2*len(ks)), make([]any, 0, 2*len(ks))}
 	args := append(make([]any, 0, 5+2*len(ks)), owner, op, c.args.publish, c.args.latch, c.args.blind)
 	for i, k := range ks {
 		keys.names = append(keys.names, k.releaseKeys.names...)

@@ -80,12 +80,6 @@ func assertClockToken(t testing.TB, tok int64, from, to time.Time, msgAndArgs ..
 	assert.LessOrEqual(t, tok, to.Add(time.Second).UnixMicro(), msgAndArgs...)
 }
 
-// isLeftover reports whether key is one a release leaves behind on purpose
-// for the unlock latch's time: a tail (last token and latch).
-func isLeftover(key string) bool {
-	return strings.HasSuffix(key, ":last")
-}
-
 // heldKeys lists the keys of rdb that mean "held" (or waiting): every key
 // but tails and latches. It asserts that those carry a TTL of at most
 // latch, so that they never outlive a released lock by more than that.
@@ -93,7 +87,7 @@ func heldKeys(t testing.TB, rdb redis.UniversalClient, latch time.Duration) []st
 	t.Helper()
 	var out []string
 	for _, k := range allKeys(t, rdb) {
-		if !isLeftover(k) {
+		if !leftover(t, rdb, k) {
 			out = append(out, k)
 			continue
 		}

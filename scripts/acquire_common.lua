@@ -41,7 +41,8 @@ end
 
 -- next_token returns a fencing token above every token this lock name has
 -- handed out that Redis still knows of (last: the current hold's ~t, and the
--- tail's ~t, left by the last release: see release_common), and at least the server's clock in µs, so
+-- tail's ~t, left by the last release: see release_common; a Lock's tail is
+-- its hash, whose ~t is last), and at least the server's clock in µs, so
 -- that tokens keep increasing when Redis forgets (a restart without
 -- persistence, a failover to a replica that missed writes, eviction) as long
 -- as the server clocks do not step back by more than the time that took.
@@ -65,17 +66,30 @@ local function next_token(tail, last, now)
 end
 
 -- grant_new starts a new exclusive hold (Lock, FairLock, MultiLock part):
--- count 1, generation op, a new token above last. It overwrites a leftover
--- of the owner's own, since one owner's fields are all such a hash has.
--- With a token, the tail's read also gives its latch's last slot (~s, see
--- release_common; '' for none yet), which the hold carries as its ~s so
--- that its release writes the next slot without reading the tail first:
--- only the end of a hold of this hash writes the latch, so the slot stays
--- exact while the hold lives (a leftover's too: its hash lived on).
+-- count 1, generation op, a new token above last (the hash's ~t). It
+-- overwrites a leftover of the owner's own, since one owner's fields are
+-- all such a hash has. A Lock's hash is its own tail (tail == hash, see
+-- release_common): its ~t is last, and the hold keeps the record's latch
+-- beside its fields; without a token the hold keeps the record's ~t, so
+-- that the next hold with one is above it. Else, with a token, the tail's
+-- read also gives its latch's last slot (~s; '' for none yet), which the
+-- hold carries as its ~s so that its release writes the next slot without
+-- reading the tail first: only the end of a hold of this hash writes the
+-- latch, so the slot stays exact while the hold lives (a leftover's too:
+-- its hash lived on).
 local function grant_new(hash, tail, owner, op, lease, fencing, last)
 	-- The fields are named in the HSET, not put in a table for unpack: this
 	-- runs at every new hold, and the table cost more than the branch. The
 	-- count is the string '1', not the number: see clock_token.
+	if tail == hash then
+		local token, text = 0, last or '0'
+		if fencing == '1' then
+			token, text = clock_token(tonumber(last or 0))
+		end
+		redis.call('hset', hash, owner, '1', '~g', op, '~o', op, '~t', text, '~l', lease)
+		redis.call('pexpire', hash, lease)
+		return token
+	end
 	if fencing ~= '1' then
 		redis.call('hset', hash, owner, '1', '~g', op, '~o', op, '~t', '0', '~l', lease)
 		redis.call('pexpire', hash, lease)

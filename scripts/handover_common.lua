@@ -24,6 +24,29 @@ local function store_queue(qkey, q)
 	end
 end
 
+-- drop_owner deletes, before the hold of keep is written in hash, the
+-- fields of the hold freed that the new one does not overwrite: its
+-- owner's count (owner; nil when not known: every field that is neither
+-- metadata nor a latch slot, see release_common) and the queue (~q, written
+-- again with the new hold when waiters are left).
+local function drop_owner(hash, owner, keep)
+	if owner then
+		if owner ~= keep then
+			redis.call('hdel', hash, owner, '~q')
+		else
+			redis.call('hdel', hash, '~q')
+		end
+		return
+	end
+	local f = {'~q'}
+	for _, k in ipairs(redis.call('hkeys', hash)) do
+		if #k > 1 and string.sub(k, 1, 1) ~= '~' and k ~= keep then
+			f[#f + 1] = k
+		end
+	end
+	redis.call('hdel', hash, unpack(f))
+end
+
 -- hand_over gives the lock in hash, being freed, to the first queued waiter
 -- whose Client still listens, in the same call (see first_listener), and
 -- writes the hold — count 1, generation = the waiter id, token by the rule
@@ -36,9 +59,13 @@ end
 -- lease, and would oversleep the new hold's end — after which the queue,
 -- in a Lock's hash, is gone with it and nothing is published. A waiter
 -- whose id is self (the caller of an acquire that found the lock free) is
--- granted without a message. It returns true, the token and the waiter's
+-- granted without a message. freed, for a hash that is its own tail (a
+-- Lock's, see free_record), is {owner, op, s}: the freed hold's owner field
+-- (nil: not known, every owner field goes), deleted, and the release op
+-- (nil: none) recorded in the latch after slot s (nil: read), with the new
+-- hold's fields, in its HSET. It returns true, the token and the waiter's
 -- id when the lock was handed over, false when nobody was left to take it.
-local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self)
+local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self, freed)
 	-- A hold's token (~t, last) was made above the tail's, and only the end
 	-- of a hold of this hash writes the tail's: while the hold lives, last
 	-- is the larger, and the tail need not be read. A hold without a token
@@ -59,9 +86,17 @@ local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self)
 		end
 	end
 	if how then
-		redis.call('del', hash)
 		-- Strings, not numbers: a number costs Redis a printf (clock_token).
 		local f = {owner, '1', '~g', w, '~o', w, '~t', text or fmt(token), '~l', lease}
+		if freed then
+			drop_owner(hash, freed[1], owner)
+			if freed[2] then
+				local s = next_slot(hash, freed[3])
+				f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = s, freed[2], '~s', s
+			end
+		else
+			redis.call('del', hash)
+		end
 		if q ~= '' then
 			-- A FairLock's hash marks that its queue key holds waiters.
 			f[#f + 1], f[#f + 2] = '~q', qkey and '1' or q
@@ -82,30 +117,42 @@ local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self)
 end
 
 -- free_hold ends an exclusive hold whose fields are cur ({~g, ~o, ~t, ~q,
--- ~m, ~l}, as release_hold returns them): it hands the lock over to a queued
--- waiter (the hash's ~q, or the string qkey when given and ~q marks it as
--- holding waiters, see fair_common), or deletes it, leaving its token in the
--- tail; either way the listeners a hold marked (~m) are told on channel
--- ("handed": the lock stays held, by its new holder; "all": it is free) and
--- op (when given: a release, which may be replayed) joins the tail's latch
--- (see release_common).
-local function free_hold(hash, channel, op, tail, cur, pub, ms, trust, qkey)
+-- ~m, ~l[, ~s]}, as release_hold returns them) and whose owner field is
+-- owner (nil: not known): it hands the lock over to a queued waiter (the
+-- hash's ~q, or the string qkey when given and ~q marks it as holding
+-- waiters, see fair_common), or frees it, leaving its token in the tail
+-- (the hash itself when tail is hash, a Lock's: see free_record); either
+-- way the listeners a hold marked (~m) are told on channel ("handed": the
+-- lock stays held, by its new holder; "all": it is free) and op (when
+-- given: a release, which may be replayed) joins the tail's latch (see
+-- release_common).
+local function free_hold(hash, channel, op, tail, cur, pub, ms, trust, qkey, owner)
 	local q = cur[4]
 	if qkey and q then
 		q = redis.call('get', qkey)
 	end
-	if q and hand_over(hash, tail, q, cur[3], cur[5], cur[6], pub, trust, qkey) then
+	local own = tail == hash
+	local freed = own and {owner, op, cur[7]} or nil
+	if q and hand_over(hash, tail, q, cur[3], cur[5], cur[6], pub, trust, qkey, nil, freed) then
 		if cur[5] then
 			redis.call(pub, channel, 'handed')
 		end
-		end_hold(tail, op, nil, ms)
+		if not own then
+			end_hold(tail, op, nil, ms)
+		end
 		return
 	end
-	redis.call('del', hash)
+	if own then
+		free_record(hash, owner, op, ms, cur[7])
+	else
+		redis.call('del', hash)
+	end
 	if cur[5] then
 		-- Every listener re-checks ('all'): the one that gets the lock
-		-- writes a new hash, which the others' attempts mark again.
+		-- writes a new hold, which the others' attempts mark again.
 		redis.call(pub, channel, 'all')
 	end
-	end_hold(tail, op, cur[3], ms)
+	if not own then
+		end_hold(tail, op, cur[3], ms)
+	end
 end

@@ -5,12 +5,11 @@
 --
 -- KEYS[1]  lock hash (see lock_acquire)
 -- KEYS[2]  the lock's channel (see lock_release)
--- KEYS[3]  tail
 -- ARGV[1]  owner; "" for whoever holds generation ARGV[2] (a grant that
 --          reached a Client whose waiter no longer waits, see pubsub.go)
 -- ARGV[2]  the waiter id (the op id its attempts sent)
 -- ARGV[3]  publish command
--- ARGV[4]  latch (tail) lifetime in milliseconds
+-- ARGV[4]  latch lifetime in milliseconds (see lock_release)
 -- ARGV[5]  as lock_release's ARGV[7]
 --
 -- Returns 1 when it released a hold handed to the waiter, 0 otherwise.
@@ -19,7 +18,7 @@
 local hash, w = KEYS[1], ARGV[2]
 local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l')
 if cur[1] == w and (ARGV[1] == '' or redis.call('hexists', hash, ARGV[1]) == 1) then
-	free_hold(hash, KEYS[2], nil, KEYS[3], cur, ARGV[3], ARGV[4], ARGV[5])
+	free_hold(hash, KEYS[2], nil, hash, cur, ARGV[3], ARGV[4], ARGV[5], nil, ARGV[1] ~= '' and ARGV[1] or nil)
 	return 1
 end
 dequeue(hash, cur[4], w)

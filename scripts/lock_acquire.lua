@@ -3,10 +3,9 @@
 --
 -- KEYS[1]  lock hash: owner -> hold count; ~g generation, ~o last op,
 --          ~t fencing token, ~l lease granted, ~q queued waiters, ~m a
---          MultiLock waits (see queue_common), ~s the tail's latch slot
---          when the hold was granted with a token (see grant_new);
---          the lease as its PTTL
--- KEYS[2]  tail: the last released hold's token (see release_common)
+--          MultiLock waits (see queue_common), and the record a free lock
+--          keeps (~t, the latch's ~s and slots: see release_common); the
+--          lease as its PTTL while held (a hash without ~g is free)
 -- ARGV[1]  owner ("<client id>:<owner id>")
 -- ARGV[2]  op id of this request; a waiter sends the same one at each of
 --          its attempts, and it is the waiter's id in the queue
@@ -35,7 +34,7 @@ end
 if not cur[5] and (cur[1] or not cur[4]) then
 	-- Free (or the owner's own leftover) and nobody queued: the common
 	-- acquire, which needs none of the queue's helpers, made only below.
-	return {1, grant_new(hash, KEYS[2], owner, op, ARGV[4], ARGV[5], cur[3]), 1}
+	return {1, grant_new(hash, hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
 end
 -- include here: queue_common
 if not cur[1] and cur[4] then
@@ -46,4 +45,4 @@ if not cur[1] and cur[4] then
 	return {0, redis.call('pttl', hash), place}
 end
 dequeue(hash, cur[5], op)
-return {1, grant_new(hash, KEYS[2], owner, op, ARGV[4], ARGV[5], cur[3]), 1}
+return {1, grant_new(hash, hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}

@@ -1,24 +1,32 @@
 -- release_common: helpers prepended to the release scripts (see scripts.go).
 --
--- The tail is the one key a lock leaves behind when it is free: a hash
--- (KEYS "tail" of the scripts) that lives for the unlock latch's time after
--- its last write (its PTTL, set again at each write). It holds
+-- A lock that is free keeps, for the unlock latch's time after its last
+-- release (the PTTL, set again at each release), a record of
 --   ~t  the token of the last hold freed, so that the next token is above it
 --       (next_token, acquire_common);
 --   the latch: the op ids of the last LATCH_SLOTS final releases, in fields
 --       named by one character each, '0'..'o' (bytes 48 to 47+LATCH_SLOTS),
 --       written round-robin (~s names the slot written last), so that a
 --       replayed final release (go-redis resending it after a lost reply,
---       or the background retry of a failed Unlock) reports success. A hold
---       granted with a token read ~s with the tail's ~t and carries it
---       (grant_new): its release writes the next slot and ~s with the rest,
---       in one HSET (end_hold); any other release reads ~s first (HGET).
+--       or the background retry of a failed Unlock) reports success.
 --       The slots are characters, not a count, so that no release turns a
 --       number into text (a printf of a double inside Redis, see
 --       clock_token); ~s is not the ~n count earlier versions kept, so that
 --       a release of either version never misreads the other's field.
+-- A Lock keeps that record in its own hash (the tail is the hash: a free
+-- Lock is one key, its hash without a hold's fields, see free_record): a
+-- hold granted on it keeps ~t, ~s and the slots beside its own fields, so
+-- its release reads ~s with the rest and writes the next slot in one HSET,
+-- and no key is made or deleted per hold. While a hold lives the record
+-- shares its lease: a hold whose lease runs out takes the record with it,
+-- and the tokens after it rest on the clock, as after Redis forgot
+-- (next_token). FairLock and RWLock keep it in a key of their own (KEYS
+-- "tail" of their scripts), a hash of the same fields: a hold granted with
+-- a token reads ~s with the tail's ~t and carries it (grant_new), and its
+-- release writes the next slot and ~s with the rest, in one HSET
+-- (end_hold); any other release reads ~s first (HGET).
 -- A latch key per release would make the live keys grow with the release
--- rate (rate × latch time); the tail is one key of bounded size per lock
+-- rate (rate × latch time); the record is of bounded size per lock
 -- whatever the rate. A release is forgotten once LATCH_SLOTS later final
 -- releases of the same lock have been recorded, or once the lock has had no
 -- release for the latch's time: a replay later than that reports the hold
@@ -30,18 +38,53 @@ local LATCH_SLOTS = 64
 -- -1 otherwise (the hold was lost before the release; nothing is changed).
 -- It scans the tail, which is bounded; only a release that finds its
 -- generation gone pays for it, and a lock that has had no release for the
--- latch's time (no tail) answers at once.
+-- latch's time (no tail) answers at once. Only the slots count: their
+-- names are one character, and no other field's is (an owner's is
+-- "<client id>:<owner id>").
 local function release_replay(tail, op)
 	if redis.call('exists', tail) == 0 then
 		return -1
 	end
 	local f = redis.call('hgetall', tail)
 	for i = 1, #f, 2 do
-		if f[i + 1] == op and string.sub(f[i], 1, 1) ~= '~' then
+		if f[i + 1] == op and #f[i] == 1 then
 			return 1
 		end
 	end
 	return -1
+end
+
+-- next_slot returns the latch slot after s (the latch's last, ~s: read
+-- from tail when nil; '' for none yet, followed by '0'), round-robin.
+local function next_slot(tail, s)
+	s = s or redis.call('hget', tail, '~s') or ''
+	return string.char(48 + ((string.byte(s) or 47) - 47) % LATCH_SLOTS)
+end
+
+-- free_record ends the hold in a Lock's hash, which is its own tail: it
+-- deletes the hold's fields — owner (its count; nil when the caller does
+-- not know it: every field that is neither metadata nor a slot), ~g, ~o,
+-- ~l and the queue's ~q and ~m — keeping ~t, and records op (nil for none)
+-- in the latch after slot s (the hold's ~s as its release read it: exact,
+-- since only a release writes it); the record then lives the latch's
+-- time, ms. Every reader takes a hash without ~g as free.
+local function free_record(hash, owner, op, ms, s)
+	if owner then
+		redis.call('hdel', hash, owner, '~g', '~o', '~l', '~q', '~m')
+	else
+		local f = {'~g', '~o', '~l', '~q', '~m'}
+		for _, k in ipairs(redis.call('hkeys', hash)) do
+			if #k > 1 and string.sub(k, 1, 1) ~= '~' then
+				f[#f + 1] = k
+			end
+		end
+		redis.call('hdel', hash, unpack(f))
+	end
+	if op then
+		s = next_slot(hash, s)
+		redis.call('hset', hash, s, op, '~s', s)
+	end
+	redis.call('pexpire', hash, ms)
 end
 
 -- end_hold writes the tail when a hold ends: op (nil for none: a clean-up
@@ -57,9 +100,7 @@ local function end_hold(tail, op, token, ms, s)
 		token = nil
 	end
 	if op then
-		s = s or redis.call('hget', tail, '~s') or ''
-		-- The slot after s, round-robin; '' (none yet) is followed by '0'.
-		s = string.char(48 + ((string.byte(s) or 47) - 47) % LATCH_SLOTS)
+		s = next_slot(tail, s)
 		if token then
 			redis.call('hset', tail, s, op, '~s', s, '~t', token)
 		else
@@ -73,15 +114,24 @@ local function end_hold(tail, op, token, ms, s)
 	redis.call('pexpire', tail, ms)
 end
 
--- free_alone frees an exclusive hold whose fields are cur (as release_hold
+-- free_alone frees the hold of owner whose fields are cur (as release_hold
 -- returns them) when nobody waits for it — no queue (~q), no listener (~m)
--- — leaving its token in the tail, and returns true; false, having done
--- nothing, when someone may: the caller then hands the lock over
--- (free_hold, handover_common). It is the common release, and needs none of
--- the hand-over's helpers (see scripts.go, includeHerePrefix).
-local function free_alone(hash, op, tail, cur, ms)
+-- — leaving its token in the tail (the hash itself for a Lock, see
+-- free_record), and returns true; false, having done nothing, when someone
+-- may: the caller then hands the lock over (free_hold, handover_common). It
+-- is the common release, and needs none of the hand-over's helpers (see
+-- scripts.go, includeHerePrefix).
+local function free_alone(hash, owner, op, tail, cur, ms)
 	if cur[4] or cur[5] then
 		return false
+	end
+	if tail == hash then
+		-- The HDEL names only the fields a hold without waiters has.
+		redis.call('hdel', hash, owner, '~g', '~o', '~l')
+		local s = next_slot(hash, cur[7] or '')
+		redis.call('hset', hash, s, op, '~s', s)
+		redis.call('pexpire', hash, ms)
+		return true
 	end
 	redis.call('del', hash)
 	end_hold(tail, op, cur[3], ms, cur[7])
