@@ -177,10 +177,11 @@ func (l *exclusive) IsLocked(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n, err := queryBounded(ctx, "is locked", func() (int64, error) {
-		return request(l.c, "is locked", l.c.rdb.Exists(context.WithoutCancel(ctx), l.hash).Result)
+	// A free Lock's hash lives on without a generation (~g): it keeps the
+	// last token and the release latch (see release_common.lua).
+	return queryBounded(ctx, "is locked", func() (bool, error) {
+		return request(l.c, "is locked", l.c.rdb.HExists(context.WithoutCancel(ctx), l.hash, "~g").Result)
 	})
-	return n == 1, err
 }
 
 // HoldCount returns how many holds ctx's owner has on the lock, as Redis
@@ -205,5 +206,31 @@ func (l *exclusive) HoldCount(ctx context.Context) (int, error) {
 
 // TTL returns the lock's remaining lease, or 0 when it is not held.
 func (l *exclusive) TTL(ctx context.Context) (time.Duration, error) {
-	return l.pttl(ctx, l.hash)
+	ctx, err := l.checkQuery(ctx)
+	if err != nil {
+		return 0, err
+	}
+	d, err := queryBounded(ctx, "ttl", func() (time.Duration, error) {
+		return request(l.c, "ttl", func() (time.Duration, error) { return heldPTTL(context.WithoutCancel(ctx), l.c.rdb, l.hash) })
+	})
+	return max(d, 0), err
+}
+
+// heldPTTL returns the PTTL of an exclusive lock's hash while a hold has it
+// (~g), read in one MULTI: the PTTL of a free Lock's hash is its record's
+// (see release_common.lua), no lease. It returns -2 for a free lock.
+func heldPTTL(ctx context.Context, rdb redis.UniversalClient, hash string) (time.Duration, error) {
+	var held *redis.BoolCmd
+	var ttl *redis.DurationCmd
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		held, ttl = p.HExists(ctx, hash, "~g"), p.PTTL(ctx, hash)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !held.Val() {
+		return -2, nil
+	}
+	return ttl.Val(), nil
 }

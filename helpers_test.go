@@ -77,11 +77,39 @@ func eachBackend(t *testing.T, f func(t *testing.T, b *backend)) {
 	t.Run("redis", func(t *testing.T) { f(t, newReal(t)) })
 }
 
+// hgetall reads the hash at key. Of a Lock's (or SpinLock's) hash it leaves
+// out the record that the hash keeps for the lock when it is free: the
+// latch's slots and ~s, and, without a hold (no ~g), the last token. So a
+// free Lock reads as empty, as any other free lock does.
 func hgetall(t testing.TB, rdb redis.UniversalClient, key string) map[string]string {
 	t.Helper()
 	m, err := rdb.HGetAll(context.Background(), key).Result()
 	require.NoError(t, err)
+	if !ownTail(key) {
+		return m
+	}
+	for f := range m {
+		if len(f) == 1 || f == "~s" || (f == "~t" && m["~g"] == "") {
+			delete(m, f)
+		}
+	}
 	return m
+}
+
+// ownTail reports whether key is the hash of a Lock (or SpinLock, or a
+// MultiLock's or RedLock's part), which keeps its last token and release
+// latch itself when free; other kinds keep them in a tail key, key+":last".
+func ownTail(key string) bool {
+	return strings.HasSuffix(key, "}") || strings.HasSuffix(key, "}:spin")
+}
+
+// tailKey returns the key that keeps the last token and the release latch
+// of the lock whose hash is key (see ownTail).
+func tailKey(key string) string {
+	if ownTail(key) {
+		return key
+	}
+	return key + ":last"
 }
 
 func pttl(t testing.TB, rdb redis.UniversalClient, key string) time.Duration {
@@ -127,12 +155,12 @@ func ownersOf(t testing.TB, hash map[string]string) map[string]string {
 	t.Helper()
 	out := make(map[string]string)
 	for f, v := range hash {
-		if !strings.HasPrefix(f, "~") {
+		if !strings.HasPrefix(f, "~") && len(f) > 1 { // one character: a latch slot
 			out[f] = v
 		}
 	}
-	if len(hash) == 0 {
-		return out
+	if len(hash) == 0 || (hash["~g"] == "" && len(out) == 0) {
+		return out // free (a free Lock's hash keeps its token and latch)
 	}
 	assert.Len(t, out, 1, "an exclusive lock has one owner: %v", hash)
 	for _, f := range holdMeta {
@@ -162,7 +190,7 @@ func storedToken(t testing.TB, rdb redis.UniversalClient, key string) int64 {
 // when there is none.
 func storedTail(t testing.TB, rdb redis.UniversalClient, key string) int64 {
 	t.Helper()
-	n, err := rdb.HGet(context.Background(), key+":last", "~t").Int64()
+	n, err := rdb.HGet(context.Background(), tailKey(key), "~t").Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0
 	}
@@ -187,7 +215,7 @@ func leftover(t testing.TB, rdb redis.UniversalClient, k string) bool {
 // hold (no ~g).
 func freeRecord(t testing.TB, rdb redis.UniversalClient, k string) bool {
 	t.Helper()
-	if !strings.HasSuffix(k, "}") && !strings.HasSuffix(k, "}:spin") {
+	if !ownTail(k) {
 		return false
 	}
 	f, err := rdb.HMGet(context.Background(), k, "~g", "~t").Result()
