@@ -210,27 +210,11 @@ func (l *exclusive) TTL(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	d, err := queryBounded(ctx, "ttl", func() (time.Duration, error) {
-		return request(l.c, "ttl", func() (time.Duration, error) { return heldPTTL(context.WithoutCancel(ctx), l.c.rdb, l.hash) })
+	ms, err := queryBounded(ctx, "ttl", func() (int64, error) {
+		return l.c.eval(context.WithoutCancel(ctx), "ttl", lockTTLCall(l.hash)).Int64()
 	})
-	return max(d, 0), err
-}
-
-// heldPTTL returns the PTTL of an exclusive lock's hash while a hold has it
-// (~g), read in one MULTI: the PTTL of a free Lock's hash is its record's
-// (see release_common.lua), no lease. It returns -2 for a free lock.
-func heldPTTL(ctx context.Context, rdb redis.UniversalClient, hash string) (time.Duration, error) {
-	var held *redis.BoolCmd
-	var ttl *redis.DurationCmd
-	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		held, ttl = p.HExists(ctx, hash, "~g"), p.PTTL(ctx, hash)
-		return nil
-	})
-	if err != nil {
+	if err != nil || ms < 0 {
 		return 0, err
 	}
-	if !held.Val() {
-		return -2, nil
-	}
-	return ttl.Val(), nil
+	return time.Duration(ms) * time.Millisecond, nil
 }

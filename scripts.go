@@ -476,6 +476,14 @@ func rwStateCall(hash, owner string) scriptCall {
 	return scriptCall{script: rwStateScript, keys: []string{hash}, args: []any{owner}}
 }
 
+var lockTTLScript = newScript("lock_ttl")
+
+// lockTTLCall reads the lease left of the exclusive lock whose hash is hash
+// (-2: free).
+func lockTTLCall(hash string) scriptCall {
+	return scriptCall{script: lockTTLScript, keys: []string{hash}}
+}
+
 var inspectScript = newScript("inspect")
 
 // Arguments. Every script call passes its arguments as the ...Call

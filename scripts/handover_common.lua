@@ -26,9 +26,9 @@ end
 
 -- drop_owner deletes, before the hold of keep is written in hash, the
 -- fields of the hold freed that the new one does not overwrite: its
--- owner's count (owner; nil when not known: every field that is neither
--- metadata nor a latch slot, see release_common) and the queue (~q, written
--- again with the new hold when waiters are left).
+-- owner's count (owner; nil when not known: every owner field, see
+-- owner_fields) and the queue (~q, written again with the new hold when
+-- waiters are left).
 local function drop_owner(hash, owner, keep)
 	if owner then
 		if owner ~= keep then
@@ -38,13 +38,7 @@ local function drop_owner(hash, owner, keep)
 		end
 		return
 	end
-	local f = {'~q'}
-	for _, k in ipairs(redis.call('hkeys', hash)) do
-		if #k > 1 and string.sub(k, 1, 1) ~= '~' and k ~= keep then
-			f[#f + 1] = k
-		end
-	end
-	redis.call('hdel', hash, unpack(f))
+	redis.call('hdel', hash, '~q', unpack(owner_fields(hash)))
 end
 
 -- hand_over gives the lock in hash, being freed, to the first queued waiter

@@ -61,6 +61,21 @@ local function next_slot(tail, s)
 	return string.char(48 + ((string.byte(s) or 47) - 47) % LATCH_SLOTS)
 end
 
+-- owner_fields returns the owner fields of hash: every field that is
+-- neither metadata ('~') nor a latch slot (one character). HGETALL, not
+-- HKEYS: the least-privilege ACL of the README allows the one relock uses
+-- elsewhere. For a clean-up that does not know the hold's owner (a force
+-- release).
+local function owner_fields(hash)
+	local f, out = redis.call('hgetall', hash), {}
+	for i = 1, #f, 2 do
+		if #f[i] > 1 and string.sub(f[i], 1, 1) ~= '~' then
+			out[#out + 1] = f[i]
+		end
+	end
+	return out
+end
+
 -- free_record ends the hold in a Lock's hash, which is its own tail: it
 -- deletes the hold's fields — owner (its count; nil when the caller does
 -- not know it: every field that is neither metadata nor a slot), ~g, ~o,
@@ -72,13 +87,7 @@ local function free_record(hash, owner, op, ms, s)
 	if owner then
 		redis.call('hdel', hash, owner, '~g', '~o', '~l', '~q', '~m')
 	else
-		local f = {'~g', '~o', '~l', '~q', '~m'}
-		for _, k in ipairs(redis.call('hkeys', hash)) do
-			if #k > 1 and string.sub(k, 1, 1) ~= '~' then
-				f[#f + 1] = k
-			end
-		end
-		redis.call('hdel', hash, unpack(f))
+		redis.call('hdel', hash, '~g', '~o', '~l', '~q', '~m', unpack(owner_fields(hash)))
 	end
 	if op then
 		s = next_slot(hash, s)
