@@ -79,7 +79,7 @@ func eachBackend(t *testing.T, f func(t *testing.T, b *backend)) {
 
 // hgetall reads the hash at key. Of a Lock's (or SpinLock's) hash it leaves
 // out the record that the hash keeps for the lock when it is free: the
-// latch's slots and ~s, and, without a hold (no ~g), the last token. So a
+// latch (~r) and, without a hold (no ~g), the last token. So a
 // free Lock reads as empty, as any other free lock does.
 func hgetall(t testing.TB, rdb redis.UniversalClient, key string) map[string]string {
 	t.Helper()
@@ -88,10 +88,9 @@ func hgetall(t testing.TB, rdb redis.UniversalClient, key string) map[string]str
 	if !ownTail(key) {
 		return m
 	}
-	for f := range m {
-		if len(f) == 1 || f == "~s" || (f == "~t" && m["~g"] == "") {
-			delete(m, f)
-		}
+	delete(m, "~r")
+	if m["~g"] == "" {
+		delete(m, "~t")
 	}
 	return m
 }
@@ -138,9 +137,11 @@ func allKeys(t testing.TB, rdb redis.UniversalClient) []string {
 }
 
 // holdMeta are the fields a Lock or FairLock hash keeps beside its owner's
-// count: the hold's generation (op id of the acquire that started it), the
-// last op applied and the fencing token.
-var holdMeta = []string{"~g", "~o", "~t"}
+// count: the hold's generation (op id of the acquire that started it) and
+// the fencing token. The last op applied (~o) is there once an op after
+// the acquire applied (a FairLock's from the start): a Lock's hold without
+// it has applied none (see last_op in acquire_common.lua).
+var holdMeta = []string{"~g", "~t"}
 
 // owners returns the Lock or FairLock hash at key as owner → count, the meta
 // fields left out. A held lock must have exactly one owner and every meta
@@ -155,7 +156,7 @@ func ownersOf(t testing.TB, hash map[string]string) map[string]string {
 	t.Helper()
 	out := make(map[string]string)
 	for f, v := range hash {
-		if !strings.HasPrefix(f, "~") && len(f) > 1 { // one character: a latch slot
+		if !strings.HasPrefix(f, "~") {
 			out[f] = v
 		}
 	}

@@ -109,10 +109,7 @@ func exclusiveState(key string, fields []string, pttl int64) inspect.Exclusive {
 	}
 	for i := 0; i+1 < len(fields); i += 2 {
 		f, v := fields[i], fields[i+1]
-		if strings.HasPrefix(f, "~") || len(f) == 1 {
-			// Metadata, or a slot of the release latch that a Lock's hash
-			// keeps (see release_common.lua): an owner field is
-			// "<client id>:<owner id>".
+		if strings.HasPrefix(f, "~") {
 			switch f {
 			case "~t":
 				ex.Token, _ = strconv.ParseInt(v, 10, 64)

@@ -55,6 +55,9 @@ func readHold(t testing.TB, rdb redis.UniversalClient, key string) exclusiveHold
 			h.owners[k] = v
 		}
 	}
+	if h.op == "" {
+		h.op = h.gen // a Lock's hold that applied no op after its acquire (last_op, acquire_common.lua)
+	}
 	return h
 }
 

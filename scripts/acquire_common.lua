@@ -71,7 +71,9 @@ end
 -- all such a hash has. A Lock's hash is its own tail (tail == hash, see
 -- release_common): its ~t is last, and the hold keeps the record's latch
 -- beside its fields; without a token the hold keeps the record's ~t, so
--- that the next hold with one is above it. Else, with a token, the tail's
+-- that the next hold with one is above it. A Lock's hold starts without
+-- ~o: the last op applied is then the one that started it, ~g (see
+-- last_op), and the hash of a held Lock stays one field leaner. Else, with a token, the tail's
 -- read also gives its latch's last slot (~s; '' for none yet), which the
 -- hold carries as its ~s so that its release writes the next slot without
 -- reading the tail first: only the end of a hold of this hash writes the
@@ -86,7 +88,7 @@ local function grant_new(hash, tail, owner, op, lease, fencing, last)
 		if fencing == '1' then
 			token, text = clock_token(tonumber(last or 0))
 		end
-		redis.call('hset', hash, owner, '1', '~g', op, '~o', op, '~t', text, '~l', lease)
+		redis.call('hset', hash, owner, '1', '~g', op, '~t', text, '~l', lease)
 		redis.call('pexpire', hash, lease)
 		return token
 	end
@@ -106,6 +108,13 @@ local function grant_new(hash, tail, owner, op, lease, fencing, last)
 	return token
 end
 
+-- last_op returns the op id last applied to an exclusive hold, given its
+-- ~o and ~g: a hold that has applied no op since it started (a Lock's, see
+-- grant_new) has no ~o, and the op that started it is its generation.
+local function last_op(o, g)
+	return o or g
+end
+
 -- reenter_hold adds one hold to generation gen of an exclusive hold and
 -- returns {1, token, count} (the same for a replay of op), or {-1, 0} when
 -- gen no longer holds. A re-entry never shortens the lease the hold has.
@@ -114,7 +123,7 @@ local function reenter_hold(hash, owner, op, gen, lease)
 	if cur[1] ~= gen then
 		return {-1, 0}
 	end
-	if cur[2] == op then
+	if last_op(cur[2], cur[1]) == op then
 		return {1, tonumber(cur[3] or 0), tonumber(cur[4] or 0)}
 	end
 	local count = tonumber(cur[4] or 0) + 1
@@ -138,7 +147,7 @@ local function reenter_or_replay(hash, owner, op, gen, lease)
 		return reenter_hold(hash, owner, op, gen, lease)
 	end
 	local cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
-	if cur[2] == op then
+	if last_op(cur[2], cur[4]) == op then
 		-- The lease is counted from now for the caller (a waiter claiming a
 		-- grant that reached it late counts the hold's end from this
 		-- attempt): make it true, never shortening it. The PEXPIRE is

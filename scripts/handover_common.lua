@@ -27,18 +27,19 @@ end
 -- drop_owner deletes, before the hold of keep is written in hash, the
 -- fields of the hold freed that the new one does not overwrite: its
 -- owner's count (owner; nil when not known: every owner field, see
--- owner_fields) and the queue (~q, written again with the new hold when
+-- owner_fields), its last op (~o: the new hold starts without one, see
+-- grant_new) and the queue (~q, written again with the new hold when
 -- waiters are left).
 local function drop_owner(hash, owner, keep)
 	if owner then
 		if owner ~= keep then
-			redis.call('hdel', hash, owner, '~q')
+			redis.call('hdel', hash, owner, '~q', '~o')
 		else
-			redis.call('hdel', hash, '~q')
+			redis.call('hdel', hash, '~q', '~o')
 		end
 		return
 	end
-	redis.call('hdel', hash, '~q', unpack(owner_fields(hash)))
+	redis.call('hdel', hash, '~q', '~o', unpack(owner_fields(hash)))
 end
 
 -- hand_over gives the lock in hash, being freed, to the first queued waiter
@@ -54,10 +55,10 @@ end
 -- in a Lock's hash, is gone with it and nothing is published. A waiter
 -- whose id is self (the caller of an acquire that found the lock free) is
 -- granted without a message. freed, for a hash that is its own tail (a
--- Lock's, see free_record), is {owner, op, s}: the freed hold's owner field
+-- Lock's, see free_record), is {owner, op, r}: the freed hold's owner field
 -- (nil: not known, every owner field goes), deleted, and the release op
--- (nil: none) recorded in the latch after slot s (nil: read), with the new
--- hold's fields, in its HSET. It returns true, the token and the waiter's
+-- (nil: none) recorded in the hash's latch r (its ~r, see latch_add), with
+-- the new hold's fields, in its HSET. It returns true, the token and the waiter's
 -- id when the lock was handed over, false when nobody was left to take it.
 local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self, freed)
 	-- A hold's token (~t, last) was made above the tail's, and only the end
@@ -81,15 +82,16 @@ local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self, free
 	end
 	if how then
 		-- Strings, not numbers: a number costs Redis a printf (clock_token).
-		local f = {owner, '1', '~g', w, '~o', w, '~t', text or fmt(token), '~l', lease}
+		local f = {owner, '1', '~g', w, '~t', text or fmt(token), '~l', lease}
 		if freed then
 			drop_owner(hash, freed[1], owner)
 			if freed[2] then
-				local s = next_slot(hash, freed[3])
-				f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = s, freed[2], '~s', s
+				f[#f + 1], f[#f + 2] = '~r', latch_add(freed[3], freed[2])
 			end
 		else
+			-- Another kind's hash keeps ~o (see grant_new).
 			redis.call('del', hash)
+			f[#f + 1], f[#f + 2] = '~o', w
 		end
 		if q ~= '' then
 			-- A FairLock's hash marks that its queue key holds waiters.
@@ -111,7 +113,7 @@ local function hand_over(hash, tail, q, last, m, l, pub, trust, qkey, self, free
 end
 
 -- free_hold ends an exclusive hold whose fields are cur ({~g, ~o, ~t, ~q,
--- ~m, ~l[, ~s]}, as release_hold returns them) and whose owner field is
+-- ~m, ~l[, ~r or ~s]}, as release_hold returns them) and whose owner field is
 -- owner (nil: not known): it hands the lock over to a queued waiter (the
 -- hash's ~q, or the string qkey when given and ~q marks it as holding
 -- waiters, see fair_common), or frees it, leaving its token in the tail

@@ -4,7 +4,7 @@
 -- KEYS[1]  lock hash: owner -> hold count; ~g generation, ~o last op,
 --          ~t fencing token, ~l lease granted, ~q queued waiters, ~m a
 --          MultiLock waits (see queue_common), and the record a free lock
---          keeps (~t, the latch's ~s and slots: see release_common); the
+--          keeps (~t, and ~r the latch: see release_common); the
 --          lease as its PTTL while held (a hash without ~g is free)
 -- ARGV[1]  owner ("<client id>:<owner id>")
 -- ARGV[2]  op id of this request; a waiter sends the same one at each of

@@ -24,7 +24,7 @@ local cur = {}
 for i = 1, n do
 	cur[i] = redis.call('hmget', KEYS[i], owner, '~g', '~o', '~t')
 end
-if cur[1][3] == op then
+if last_op(cur[1][3], cur[1][2]) == op then
 	local out = {1}
 	for i = 1, n do
 		out[i + 1] = tonumber(cur[i][4] or 0)

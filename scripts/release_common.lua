@@ -4,27 +4,28 @@
 -- release (the PTTL, set again at each release), a record of
 --   ~t  the token of the last hold freed, so that the next token is above it
 --       (next_token, acquire_common);
---   the latch: the op ids of the last LATCH_SLOTS final releases, in fields
---       named by one character each, '0'..'o' (bytes 48 to 47+LATCH_SLOTS),
---       written round-robin (~s names the slot written last), so that a
+--   the latch: the op ids of the last LATCH_SLOTS final releases, so that a
 --       replayed final release (go-redis resending it after a lost reply,
 --       or the background retry of a failed Unlock) reports success.
---       The slots are characters, not a count, so that no release turns a
---       number into text (a printf of a double inside Redis, see
---       clock_token); ~s is not the ~n count earlier versions kept, so that
---       a release of either version never misreads the other's field.
--- A Lock keeps that record in its own hash (the tail is the hash: a free
--- Lock is one key, its hash without a hold's fields, see free_record): a
--- hold granted on it keeps ~t, ~s and the slots beside its own fields, so
--- its release reads ~s with the rest and writes the next slot in one HSET,
--- and no key is made or deleted per hold. While a hold lives the record
--- shares its lease: a hold whose lease runs out takes the record with it,
--- and the tokens after it rest on the clock, as after Redis forgot
--- (next_token). FairLock and RWLock keep it in a key of their own (KEYS
--- "tail" of their scripts), a hash of the same fields: a hold granted with
--- a token reads ~s with the tail's ~t and carries it (grant_new), and its
--- release writes the next slot and ~s with the rest, in one HSET
--- (end_hold); any other release reads ~s first (HGET).
+-- A Lock keeps that record in its own hash (a free Lock is one key: its
+-- hash without a hold's fields, see free_record), the latch as one field,
+-- ~r (see latch_add): a hold granted on the hash keeps ~t and ~r beside its
+-- own fields, its release reads ~r with the rest and writes it back in one
+-- HSET, and no key is made or deleted per hold. One field, not a field per
+-- release: every command on the hash pays for each field it walks past,
+-- and a hold's own fields stay few. While a hold lives the record shares
+-- its lease: a hold whose lease runs out takes the record with it, and the
+-- tokens after it rest on the clock, as after Redis forgot (next_token).
+-- FairLock and RWLock keep the record in a key of their own (KEYS "tail"
+-- of their scripts), the latch in fields named by one character each,
+-- '0'..'o' (bytes 48 to 47+LATCH_SLOTS), written round-robin (~s names the
+-- slot written last; not the ~n count earlier versions kept, so that a
+-- release of either version never misreads the other's field): a hold
+-- granted with a token reads ~s with the tail's ~t and carries it
+-- (grant_new), and its release writes the next slot and ~s with the rest,
+-- in one HSET (end_hold); any other release reads ~s first (HGET). The
+-- slots are characters, not a count, so that no release turns a number
+-- into text (a printf of a double inside Redis, see clock_token).
 -- A latch key per release would make the live keys grow with the release
 -- rate (rate × latch time); the record is of bounded size per lock
 -- whatever the rate. A release is forgotten once LATCH_SLOTS later final
@@ -33,15 +34,37 @@
 -- lost (-1), as a replay after the old latch key's expiry did.
 local LATCH_SLOTS = 64
 
+-- latch_add returns a Lock's latch r (its ~r; nil for none yet) with op
+-- recorded, the oldest release dropped once LATCH_SLOTS are: the count as
+-- one byte, then each op id after a NUL, the oldest first, and a closing
+-- NUL. Op ids never contain NUL ("<client id>:<n>").
+local function latch_add(r, op)
+	if not r or r == '' then
+		return '\1\0' .. op .. '\0'
+	end
+	local n = string.byte(r)
+	if n < LATCH_SLOTS then
+		return string.char(n + 1) .. string.sub(r, 2) .. op .. '\0'
+	end
+	return string.char(n) .. string.sub(r, string.find(r, '\0', 3, true)) .. op .. '\0'
+end
+
 -- release_replay answers a release request whose generation no longer holds:
--- 1 when the tail records op (it already freed the lock: this is a replay),
--- -1 otherwise (the hold was lost before the release; nothing is changed).
--- It scans the tail, which is bounded; only a release that finds its
--- generation gone pays for it, and a lock that has had no release for the
--- latch's time (no tail) answers at once. Only the slots count: their
--- names are one character, and no other field's is (an owner's is
--- "<client id>:<owner id>").
-local function release_replay(tail, op)
+-- 1 when the latch records op (it already freed the lock: this is a
+-- replay), -1 otherwise (the hold was lost before the release; nothing is
+-- changed). A Lock's latch is its hash's ~r (tail is hash); another kind's
+-- is the slots of its tail, scanned: it is bounded, only a release that
+-- finds its generation gone pays for it, and a lock that has had no release
+-- for the latch's time (no tail) answers at once. Only the slots count:
+-- their names are one character, and no other field's is.
+local function release_replay(hash, tail, op)
+	if tail == hash then
+		local r = redis.call('hget', hash, '~r')
+		if r and string.find(r, '\0' .. op .. '\0', 2, true) then
+			return 1
+		end
+		return -1
+	end
 	if redis.call('exists', tail) == 0 then
 		return -1
 	end
@@ -54,22 +77,22 @@ local function release_replay(tail, op)
 	return -1
 end
 
--- next_slot returns the latch slot after s (the latch's last, ~s: read
--- from tail when nil; '' for none yet, followed by '0'), round-robin.
+-- next_slot returns the latch slot of a tail key after s (the latch's
+-- last, ~s: read from tail when nil; '' for none yet, followed by '0'),
+-- round-robin.
 local function next_slot(tail, s)
 	s = s or redis.call('hget', tail, '~s') or ''
 	return string.char(48 + ((string.byte(s) or 47) - 47) % LATCH_SLOTS)
 end
 
--- owner_fields returns the owner fields of hash: every field that is
--- neither metadata ('~') nor a latch slot (one character). HGETALL, not
--- HKEYS: the least-privilege ACL of the README allows the one relock uses
--- elsewhere. For a clean-up that does not know the hold's owner (a force
--- release).
+-- owner_fields returns the owner fields of hash: every field that is not
+-- metadata ('~'). HGETALL, not HKEYS: the least-privilege ACL of the
+-- README allows the one relock uses elsewhere. For a clean-up that does not
+-- know the hold's owner (a force release).
 local function owner_fields(hash)
 	local f, out = redis.call('hgetall', hash), {}
 	for i = 1, #f, 2 do
-		if #f[i] > 1 and string.sub(f[i], 1, 1) ~= '~' then
+		if string.sub(f[i], 1, 1) ~= '~' then
 			out[#out + 1] = f[i]
 		end
 	end
@@ -78,20 +101,19 @@ end
 
 -- free_record ends the hold in a Lock's hash, which is its own tail: it
 -- deletes the hold's fields — owner (its count; nil when the caller does
--- not know it: every field that is neither metadata nor a slot), ~g, ~o,
--- ~l and the queue's ~q and ~m — keeping ~t, and records op (nil for none)
--- in the latch after slot s (the hold's ~s as its release read it: exact,
--- since only a release writes it); the record then lives the latch's
--- time, ms. Every reader takes a hash without ~g as free.
-local function free_record(hash, owner, op, ms, s)
+-- not know it: every owner field), ~g, ~o, ~l and the queue's ~q and ~m —
+-- keeping ~t, and records op (nil for none: a clean-up that nobody
+-- replays) in the latch, r (the hash's ~r, which the caller read with the
+-- hold's fields); the record then lives the latch's time, ms. Every reader
+-- takes a hash without ~g as free.
+local function free_record(hash, owner, op, ms, r)
 	if owner then
 		redis.call('hdel', hash, owner, '~g', '~o', '~l', '~q', '~m')
 	else
 		redis.call('hdel', hash, '~g', '~o', '~l', '~q', '~m', unpack(owner_fields(hash)))
 	end
 	if op then
-		s = next_slot(hash, s)
-		redis.call('hset', hash, s, op, '~s', s)
+		redis.call('hset', hash, '~r', latch_add(r, op))
 	end
 	redis.call('pexpire', hash, ms)
 end
@@ -137,8 +159,7 @@ local function free_alone(hash, owner, op, tail, cur, ms)
 	if tail == hash then
 		-- The HDEL names only the fields a hold without waiters has.
 		redis.call('hdel', hash, owner, '~g', '~o', '~l')
-		local s = next_slot(hash, cur[7] or '')
-		redis.call('hset', hash, s, op, '~s', s)
+		redis.call('hset', hash, '~r', latch_add(cur[7], op))
 		redis.call('pexpire', hash, ms)
 		return true
 	end
@@ -151,19 +172,20 @@ end
 -- MultiLock part) shares. It returns the reply when the request is settled
 -- without freeing the lock — the generation is gone (-1, or 1 for a replay
 -- that the tail's latch records), op already ran (0), or a re-entry's
--- release (0) — or nil and the hold's fields {~g, ~o, ~t, ~q, ~m, ~l, ~s}
--- when the caller must free the lock now. Each kind of release reads only
+-- release (0) — or nil and the hold's fields {~g, ~o, ~t, ~q, ~m, ~l, and
+-- the latch's: ~r, a Lock's latch (tail is hash), or ~s, the slot another
+-- kind's hold carries} when the caller must free the lock now. Each kind of release reads only
 -- the fields it uses: every value HMGET finds costs Redis about 0.1 µs
 -- (issue 29), and a final release has no use for the owner's count.
 local function release_hold(hash, owner, op, gen, final, tail)
 	local cur
 	if final == '1' then
-		cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~s')
+		cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', tail == hash and '~r' or '~s')
 	else
 		cur = redis.call('hmget', hash, '~g', '~o', owner)
 	end
 	if cur[1] ~= gen then
-		return release_replay(tail, op)
+		return release_replay(hash, tail, op)
 	end
 	if cur[2] == op then
 		return 0
