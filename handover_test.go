@@ -18,18 +18,14 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// The hand-over across processes: a Lock's waiters queue in Redis (~q of the
-// lock hash) and a release grants the lock to the first whose Client still
+// The hand-over across processes: a Lock's waiters queue in Redis (fields of
+// the lock hash) and a release grants the lock to the first whose Client still
 // listens, so one release wakes one waiter in one process.
 
 // queueLen reads how many waiters are queued in the lock hash key.
 func queueLen(t *testing.T, srv *redistest.Server, key string) int {
 	t.Helper()
-	q, err := srv.Client().HGet(context.Background(), key, "~q").Result()
-	if err != nil {
-		return 0
-	}
-	return strings.Count(q, "\x00") / 4
+	return lockQueueLen(t, srv.Client(), key)
 }
 
 // startWaiterProcess starts internal/holderproc on name: a process of its
