@@ -128,6 +128,6 @@ func (s lockScheme) channel() string { return s.l.keys.waitChannel }
 
 // leave takes a waiter that gave up out of the lock's queue (see
 // Client.leaveQueue).
-func (s lockScheme) leave(ctx context.Context, owner, waiter string) {
-	s.l.c.leaveQueue(ctx, lockAbandonCall(s.l.c, s.l.keys, owner, waiter))
+func (s lockScheme) leave(ctx context.Context, owner, waiter string, lease time.Duration) {
+	s.l.c.leaveQueue(ctx, lockAbandonCall(s.l.c, s.l.keys, owner, waiter, lease))
 }

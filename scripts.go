@@ -319,9 +319,10 @@ func fairReleaseCall(c *Client, k fairKeys, r releaseReq) scriptCall {
 // abandonCall runs script, the abandon script of an exclusive lock (Lock,
 // FairLock, RWLock's writers), on its release keys: it takes waiter (the op
 // id its attempts sent) out of the lock's queue, releasing a grant handed
-// to it.
-func abandonCall(c *Client, script *redis.Script, keys keySet, owner, waiter string) scriptCall {
-	return newCall(script, keys, owner, waiter, c.args.publish, c.args.latch, c.args.blind)
+// to it. lease and the Client's fencing flag are as the waiter's attempts
+// sent them (a FairLock's queue entry names them, see fair_common.lua).
+func abandonCall(c *Client, script *redis.Script, keys keySet, owner, waiter string, lease time.Duration) scriptCall {
+	return newCall(script, keys, owner, waiter, c.args.publish, c.args.latch, c.args.blind, c.leaseArg(lease), c.args.fencing)
 }
 
 // forceReleaseCall runs script, the force-release script of Lock or
@@ -333,8 +334,8 @@ func forceReleaseCall(c *Client, script *redis.Script, keys keySet) scriptCall {
 }
 
 // lockAbandonCall is abandonCall for the Lock whose keys are k.
-func lockAbandonCall(c *Client, k lockKeys, owner, waiter string) scriptCall {
-	return abandonCall(c, lockAbandonScript, k.releaseKeys, owner, waiter)
+func lockAbandonCall(c *Client, k lockKeys, owner, waiter string, lease time.Duration) scriptCall {
+	return abandonCall(c, lockAbandonScript, k.releaseKeys, owner, waiter, lease)
 }
 
 var lockForceReleaseScript = newScript("lock_force_release")
@@ -396,8 +397,8 @@ func redFenceCall(hash, gen string, token int64) scriptCall {
 var fairAbandonScript = newScript("fair_abandon")
 
 // fairAbandonCall is abandonCall for the FairLock whose keys are k.
-func fairAbandonCall(c *Client, k fairKeys, owner, waiter string) scriptCall {
-	return abandonCall(c, fairAbandonScript, k.releaseKeys, owner, waiter)
+func fairAbandonCall(c *Client, k fairKeys, owner, waiter string, lease time.Duration) scriptCall {
+	return abandonCall(c, fairAbandonScript, k.releaseKeys, owner, waiter, lease)
 }
 
 var fairForceReleaseScript = newScript("fair_force_release")
@@ -454,8 +455,8 @@ var rwAbandonScript = newScript("rw_abandon")
 
 // rwAbandonCall is abandonCall for the writers' queue of the RWLock whose
 // keys are k (a write hold handed to waiter is released).
-func rwAbandonCall(c *Client, k rwKeys, owner, waiter string) scriptCall {
-	return abandonCall(c, rwAbandonScript, k.releaseKeys, owner, waiter)
+func rwAbandonCall(c *Client, k rwKeys, owner, waiter string, lease time.Duration) scriptCall {
+	return abandonCall(c, rwAbandonScript, k.releaseKeys, owner, waiter, lease)
 }
 
 var rwForceReleaseScript = newScript("rw_force_release")

@@ -51,6 +51,9 @@ func readHold(t testing.TB, rdb redis.UniversalClient, key string) exclusiveHold
 			// mark (queue_common.lua) and the tail's latch slot that a
 			// fenced hold carries (acquire_common.lua, grant_new).
 		default:
+			if strings.HasPrefix(k, "~#") || strings.HasPrefix(k, "~@") {
+				continue // a Lock's queue entries (queue_common.lua)
+			}
 			require.False(t, strings.HasPrefix(k, "~"), "unknown meta field %q in %s", k, key)
 			h.owners[k] = v
 		}
@@ -117,5 +120,21 @@ func tailOf(t testing.TB, rdb redis.UniversalClient, key string, latch time.Dura
 	d := pttl(t, rdb, key)
 	assert.Positive(t, d, "%s must expire", key)
 	assert.LessOrEqual(t, d, latch, "%s lives longer than the unlock latch", key)
+	return n
+}
+
+// lockQueueLen is how many waiters queue in the Lock hash key: the count in
+// its ~q ("<head> <last> <count>", see queue_common.lua), 0 for none.
+func lockQueueLen(t testing.TB, rdb redis.UniversalClient, key string) int {
+	t.Helper()
+	q, err := rdb.HGet(context.Background(), key, "~q").Result()
+	if err == redis.Nil {
+		return 0
+	}
+	require.NoError(t, err)
+	f := strings.Fields(q)
+	require.Len(t, f, 3, "~q of %s is %q", key, q)
+	n, err := strconv.Atoi(f[2])
+	require.NoError(t, err)
 	return n
 }

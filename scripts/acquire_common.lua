@@ -139,14 +139,20 @@ end
 -- answered by reenter_hold; a request whose op id is the last applied (a
 -- replay, or the claim of a grant that reached its waiter late) gets its
 -- lease counted from now and the hold's reply. Otherwise it returns nil and
--- the hash's fields {owner's count, ~o, ~t, ~g, ~q} for the acquire to go on
--- with.
-local function reenter_or_replay(hash, owner, op, gen, lease)
+-- the hash's fields {owner's count, ~o, ~t, ~g, ~q, extra} for the acquire
+-- to go on with; extra (nil: none) is one more field the caller reads in
+-- the same HMGET (Lock: the waiter's place in the queue, see queue_common).
+local function reenter_or_replay(hash, owner, op, gen, lease, extra)
 	if gen ~= '' then
 		-- Re-entry never waits in the queue: the owner holds the lock already.
 		return reenter_hold(hash, owner, op, gen, lease)
 	end
-	local cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
+	local cur
+	if extra then
+		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', extra)
+	else
+		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
+	end
 	if last_op(cur[2], cur[4]) == op then
 		-- The lease is counted from now for the caller (a waiter claiming a
 		-- grant that reached it late counts the hold's end from this

@@ -16,10 +16,14 @@
 -- Idempotent: once the waiter is neither queued nor holding, it changes
 -- nothing.
 local hash, w = KEYS[1], ARGV[2]
-local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l')
+local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~@' .. w)
 if cur[1] == w and (ARGV[1] == '' or redis.call('hexists', hash, ARGV[1]) == 1) then
-	free_hold(hash, KEYS[2], nil, hash, cur, ARGV[3], ARGV[4], ARGV[5], nil, ARGV[1] ~= '' and ARGV[1] or nil)
+	local holder = ARGV[1]
+	if holder == '' then
+		holder = nil -- found by the reader
+	end
+	free_hold(hash, KEYS[2], nil, hash, cur, ARGV[3], ARGV[4], ARGV[5], qf_reader(hash, cur[4], holder), holder)
 	return 1
 end
-dequeue(hash, cur[4], w)
+dequeue(hash, cur[4], cur[7], w)
 return 0

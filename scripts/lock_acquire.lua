@@ -2,10 +2,11 @@
 -- lock_acquire: take or re-enter a reentrant exclusive lock, or queue for it.
 --
 -- KEYS[1]  lock hash: owner -> hold count; ~g generation, ~o last op,
---          ~t fencing token, ~l lease granted, ~q queued waiters, ~m a
---          MultiLock waits (see queue_common), and the record a free lock
---          keeps (~t, and ~r the latch: see release_common); the
---          lease as its PTTL while held (a hash without ~g is free)
+--          ~t fencing token, ~l lease granted, ~q, ~#<k> and ~@<id>
+--          the queued waiters, ~m a MultiLock waits (see queue_common),
+--          and the record a free lock keeps (~t, and ~r the latch: see
+--          release_common); the lease as its PTTL while held (a hash
+--          without ~g is free)
 -- ARGV[1]  owner ("<client id>:<owner id>")
 -- ARGV[2]  op id of this request; a waiter sends the same one at each of
 --          its attempts, and it is the waiter's id in the queue
@@ -27,7 +28,7 @@
 -- another generation (a hold the Client has ended already, or one resumed
 -- with WithOwner) takes it over as a new hold, with a new token.
 local hash, owner, op = KEYS[1], ARGV[1], ARGV[2]
-local done, cur = reenter_or_replay(hash, owner, op, ARGV[3], ARGV[4])
+local done, cur = reenter_or_replay(hash, owner, op, ARGV[3], ARGV[4], '~@' .. op)
 if done then
 	return done
 end
@@ -38,11 +39,14 @@ if not cur[5] and (cur[1] or not cur[4]) then
 end
 -- include here: queue_common
 if not cur[1] and cur[4] then
-	local place = q_place(cur[5], op)
+	local place = Q_ABSENT
+	if cur[6] then
+		place = Q_KEPT
+	end
 	if ARGV[6] == '1' then
-		place = enqueue(hash, cur[5], op, ARGV[4], ARGV[5], owner)
+		place = enqueue(hash, cur[5], cur[6], op, ARGV[4], ARGV[5], owner)
 	end
 	return {0, redis.call('pttl', hash), place}
 end
-dequeue(hash, cur[5], op)
+dequeue(hash, cur[5], cur[6], op)
 return {1, grant_new(hash, hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}

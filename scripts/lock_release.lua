@@ -32,5 +32,5 @@ if free_alone(KEYS[1], ARGV[1], ARGV[2], KEYS[1], cur, ARGV[6]) then
 end
 -- Someone waits: the hand-over's helpers are made only here.
 -- include here: handover_common
-free_hold(KEYS[1], KEYS[2], ARGV[2], KEYS[1], cur, ARGV[5], ARGV[6], ARGV[7], nil, ARGV[1])
+free_hold(KEYS[1], KEYS[2], ARGV[2], KEYS[1], cur, ARGV[5], ARGV[6], ARGV[7], qf_reader(KEYS[1], cur[4], ARGV[1]), ARGV[1])
 return 1

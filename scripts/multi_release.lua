@@ -29,7 +29,7 @@ for i = 1, #KEYS / 2 do
 	if done then
 		out[i] = done
 	else
-		free_hold(hash, channel, op, hash, cur, ARGV[3], ARGV[4], ARGV[5], nil, owner)
+		free_hold(hash, channel, op, hash, cur, ARGV[3], ARGV[4], ARGV[5], qf_reader(hash, cur[4], owner), owner)
 		out[i] = 1
 	end
 end

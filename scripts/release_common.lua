@@ -102,16 +102,21 @@ end
 -- free_record ends the hold in a Lock's hash, which is its own tail: it
 -- deletes the hold's fields — owner (its count; nil when the caller does
 -- not know it: every owner field), ~g, ~o, ~l and the queue's ~q and ~m —
--- keeping ~t, and records op (nil for none: a clean-up that nobody
--- replays) in the latch, r (the hash's ~r, which the caller read with the
--- hold's fields); the record then lives the latch's time, ms. Every reader
--- takes a hash without ~g as free.
-local function free_record(hash, owner, op, ms, r)
+-- keeping ~t, and the fields listed in more (the queue's entries taken
+-- out, see qf_reader) — and records op (nil for none: a clean-up that
+-- nobody replays) in the latch, r (the hash's ~r, which the caller read
+-- with the hold's fields); the record then lives the latch's time, ms.
+-- Every reader takes a hash without ~g as free.
+local function free_record(hash, owner, op, ms, r, more)
+	local f = more or {}
 	if owner then
-		redis.call('hdel', hash, owner, '~g', '~o', '~l', '~q', '~m')
+		f[#f + 1] = owner
 	else
-		redis.call('hdel', hash, '~g', '~o', '~l', '~q', '~m', unpack(owner_fields(hash)))
+		for _, k in ipairs(owner_fields(hash)) do
+			f[#f + 1] = k
+		end
 	end
+	redis.call('hdel', hash, '~g', '~o', '~l', '~q', '~m', unpack(f))
 	if op then
 		redis.call('hset', hash, '~r', latch_add(r, op))
 	end
