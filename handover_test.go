@@ -187,7 +187,7 @@ func TestHandOverCommandsPerAcquisitionAcrossClients(t *testing.T) {
 // latch slot after the one the hold carries, that slot's name, the token)
 // and PEXPIRE (see release_common.lua; 12 when the release incremented a
 // count with an HINCRBY of its own). A
-// FairLock adds only the acquire's GET of its queue key (its release reads
+// FairLock adds only the acquire's EXISTS of its queue key (its release reads
 // the queue only when the hold is marked as having waiters, see
 // fair_common.lua). An RWLock's write hold: the acquire's HGETALL, TIME
 // (deadlines and token alike), HGET of the tail's token, HSET, PEXPIRE; the

@@ -16,9 +16,10 @@ local QF_BATCH = 8
 -- qf_reader reads the queue of hash (qv: its ~q) from its head. Its next()
 -- returns the next entry, taking it out of the queue (nil: none left);
 -- grant(f) writes a hold handed over — field-value list f — in place of
--- the hold of owner field holder (nil: found by HKEYS), with the entries
+-- the hold of owner field holder (nil: found by HGETALL), with the entries
 -- taken out gone and the rest kept; wake(pub) tells the Clients of the
--- entries left (see wake_queue).
+-- entries left (see wake_queue); none() is called when the walk found
+-- nobody to grant, every entry gone.
 local function qf_reader(hash, qv, holder)
 	local h, t, c = qf_state(qv)
 	local gone = {'~s'}
@@ -48,9 +49,10 @@ local function qf_reader(hash, qv, holder)
 		if holder then
 			gone[#gone + 1] = holder
 		else
-			for _, k in ipairs(redis.call('hkeys', hash)) do
-				if string.sub(k, 1, 1) ~= '~' then
-					gone[#gone + 1] = k
+			local all = redis.call('hgetall', hash)
+			for i = 1, #all, 2 do
+				if string.sub(all[i], 1, 1) ~= '~' then
+					gone[#gone + 1] = all[i]
 				end
 			end
 		end
@@ -59,8 +61,16 @@ local function qf_reader(hash, qv, holder)
 		else
 			gone[#gone + 1] = '~q'
 		end
-		redis.call('hdel', hash, unpack(gone))
+		-- A batch bounds what one command carries (Lua's unpack has a
+		-- limit): more than one only after a walk past hundreds of dead
+		-- waiters.
+		for i = 1, #gone, 1000 do
+			redis.call('hdel', hash, unpack(gone, i, math.min(i + 999, #gone)))
+		end
 		redis.call('hset', hash, unpack(f))
+	end
+	function r.none()
+		-- Every entry was walked: the caller deletes the hash with them.
 	end
 	function r.wake(pub)
 		local rest = qf_reader(hash, qf_text(h, t, c))
@@ -97,6 +107,7 @@ local function hand_over(hash, tail, r, last, m, l, pub, trust, self)
 	end
 	local how, w, lease, fencing, owner, token, text = first_listener(hash, r.next, Q_ENTRY, fence, pub, trust, self)
 	if not how then
+		r.none()
 		return false
 	end
 	if how == 'self' then
