@@ -187,8 +187,8 @@ func TestHandOverCommandsPerAcquisitionAcrossClients(t *testing.T) {
 // slot after the last, that slot's name) and PEXPIRE: a free Lock's hash
 // keeps its token and latch (see release_common.lua). A FairLock keeps
 // them in a tail key of its own, which its acquire reads (HMGET) and its
-// release writes after a DEL of the hash, and its acquire reads its queue
-// key (GET; its release reads the queue only when the hold is marked as
+// release writes after a DEL of the hash, and its acquire checks its queue
+// key (EXISTS; its release reads the queue only when the hold is marked as
 // having waiters, see fair_common.lua). An RWLock's write hold: the acquire's HGETALL, TIME
 // (deadlines and token alike), HGET of the tail's token, HSET, PEXPIRE; the
 // release's HGETALL, TIME, DEL and the tail's three.

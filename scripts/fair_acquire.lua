@@ -2,9 +2,9 @@
 -- fair_acquire: take or re-enter a fair lock, or queue up for it.
 --
 -- KEYS[1]  lock hash: as lock_acquire's (owner -> count, ~g, ~o, ~t, ~l,
---          ~m), but ~q only marks that the queue holds waiters (see
---          fair_common)
--- KEYS[2]  queue: the waiters, oldest first (see fair_common)
+--          ~m), but ~q only marks that the queue may hold waiters, and
+--          holds the arrival number given last (see fair_common)
+-- KEYS[2]  queue: the waiters' sorted set, by arrival (see fair_common)
 -- KEYS[3]  tail: the last released hold's token
 -- ARGV[1]  owner
 -- ARGV[2]  op id of this request; a waiter sends the same one at each of

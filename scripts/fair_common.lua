@@ -22,9 +22,7 @@
 -- uncontended FairLock costs one command less. Every path that queues a
 -- waiter behind a live hold sets it; a queue left behind a hold that ran
 -- out (no hash, no mark) is read by the next acquire, which always looks
--- for it. A hand-over takes its waiter out with ZPOPMIN, which does not
--- tell whether others are left: the mark stays, and the next release finds
--- the queue empty.
+-- for it.
 
 -- fair_last returns the arrival number given last: mark, the hash's ~q, when
 -- the hash has it, else the queue's last score (0 for none).
@@ -61,32 +59,55 @@ local function fair_place(qkey, e)
 	return Q_ABSENT
 end
 
+-- FZ_BATCH is how many entries of a FairLock's queue one ZRANGE reads.
+local FZ_BATCH = 8
+
 -- fz_reader reads a FairLock's queue qkey from its head, for hand_over (see
--- qf_reader for what it does): each entry it gives is popped; the hold it
--- grants replaces the whole hash, marked with last, the arrival number
--- given last (nil: read from the queue, and no mark when it is empty).
+-- qf_reader for what it does): the entries it gives leave the queue with
+-- one ZREM per batch read (ZPOPMIN would save that command, but is not in
+-- the least-privilege ACL of the README); the hold it grants replaces the whole hash,
+-- marked, when others are left, with last, the arrival number given last
+-- (nil: the queue's last score).
 local function fz_reader(hash, qkey, last)
+	local buf, i, gone = {}, 0, {}
+	local function flush()
+		if #gone > 0 then
+			redis.call('zrem', qkey, unpack(gone))
+			gone = {}
+		end
+	end
 	local r = {}
 	function r.next()
-		return redis.call('zpopmin', qkey)[1]
+		if i >= #buf then
+			if #buf > 0 and #buf < FZ_BATCH then
+				return nil -- the last batch read was the end of the queue
+			end
+			flush()
+			buf, i = redis.call('zrange', qkey, 0, FZ_BATCH - 1), 0
+		end
+		i = i + 1
+		gone[#gone + 1] = buf[i]
+		return buf[i]
 	end
 	function r.grant(f)
+		flush()
 		redis.call('del', hash)
-		if type(last) == 'number' then
-			last = fmt(last)
-		elseif not last then
-			last = redis.call('zrange', qkey, -1, -1, 'withscores')[2]
-		end
-		if last then
+		if i < #buf or #buf == FZ_BATCH then
+			if type(last) == 'number' then
+				last = fmt(last)
+			elseif not last then
+				last = redis.call('zrange', qkey, -1, -1, 'withscores')[2]
+			end
 			f[#f + 1], f[#f + 2] = '~q', last
 		end
 		redis.call('hset', hash, unpack(f))
 	end
+	r.none = flush
 	function r.wake(pub)
-		local rest, i = redis.call('zrange', qkey, 0, -1), 0
+		local rest, j = redis.call('zrange', qkey, 0, -1), 0
 		wake_queue(hash, function()
-			i = i + 1
-			return rest[i]
+			j = j + 1
+			return rest[j]
 		end, Q_ENTRY, pub)
 	end
 	return r

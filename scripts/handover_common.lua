@@ -21,7 +21,8 @@ local QF_BATCH = 8
 -- grant_new), with the entries taken out gone and the rest kept; taken()
 -- lists the fields of the entries taken out, for a release that frees the
 -- lock after nobody took it (see free_record); wake(pub) tells the Clients
--- of the entries left (see wake_queue).
+-- of the entries left (see wake_queue); none() is called when the walk
+-- found nobody to grant, every entry gone.
 local function qf_reader(hash, qv, holder)
 	local h, t, c = qf_state(qv)
 	local gone = {'~o'}
@@ -60,11 +61,15 @@ local function qf_reader(hash, qv, holder)
 		else
 			gone[#gone + 1] = '~q'
 		end
-		redis.call('hdel', hash, unpack(gone))
+		hdel_all(hash, gone)
 		redis.call('hset', hash, unpack(f))
 	end
 	function r.taken()
 		return gone
+	end
+	function r.none()
+		-- Every entry was walked: the caller frees the hash with them
+		-- (free_record, given taken()).
 	end
 	function r.wake(pub)
 		local rest = qf_reader(hash, qf_text(h, t, c))
@@ -105,6 +110,7 @@ local function hand_over(hash, tail, r, last, m, l, pub, trust, self, freed)
 	end
 	local how, w, lease, fencing, owner, token, text = first_listener(hash, r.next, Q_ENTRY, fence, pub, trust, self)
 	if not how then
+		r.none()
 		return false
 	end
 	if how == 'self' then

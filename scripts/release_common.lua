@@ -99,6 +99,15 @@ local function owner_fields(hash)
 	return out
 end
 
+-- hdel_all deletes fields f of hash, in batches: Lua's unpack has a limit,
+-- and a walk past hundreds of dead waiters takes their entries out (see
+-- qf_reader).
+local function hdel_all(hash, f)
+	for i = 1, #f, 1000 do
+		redis.call('hdel', hash, unpack(f, i, math.min(i + 999, #f)))
+	end
+end
+
 -- free_record ends the hold in a Lock's hash, which is its own tail: it
 -- deletes the hold's fields — owner (its count; nil when the caller does
 -- not know it: every owner field), ~g, ~o, ~l and the queue's ~q and ~m —
@@ -116,7 +125,10 @@ local function free_record(hash, owner, op, ms, r, more)
 			f[#f + 1] = k
 		end
 	end
-	redis.call('hdel', hash, '~g', '~o', '~l', '~q', '~m', unpack(f))
+	for _, k in ipairs({'~g', '~o', '~l', '~q', '~m'}) do
+		f[#f + 1] = k
+	end
+	hdel_all(hash, f)
 	if op then
 		redis.call('hset', hash, '~r', latch_add(r, op))
 	end
