@@ -111,7 +111,8 @@ func WithFencingTokens(on bool) Option {
 // so that go-redis resending it after a lost reply reports success, not
 // ErrLockLost. It must cover go-redis's retries: (MaxRetries+1) × (read
 // timeout + retry backoff). Only the last 64 final releases of a lock are
-// remembered.
+// remembered. A Lock remembers them in its hash, which a later hold's
+// lease bounds too: a hold whose lease runs out unreleased takes them along.
 func WithUnlockLatch(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock latch", d); err != nil {

@@ -96,3 +96,43 @@ func TestReplayedFinalReleaseUnderTheTailLatch(t *testing.T) {
 		})
 	}
 }
+
+// The latch keeps exactly the last 64 final releases: a release followed by
+// 63 others is still recognised when sent again, one followed by 64 is not.
+func TestLatchKeepsTheLast64FinalReleases(t *testing.T) {
+	srv := redistest.Start(t)
+	c := New(srv.Client())
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	for _, k := range latchKinds(c) {
+		t.Run(k.name, func(t *testing.T) {
+			seq := 0
+			op := func() string { seq++; return fmt.Sprintf("%s:bound%d", c.id, seq) }
+			cycle := func(owner string) (gen, rel string) {
+				gen, rel = op(), op()
+				v, err := k.acquire(c, owner, gen).run(ctx, c.rdb).Int64Slice()
+				require.NoError(t, err)
+				require.Equal(t, int64(1), v[0], "acquired")
+				n, err := k.release(c, owner, rel, gen).run(ctx, c.rdb).Int64()
+				require.NoError(t, err)
+				require.Equal(t, int64(1), n, "released")
+				return gen, rel
+			}
+			replay := func(gen, rel string) int64 {
+				n, err := k.release(c, "first", rel, gen).run(ctx, c.rdb).Int64()
+				require.NoError(t, err)
+				return n
+			}
+			for i := range 70 { // the latch full before the release checked
+				cycle(fmt.Sprintf("before%d", i))
+			}
+			gen, rel := cycle("first")
+			for i := range 63 {
+				cycle(fmt.Sprintf("other%d", i))
+			}
+			assert.Equal(t, int64(1), replay(gen, rel), "recognised after 63 later final releases")
+			cycle("last")
+			assert.Equal(t, int64(-1), replay(gen, rel), "forgotten after 64")
+		})
+	}
+}

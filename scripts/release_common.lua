@@ -46,7 +46,9 @@ local function latch_add(r, op)
 	if n < LATCH_SLOTS then
 		return string.char(n + 1) .. string.sub(r, 2) .. op .. '\0'
 	end
-	return string.char(n) .. string.sub(r, string.find(r, '\0', 3, true)) .. op .. '\0'
+	-- The oldest entry ends at the first NUL after the one it starts with.
+	local e = string.find(r, '\0', 3, true)
+	return string.char(n) .. string.sub(r, e) .. op .. '\0'
 end
 
 -- release_replay answers a release request whose generation no longer holds:
