@@ -163,7 +163,7 @@ func TestHandOverCommandsPerAcquisitionAcrossClients(t *testing.T) {
 		// keeps, PEXPIRE). FairLock 18.1: its tail is a key of its own
 		// (HGET of its slot, HSET, PEXPIRE).
 		{exclusiveKinds[0], 12.5}, // Lock
-		{exclusiveKinds[1], 20}, // FairLock: its queue is a key of its own
+		{exclusiveKinds[1], 20},   // FairLock: its queue is a key of its own
 		// RWLock's writers: 14.3 at 4 and 16 processes; before the
 		// hand-over (writers woken on a broadcast channel, claims in a
 		// sorted set) 47.6 and 111.1.
