@@ -91,7 +91,7 @@ end
 -- whose id is self (the caller of an acquire that found the lock free) is
 -- granted without a message. freed, for a hash that is its own tail (a
 -- Lock's, see free_record), is {op, r}: the release op (nil: none) to
--- record in the hash's latch r (its ~r, see latch_add), with the new hold's
+-- record in the hash's latch, whose ~r is r (see latch_add), with the new hold's
 -- fields, in its HSET; the new hold then starts without ~o (see grant_new).
 -- It returns true, the token and the waiter's id when the lock was handed
 -- over, false when nobody was left to take it (every entry then is out of
@@ -124,7 +124,11 @@ local function hand_over(hash, tail, r, last, m, l, pub, trust, self, freed)
 	if not freed then
 		f[#f + 1], f[#f + 2] = '~o', w
 	elseif freed[1] then
-		f[#f + 1], f[#f + 2] = '~r', latch_add(freed[2], freed[1])
+		local r, p = latch_add(freed[2], freed[1])
+		f[#f + 1], f[#f + 2] = '~r', r
+		if p then
+			f[#f + 1], f[#f + 2] = '~p', p
+		end
 	end
 	if m then
 		f[#f + 1], f[#f + 2] = '~m', m

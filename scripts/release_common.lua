@@ -8,12 +8,15 @@
 --       replayed final release (go-redis resending it after a lost reply,
 --       or the background retry of a failed Unlock) reports success.
 -- A Lock keeps that record in its own hash (a free Lock is one key: its
--- hash without a hold's fields, see free_record), the latch as one field,
--- ~r (see latch_add): a hold granted on the hash keeps ~t and ~r beside its
--- own fields, its release reads ~r with the rest and writes it back in one
--- HSET, and no key is made or deleted per hold. One field, not a field per
--- release: every command on the hash pays for each field it walks past,
--- and a hold's own fields stay few. While a hold lives the record shares
+-- hash without a hold's fields, see free_record), the latch in two fields,
+-- ~r and ~p (see latch_add): a hold granted on the hash keeps ~t and the
+-- latch beside its own fields, its release reads ~r with the rest and
+-- writes it back in one HSET, and no key is made or deleted per hold. Few
+-- fields, not one per release: every command on a small hash walks past
+-- each of its fields; and two fields, not one of LATCH_SLOTS entries: each
+-- byte a script reads or makes costs Redis (its copies, and Lua's garbage
+-- collector), so a release reads half the latch at most. A Lock remembers
+-- at least its last LOCK_LATCH final releases and at most twice that. While a hold lives the record shares
 -- its lease: a hold whose lease runs out takes the record with it, and the
 -- tokens after it rest on the clock, as after Redis forgot (next_token).
 -- FairLock and RWLock keep the record in a key of their own (KEYS "tail"
@@ -33,22 +36,34 @@
 -- release for the latch's time: a replay later than that reports the hold
 -- lost (-1), as a replay after the old latch key's expiry did.
 local LATCH_SLOTS = 64
+local LOCK_LATCH = 32
 
--- latch_add returns a Lock's latch r (its ~r; nil for none yet) with op
--- recorded, the oldest release dropped once LATCH_SLOTS are: the count as
--- one byte, then each op id after a NUL, the oldest first, and a closing
--- NUL. Op ids never contain NUL ("<client id>:<n>").
+-- latch_add records op in a Lock's latch, whose newer half r is its ~r
+-- (nil or false for none yet): it returns the new ~r, and the new ~p when
+-- r was full (LOCK_LATCH releases) — r itself, which becomes the older
+-- half, the ~p before it forgotten — else nil. A half is the count as one
+-- byte, then each op id after a NUL, and a closing NUL. Op ids never
+-- contain NUL ("<client id>:<n>").
 local function latch_add(r, op)
 	if not r or r == '' then
 		return '\1\0' .. op .. '\0'
 	end
 	local n = string.byte(r)
-	if n < LATCH_SLOTS then
+	if n < LOCK_LATCH then
 		return string.char(n + 1) .. string.sub(r, 2) .. op .. '\0'
 	end
-	-- The oldest entry ends at the first NUL after the one it starts with.
-	local e = string.find(r, '\0', 3, true)
-	return string.char(n) .. string.sub(r, e) .. op .. '\0'
+	return '\1\0' .. op .. '\0', r
+end
+
+-- latch_hset writes op into the latch of hash, whose ~r is r (see
+-- latch_add), in one HSET.
+local function latch_hset(hash, r, op)
+	local r2, p = latch_add(r, op)
+	if p then
+		redis.call('hset', hash, '~r', r2, '~p', p)
+	else
+		redis.call('hset', hash, '~r', r2)
+	end
 end
 
 -- release_replay answers a release request whose generation no longer holds:
@@ -61,9 +76,10 @@ end
 -- their names are one character, and no other field's is.
 local function release_replay(hash, tail, op)
 	if tail == hash then
-		local r = redis.call('hget', hash, '~r')
-		if r and string.find(r, '\0' .. op .. '\0', 2, true) then
-			return 1
+		for _, r in ipairs(redis.call('hmget', hash, '~r', '~p')) do
+			if r and string.find(r, '\0' .. op .. '\0', 2, true) then
+				return 1
+			end
 		end
 		return -1
 	end
@@ -132,7 +148,7 @@ local function free_record(hash, owner, op, ms, r, more)
 	end
 	hdel_all(hash, f)
 	if op then
-		redis.call('hset', hash, '~r', latch_add(r, op))
+		latch_hset(hash, r, op)
 	end
 	redis.call('pexpire', hash, ms)
 end
@@ -178,7 +194,7 @@ local function free_alone(hash, owner, op, tail, cur, ms)
 	if tail == hash then
 		-- The HDEL names only the fields a hold without waiters has.
 		redis.call('hdel', hash, owner, '~g', '~o', '~l')
-		redis.call('hset', hash, '~r', latch_add(cur[7], op))
+		latch_hset(hash, cur[7], op)
 		redis.call('pexpire', hash, ms)
 		return true
 	end
