@@ -69,7 +69,7 @@ end
 -- Client ended already, or one resumed with WithOwner): taken over.
 local token = grant_new(hash, KEYS[3], owner, op, ARGV[4], ARGV[5], cur[3])
 redis.call('zrem', KEYS[2], e)
-local rest = redis.call('zrange', KEYS[2], -1, -1, 'withscores')[2]
+local rest = redis.call('zrange', KEYS[2], '-1', '-1', 'withscores')[2]
 if rest then
 	redis.call('hset', hash, '~q', rest)
 end

@@ -31,7 +31,7 @@ local function fair_last(qkey, mark)
 	if n then
 		return n
 	end
-	local last = redis.call('zrange', qkey, -1, -1, 'withscores')
+	local last = redis.call('zrange', qkey, '-1', '-1', 'withscores')
 	return tonumber(last[2] or 0)
 end
 
@@ -59,8 +59,9 @@ local function fair_place(qkey, e)
 	return Q_ABSENT
 end
 
--- FZ_BATCH is how many entries of a FairLock's queue one ZRANGE reads.
-local FZ_BATCH = 8
+-- FZ_BATCH is how many entries of a FairLock's queue one ZRANGE reads
+-- (FZ_LAST: the index of the last, as text: see clock_token).
+local FZ_BATCH, FZ_LAST = 8, '7'
 
 -- fz_reader reads a FairLock's queue qkey from its head, for hand_over (see
 -- qf_reader for what it does): the entries it gives leave the queue with
@@ -83,7 +84,7 @@ local function fz_reader(hash, qkey, last)
 				return nil -- the last batch read was the end of the queue
 			end
 			flush()
-			buf, i = redis.call('zrange', qkey, 0, FZ_BATCH - 1), 0
+			buf, i = redis.call('zrange', qkey, '0', FZ_LAST), 0
 		end
 		i = i + 1
 		gone[#gone + 1] = buf[i]
@@ -96,7 +97,7 @@ local function fz_reader(hash, qkey, last)
 			if type(last) == 'number' then
 				last = fmt(last)
 			elseif not last then
-				last = redis.call('zrange', qkey, -1, -1, 'withscores')[2]
+				last = redis.call('zrange', qkey, '-1', '-1', 'withscores')[2]
 			end
 			f[#f + 1], f[#f + 2] = '~q', last
 		end
@@ -104,7 +105,7 @@ local function fz_reader(hash, qkey, last)
 	end
 	r.none = flush
 	function r.wake(pub)
-		local rest, j = redis.call('zrange', qkey, 0, -1), 0
+		local rest, j = redis.call('zrange', qkey, '0', '-1'), 0
 		wake_queue(hash, function()
 			j = j + 1
 			return rest[j]
