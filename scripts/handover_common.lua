@@ -90,9 +90,9 @@ end
 -- on the longer lease, and would oversleep the new hold's end. A waiter
 -- whose id is self (the caller of an acquire that found the lock free) is
 -- granted without a message. freed, for a hash that is its own tail (a
--- Lock's, see free_record), is {op, r}: the release op (nil: none) to
--- record in the hash's latch, whose ~r is r (see latch_add), with the new hold's
--- fields, in its HSET; the new hold then starts without ~o (see grant_new).
+-- Lock's, see free_record), is {op, r, n}: the release op (nil: none) to
+-- record in the hash's latch, whose ~r and ~n are r and n (see latch_add),
+-- with the new hold's fields, in its HSET; the new hold then starts without ~o (see grant_new).
 -- It returns true, the token and the waiter's id when the lock was handed
 -- over, false when nobody was left to take it (every entry then is out of
 -- the queue).
@@ -124,8 +124,8 @@ local function hand_over(hash, tail, r, last, m, l, pub, trust, self, freed)
 	if not freed then
 		f[#f + 1], f[#f + 2] = '~o', w
 	elseif freed[1] then
-		local r, p = latch_add(freed[2], freed[1])
-		f[#f + 1], f[#f + 2] = '~r', r
+		local r, n, p = latch_add(freed[2], freed[3], freed[1])
+		f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = '~r', r, '~n', n
 		if p then
 			f[#f + 1], f[#f + 2] = '~p', p
 		end
@@ -152,7 +152,7 @@ end
 -- tail's latch (see release_common).
 local function free_hold(hash, channel, op, tail, cur, pub, ms, trust, r, owner)
 	local own = tail == hash
-	local freed = own and {op, cur[7]} or nil
+	local freed = own and {op, cur[7], cur[8]} or nil
 	if cur[4] and hand_over(hash, tail, r, cur[3], cur[5], cur[6], pub, trust, nil, freed) then
 		if cur[5] then
 			redis.call(pub, channel, 'handed')
@@ -163,7 +163,7 @@ local function free_hold(hash, channel, op, tail, cur, pub, ms, trust, r, owner)
 		return
 	end
 	if own then
-		free_record(hash, owner, op, ms, cur[7], r.taken())
+		free_record(hash, owner, op, ms, cur[7], cur[8], r.taken())
 	else
 		redis.call('del', hash)
 	end

@@ -9,7 +9,7 @@
 --       or the background retry of a failed Unlock) reports success.
 -- A Lock keeps that record in its own hash (a free Lock is one key: its
 -- hash without a hold's fields, see free_record), the latch in two fields,
--- ~r and ~p (see latch_add): a hold granted on the hash keeps ~t and the
+-- ~r and ~p, and ~n the count of ~r (see latch_add): a hold granted on the hash keeps ~t and the
 -- latch beside its own fields, its release reads ~r with the rest and
 -- writes it back in one HSET, and no key is made or deleted per hold. Few
 -- fields, not one per release: every command on a small hash walks past
@@ -39,30 +39,29 @@ local LATCH_SLOTS = 64
 local LOCK_LATCH = 32
 
 -- latch_add records op in a Lock's latch, whose newer half r is its ~r
--- (nil or false for none yet): it returns the new ~r, and the new ~p when
--- r was full (LOCK_LATCH releases) — r itself, which becomes the older
--- half, the ~p before it forgotten — else nil. A half is the count as one
--- byte, then each op id after a NUL, and a closing NUL. Op ids never
--- contain NUL ("<client id>:<n>").
-local function latch_add(r, op)
-	if not r or r == '' then
-		return '\1\0' .. op .. '\0'
+-- and holds n entries, its ~n as one byte (r and n false or nil for none
+-- yet): it returns the new ~r and ~n, and the new ~p when r was full
+-- (LOCK_LATCH releases) — r itself, which becomes the older half, the ~p
+-- before it forgotten — else nil. A half is each op id after a NUL, and a
+-- closing NUL (op ids never contain NUL: "<client id>:<n>"); the count is
+-- a field of its own so that a release makes the new half in one
+-- concatenation.
+local function latch_add(r, n, op)
+	n = n and string.byte(n) or 0
+	if not r or n == 0 or n >= LOCK_LATCH then
+		return '\0' .. op .. '\0', '\1', (n > 0 and r) or nil
 	end
-	local n = string.byte(r)
-	if n < LOCK_LATCH then
-		return string.char(n + 1) .. string.sub(r, 2) .. op .. '\0'
-	end
-	return '\1\0' .. op .. '\0', r
+	return r .. op .. '\0', string.char(n + 1)
 end
 
--- latch_hset writes op into the latch of hash, whose ~r is r (see
--- latch_add), in one HSET.
-local function latch_hset(hash, r, op)
-	local r2, p = latch_add(r, op)
+-- latch_hset writes op into the latch of hash, whose ~r and ~n are r and
+-- n (see latch_add), in one HSET.
+local function latch_hset(hash, r, n, op)
+	local r2, n2, p = latch_add(r, n, op)
 	if p then
-		redis.call('hset', hash, '~r', r2, '~p', p)
+		redis.call('hset', hash, '~r', r2, '~n', n2, '~p', p)
 	else
-		redis.call('hset', hash, '~r', r2)
+		redis.call('hset', hash, '~r', r2, '~n', n2)
 	end
 end
 
@@ -77,7 +76,7 @@ end
 local function release_replay(hash, tail, op)
 	if tail == hash then
 		for _, r in ipairs(redis.call('hmget', hash, '~r', '~p')) do
-			if r and string.find(r, '\0' .. op .. '\0', 2, true) then
+			if r and string.find(r, '\0' .. op .. '\0', 1, true) then
 				return 1
 			end
 		end
@@ -131,10 +130,10 @@ end
 -- not know it: every owner field), ~g, ~o, ~l and the queue's ~q and ~m —
 -- keeping ~t, and the fields listed in more (the queue's entries taken
 -- out, see qf_reader) — and records op (nil for none: a clean-up that
--- nobody replays) in the latch, r (the hash's ~r, which the caller read
--- with the hold's fields); the record then lives the latch's time, ms.
+-- nobody replays) in the latch, r and n (the hash's ~r and ~n, which the
+-- caller read with the hold's fields); the record then lives the latch's time, ms.
 -- Every reader takes a hash without ~g as free.
-local function free_record(hash, owner, op, ms, r, more)
+local function free_record(hash, owner, op, ms, r, n, more)
 	local f = more or {}
 	if owner then
 		f[#f + 1] = owner
@@ -148,7 +147,7 @@ local function free_record(hash, owner, op, ms, r, more)
 	end
 	hdel_all(hash, f)
 	if op then
-		latch_hset(hash, r, op)
+		latch_hset(hash, r, n, op)
 	end
 	redis.call('pexpire', hash, ms)
 end
@@ -194,7 +193,7 @@ local function free_alone(hash, owner, op, tail, cur, ms)
 	if tail == hash then
 		-- The HDEL names only the fields a hold without waiters has.
 		redis.call('hdel', hash, owner, '~g', '~o', '~l')
-		latch_hset(hash, cur[7], op)
+		latch_hset(hash, cur[7], cur[8], op)
 		redis.call('pexpire', hash, ms)
 		return true
 	end
@@ -208,14 +207,18 @@ end
 -- without freeing the lock — the generation is gone (-1, or 1 for a replay
 -- that the tail's latch records), op already ran (0), or a re-entry's
 -- release (0) — or nil and the hold's fields {~g, ~o, ~t, ~q, ~m, ~l, and
--- the latch's: ~r, a Lock's latch (tail is hash), or ~s, the slot another
--- kind's hold carries} when the caller must free the lock now. Each kind of release reads only
+-- the latch's: ~r and ~n, a Lock's latch (tail is hash), or ~s, the slot
+-- another kind's hold carries} when the caller must free the lock now. Each kind of release reads only
 -- the fields it uses: every value HMGET finds costs Redis about 0.1 µs
 -- (issue 29), and a final release has no use for the owner's count.
 local function release_hold(hash, owner, op, gen, final, tail)
 	local cur
 	if final == '1' then
-		cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', tail == hash and '~r' or '~s')
+		if tail == hash then
+			cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~r', '~n')
+		else
+			cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~s')
+		end
 	else
 		cur = redis.call('hmget', hash, '~g', '~o', owner)
 	end
