@@ -32,7 +32,8 @@ local function qf_reader(hash, qv, holder)
 		while c > 0 and h <= t do
 			if h - base >= #buf then
 				local f = {}
-				for k = h, math.min(h + QF_BATCH - 1, t) do
+				-- As many as are queued, when fewer: holes are rare.
+				for k = h, math.min(h + math.min(QF_BATCH, c) - 1, t) do
 					f[#f + 1] = '~#' .. k
 				end
 				buf, base = redis.call('hmget', hash, unpack(f)), h
