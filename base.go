@@ -184,10 +184,11 @@ func (l *exclusive) IsLocked(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n, err := queryBounded(l.c, ctx, "is locked", func() (int64, error) {
-		return request(l.c, "is locked", l.c.rdb.Exists(context.WithoutCancel(ctx), *l.hash).Result)
+	// A free Lock's hash lives on without a generation (~g): it keeps the
+	// last token and the release latch (see release_common.lua).
+	return queryBounded(l.c, ctx, "is locked", func() (bool, error) {
+		return request(l.c, "is locked", l.c.rdb.HExists(context.WithoutCancel(ctx), *l.hash, "~g").Result)
 	})
-	return n == 1, err
 }
 
 // HoldCount returns how many holds ctx's owner has, as Redis sees it.
@@ -211,5 +212,15 @@ func (l *exclusive) HoldCount(ctx context.Context) (int, error) {
 
 // TTL returns the lock's remaining lease, or 0 when it is not held.
 func (l *exclusive) TTL(ctx context.Context) (time.Duration, error) {
-	return l.pttl(ctx, l.Key())
+	ctx, err := l.checkQuery(ctx)
+	if err != nil {
+		return 0, err
+	}
+	ms, err := queryBounded(l.c, ctx, "ttl", func() (int64, error) {
+		return l.c.eval(context.WithoutCancel(ctx), "ttl", lockTTLCall(*l.hash)).Int64()
+	})
+	if err != nil || ms < 0 {
+		return 0, err
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }

@@ -96,9 +96,9 @@ func (c *Client) ID() string { return c.id }
 // newClientID returns a new Client id (see ID). It is the same randomness
 // as a UUID's 36-character text in 22 characters: the id is written about
 // five times per Lock+Unlock (owner, op ids, generation) and into each of a
-// lock's latch slots, so its length is paid on the wire and in Redis memory
-// (MEMORY USAGE on Redis 7.0: a busy lock's tail, 64 latch slots, 2120
-// bytes against 3144; a held lock's hash 200–232 against 264).
+// lock's latch entries, so its length is paid on the wire and in Redis
+// memory (MEMORY USAGE on Redis 7.0 of a busy FairLock's tail, 64 latch
+// slots: 2120 bytes against 3144 with the UUID's text).
 func newClientID() string {
 	u := uuid.New()
 	return base64.RawURLEncoding.EncodeToString(u[:])

@@ -112,7 +112,7 @@ func testClusterAnyName(t *testing.T, cl *redistest.Cluster, k lockKind) {
 		require.NoError(t, l.Unlock(hold))
 		assert.Empty(t, k.state(t, rdb, key))
 		assert.ErrorIs(t, context.Cause(hold), relock.ErrUnlocked)
-		assert.Equal(t, tok, tailOf(t, node, key+":last", defaultLatch), "the tail is on the lock's node")
+		assert.Equal(t, tok, tailOf(t, node, tailKey(key), defaultLatch), "the tail is on the lock's node")
 	}
 	assert.Len(t, used, 3, "the names must exercise every master")
 }

@@ -590,7 +590,7 @@ func (k *lockCall) unlockedOuter(ctx context.Context, cause error) context.Conte
 // is freed in the background instead of blocking others for a lease.
 func (k *lockCall) giveUp(dctx context.Context, req acquireReq, waitAs, unknown string, started time.Time) {
 	if waitAs != "" {
-		k.queue.leave(dctx, req.owner, waitAs)
+		k.queue.leave(dctx, req.owner, waitAs, k.c.leaseFor(req.lease))
 	}
 	if unknown != "" {
 		s := k.parts[0].h.scheme // only a scheme's own record leaves an op to free

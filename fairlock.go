@@ -104,6 +104,6 @@ func (s fairScheme) channel() string { return s.l.keys.waitChannel }
 
 // leave takes a waiter that gave up out of the queue (see
 // Client.leaveQueue).
-func (s fairScheme) leave(ctx context.Context, owner, waiter string) {
-	s.l.c.leaveQueue(ctx, fairAbandonCall(s.l.c, s.l.keys, owner, waiter))
+func (s fairScheme) leave(ctx context.Context, owner, waiter string, lease time.Duration) {
+	s.l.c.leaveQueue(ctx, fairAbandonCall(s.l.c, s.l.keys, owner, waiter, lease))
 }

@@ -32,15 +32,13 @@ type queued struct{ id, owner string }
 // fields (waiter id, lease, fencing flag, owner), first in line first.
 func fairQueue(t testing.TB, rdb redis.UniversalClient, key string) []queued {
 	t.Helper()
-	v, err := rdb.Get(context.Background(), key).Result()
-	if err == redis.Nil {
-		return nil
-	}
+	entries, err := rdb.ZRange(context.Background(), key, 0, -1).Result()
 	require.NoError(t, err)
-	f := strings.Split(v, "\x00")
 	var out []queued
-	for i := 0; i+3 < len(f); i += 4 {
-		out = append(out, queued{id: f[i], owner: f[i+3]})
+	for _, e := range entries {
+		f := strings.Split(e, "\x00")
+		require.Len(t, f, 5, "an entry is four NUL-terminated fields")
+		out = append(out, queued{id: f[0], owner: f[3]})
 	}
 	return out
 }

@@ -22,23 +22,20 @@ import (
 // a waiter that no longer waits is released at once.
 
 // queuedWaiters returns how many waiters of kind k are queued on the lock
-// whose hash is key: a Lock's and a WriteLock's queue is the hash's ~q (four
-// and five fields per entry), a FairLock's the key <hash>:q.
+// whose hash is key: a Lock's queue is in fields of its hash (lockQueueLen),
+// a WriteLock's the hash's ~q (five fields per entry), a FairLock's the
+// sorted set <hash>:q.
 func queuedWaiters(t *testing.T, rdb redis.UniversalClient, k lockKind, key string) int {
 	t.Helper()
 	ctx := context.Background()
-	var q string
 	switch k.name {
 	case "FairLock":
-		q, _ = rdb.Get(ctx, key+":q").Result()
-	default:
-		q, _ = rdb.HGet(ctx, key, "~q").Result()
+		return int(rdb.ZCard(ctx, key+":q").Val())
+	case "WriteLock":
+		q, _ := rdb.HGet(ctx, key, "~q").Result()
+		return strings.Count(q, "\x00") / 5
 	}
-	fields := 4
-	if k.name == "WriteLock" {
-		fields = 5
-	}
-	return strings.Count(q, "\x00") / fields
+	return lockQueueLen(t, rdb, key)
 }
 
 // A waiter whose grant reaches it late (only its subscriber connection is

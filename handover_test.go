@@ -18,18 +18,14 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// The hand-over across processes: a Lock's waiters queue in Redis (~q of the
-// lock hash) and a release grants the lock to the first whose Client still
+// The hand-over across processes: a Lock's waiters queue in Redis (fields of
+// the lock hash) and a release grants the lock to the first whose Client still
 // listens, so one release wakes one waiter in one process.
 
 // queueLen reads how many waiters are queued in the lock hash key.
 func queueLen(t *testing.T, srv *redistest.Server, key string) int {
 	t.Helper()
-	q, err := srv.Client().HGet(context.Background(), key, "~q").Result()
-	if err != nil {
-		return 0
-	}
-	return strings.Count(q, "\x00") / 4
+	return lockQueueLen(t, srv.Client(), key)
 }
 
 // startWaiterProcess starts internal/holderproc on name: a process of its
@@ -159,15 +155,15 @@ func TestHandOverCommandsPerAcquisitionAcrossClients(t *testing.T) {
 		kind  lockKind
 		bound float64
 	}{
-		// Lock 15.1, FairLock 19.1 at 4 and 16 processes: each hand-over
-		// reads the clock and the tail for its token (next_token), as every
-		// other grant does (11.2 and 15.2 when it took last + 1, which could
-		// repeat a token after Redis came back with older state), and
-		// records the release in the tail's latch: HINCRBY, HSET, PEXPIRE
-		// (13.1 and 17.1 with a latch key per release, whose expiry Redis
-		// paid for later, uncounted).
-		{exclusiveKinds[0], 16}, // Lock
-		{exclusiveKinds[1], 20}, // FairLock: its queue is a key of its own
+		// Lock 12.1 at 4 and 16 processes: the waiter's attempt (EVALSHA,
+		// HMGET, HSET of its entry, PTTL), and the release that hands over
+		// (EVALSHA, HMGET of the hold, HMGET of the queue's head, TIME for
+		// the token as every grant, PUBLISH, HDEL of the freed hold and the
+		// entry, HSET of the new hold with the latch that the lock's hash
+		// keeps, PEXPIRE). FairLock 18.1: its tail is a key of its own
+		// (HGET of its slot, HSET, PEXPIRE).
+		{exclusiveKinds[0], 12.5}, // Lock
+		{exclusiveKinds[1], 20},   // FairLock: its queue is a key of its own
 		// RWLock's writers: 14.3 at 4 and 16 processes; before the
 		// hand-over (writers woken on a broadcast channel, claims in a
 		// sorted set) 47.6 and 111.1.
@@ -186,14 +182,14 @@ func TestHandOverCommandsPerAcquisitionAcrossClients(t *testing.T) {
 
 // An uncontended Lock+Unlock costs Redis a fixed number of commands, the
 // two script calls included, and publishes nothing: nobody waits. Lock: the
-// acquire's HMGET, TIME, HMGET of the tail's token and latch count, HSET,
-// PEXPIRE; the release's HMGET, DEL, and the tail's HSET (the op in the
-// latch slot after the one the hold carries, that slot's name, the token)
-// and PEXPIRE (see release_common.lua; 12 when the release incremented a
-// count with an HINCRBY of its own). A
-// FairLock adds only the acquire's GET of its queue key (its release reads
-// the queue only when the hold is marked as having waiters, see
-// fair_common.lua). An RWLock's write hold: the acquire's HGETALL, TIME
+// acquire's HMGET (the last token with the rest), TIME, HSET, PEXPIRE; the
+// release's HMGET, HDEL of the hold's fields, HSET (the op in the latch
+// slot after the last, that slot's name) and PEXPIRE: a free Lock's hash
+// keeps its token and latch (see release_common.lua). A FairLock keeps
+// them in a tail key of its own, which its acquire reads (HMGET) and its
+// release writes after a DEL of the hash, and its acquire checks its queue
+// key (EXISTS; its release reads the queue only when the hold is marked as
+// having waiters, see fair_common.lua). An RWLock's write hold: the acquire's HGETALL, TIME
 // (deadlines and token alike), HGET of the tail's token, HSET, PEXPIRE; the
 // release's HGETALL, TIME, DEL and the tail's three.
 func TestUncontendedCommandsPerCycle(t *testing.T) {
@@ -202,7 +198,7 @@ func TestUncontendedCommandsPerCycle(t *testing.T) {
 		kind lockKind
 		want int64
 	}{
-		{exclusiveKinds[0], 11},
+		{exclusiveKinds[0], 10},
 		{exclusiveKinds[1], 12},
 		{exclusiveKinds[2], 13},
 	} {

@@ -77,11 +77,40 @@ func eachBackend(t *testing.T, f func(t *testing.T, b *backend)) {
 	t.Run("redis", func(t *testing.T) { f(t, newReal(t)) })
 }
 
+// hgetall reads the hash at key. Of a Lock's (or SpinLock's) hash it leaves
+// out the record that the hash keeps for the lock when it is free: the
+// latch (~r, ~p, ~n) and, without a hold (no ~g), the last token. So a
+// free Lock reads as empty, as any other free lock does.
 func hgetall(t testing.TB, rdb redis.UniversalClient, key string) map[string]string {
 	t.Helper()
 	m, err := rdb.HGetAll(context.Background(), key).Result()
 	require.NoError(t, err)
+	if !ownTail(key) {
+		return m
+	}
+	delete(m, "~r")
+	delete(m, "~p")
+	delete(m, "~n")
+	if m["~g"] == "" {
+		delete(m, "~t")
+	}
 	return m
+}
+
+// ownTail reports whether key is the hash of a Lock (or SpinLock, or a
+// MultiLock's or RedLock's part), which keeps its last token and release
+// latch itself when free; other kinds keep them in a tail key, key+":last".
+func ownTail(key string) bool {
+	return strings.HasSuffix(key, "}") || strings.HasSuffix(key, "}:spin")
+}
+
+// tailKey returns the key that keeps the last token and the release latch
+// of the lock whose hash is key (see ownTail).
+func tailKey(key string) string {
+	if ownTail(key) {
+		return key
+	}
+	return key + ":last"
 }
 
 func pttl(t testing.TB, rdb redis.UniversalClient, key string) time.Duration {
@@ -110,9 +139,11 @@ func allKeys(t testing.TB, rdb redis.UniversalClient) []string {
 }
 
 // holdMeta are the fields a Lock or FairLock hash keeps beside its owner's
-// count: the hold's generation (op id of the acquire that started it), the
-// last op applied and the fencing token.
-var holdMeta = []string{"~g", "~o", "~t"}
+// count: the hold's generation (op id of the acquire that started it) and
+// the fencing token. The last op applied (~o) is there once an op after
+// the acquire applied (a FairLock's from the start): a Lock's hold without
+// it has applied none (see last_op in acquire_common.lua).
+var holdMeta = []string{"~g", "~t"}
 
 // owners returns the Lock or FairLock hash at key as owner → count, the meta
 // fields left out. A held lock must have exactly one owner and every meta
@@ -131,8 +162,8 @@ func ownersOf(t testing.TB, hash map[string]string) map[string]string {
 			out[f] = v
 		}
 	}
-	if len(hash) == 0 {
-		return out
+	if len(hash) == 0 || (hash["~g"] == "" && len(out) == 0) {
+		return out // free (a free Lock's hash keeps its token and latch)
 	}
 	assert.Len(t, out, 1, "an exclusive lock has one owner: %v", hash)
 	for _, f := range holdMeta {
@@ -162,7 +193,7 @@ func storedToken(t testing.TB, rdb redis.UniversalClient, key string) int64 {
 // when there is none.
 func storedTail(t testing.TB, rdb redis.UniversalClient, key string) int64 {
 	t.Helper()
-	n, err := rdb.HGet(context.Background(), key+":last", "~t").Int64()
+	n, err := rdb.HGet(context.Background(), tailKey(key), "~t").Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0
 	}
@@ -176,9 +207,23 @@ const defaultUnlockLatch = 30 * time.Second
 
 // leftover reports whether k is one of the keys that outlive a free lock by
 // design, for the unlock latch's time only: a tail (the last token, so that
-// the next one is above it, and the latch of the last final releases).
-func leftover(k string) bool {
-	return strings.HasSuffix(k, ":last")
+// the next one is above it, and the latch of the last final releases), or
+// a free Lock's hash, which keeps the same record (see freeRecord).
+func leftover(t testing.TB, rdb redis.UniversalClient, k string) bool {
+	return strings.HasSuffix(k, ":last") || freeRecord(t, rdb, k)
+}
+
+// freeRecord reports whether k is the hash of a free Lock (or SpinLock): it
+// keeps the last token and the latch of the last final releases, and no
+// hold (no ~g).
+func freeRecord(t testing.TB, rdb redis.UniversalClient, k string) bool {
+	t.Helper()
+	if !ownTail(k) {
+		return false
+	}
+	f, err := rdb.HMGet(context.Background(), k, "~g", "~t").Result()
+	require.NoError(t, err)
+	return f[0] == nil && f[1] != nil
 }
 
 // latchMark reports whether k is a CountDownLatch's mark, which outlives
@@ -207,7 +252,7 @@ func keysLeft(t testing.TB, rdb redis.UniversalClient) []string {
 			requireLatchMarkExpires(t, rdb, k)
 			continue
 		}
-		if !leftover(k) {
+		if !leftover(t, rdb, k) {
 			out = append(out, k)
 			continue
 		}

@@ -95,20 +95,21 @@ func parseInspect(ks keyspace, res []any) (*inspect.State, error) {
 }
 
 // exclusiveState reads a Lock or FairLock hash: owner fields hold counts,
-// fields starting with '~' are metadata ("~t": fencing token, "~q": queue).
+// fields starting with '~' are metadata ("~t": fencing token; a Lock's
+// queue: "~#<position>" each entry, see queue_common.lua).
 func exclusiveState(key string, fields []string, pttl int64) inspect.Exclusive {
 	ex := inspect.Exclusive{Key: key}
 	if pttl > 0 {
 		ex.Lease = time.Duration(pttl) * time.Millisecond
 	}
+	var queued []positioned
 	for i := 0; i+1 < len(fields); i += 2 {
 		f, v := fields[i], fields[i+1]
 		if strings.HasPrefix(f, "~") {
-			switch f {
-			case "~t":
+			if f == "~t" {
 				ex.Token, _ = strconv.ParseInt(v, 10, 64)
-			case "~q":
-				ex.Queued = queuedWaiters(v)
+			} else if k, err := strconv.ParseInt(strings.TrimPrefix(f, "~#"), 10, 64); err == nil && strings.HasPrefix(f, "~#") {
+				queued = append(queued, positioned{k, v})
 			}
 			continue
 		}
@@ -116,12 +117,23 @@ func exclusiveState(key string, fields []string, pttl int64) inspect.Exclusive {
 		ex.Holders = append(ex.Holders, inspect.Holder{Owner: f, Count: n, Lease: ex.Lease})
 	}
 	sort.Slice(ex.Holders, func(i, j int) bool { return ex.Holders[i].Owner < ex.Holders[j].Owner })
+	sort.Slice(queued, func(i, j int) bool { return queued[i].at < queued[j].at })
+	for _, q := range queued {
+		ex.Queued = append(ex.Queued, queuedWaiters(q.entry)...)
+	}
 	return ex
 }
 
-// queuedWaiters reads a Lock's queue (field ~q, see queue_common.lua) or a
-// FairLock's (its own key, see fair_common.lua): per
-// waiter four NUL-terminated fields, id, lease, fencing flag and owner.
+// positioned is a queue entry and its place.
+type positioned struct {
+	at    int64
+	entry string
+}
+
+// queuedWaiters reads queue entries, concatenated: a Lock's (one per field,
+// see queue_common.lua) or a FairLock's (one per member of its sorted set,
+// see fair_common.lua): per waiter four NUL-terminated fields, id, lease,
+// fencing flag and owner.
 func queuedWaiters(q string) []inspect.Waiter {
 	f := strings.Split(q, "\x00")
 	var out []inspect.Waiter
@@ -129,6 +141,16 @@ func queuedWaiters(q string) []inspect.Waiter {
 		out = append(out, inspect.Waiter{Owner: f[i+3]})
 	}
 	return out
+}
+
+// sortedEntries reads a sorted set as the inspect script returns it
+// (member, score, ... in order) into its members, concatenated.
+func sortedEntries(flat []string) string {
+	var b strings.Builder
+	for i := 0; i < len(flat); i += 2 {
+		b.WriteString(flat[i])
+	}
+	return b.String()
 }
 
 // rwHold gathers one owner's RWLock fields.

@@ -66,7 +66,7 @@ func decodeFair(st *inspect.State, v []keyValue, _ int64) {
 	fair := inspect.Fair{
 		Exclusive: exclusiveState(v[0].key, v[0].fields, v[0].pttl),
 		QueueKey:  v[1].key,
-		Waiters:   queuedWaiters(v[1].str),
+		Waiters:   queuedWaiters(sortedEntries(v[1].fields)),
 	}
 	if len(fair.Holders) > 0 || len(fair.Waiters) > 0 {
 		st.FairLock = &fair

@@ -249,9 +249,9 @@ func TestInspectSeveralKinds(t *testing.T) {
 }
 
 // TestInspectLayout pins the layout Inspect reads, written by hand: owner →
-// count with "~" metadata fields (token ~t, a Lock's queue ~q), a FairLock's
-// queue in a key of its own, and per-owner RW fields with the writers' queue
-// in ~q.
+// count with "~" metadata fields (token ~t, a Lock's queue: ~q, ~#<k> and
+// ~@<id>), a FairLock's queue in a sorted set of its own, and per-owner RW
+// fields with the writers' queue in ~q.
 func TestInspectLayout(t *testing.T) {
 	b := newReal(t)
 	ctx := context.Background()
@@ -260,12 +260,17 @@ func TestInspectLayout(t *testing.T) {
 	now := time.Now().UnixMilli() // loopback server: same clock
 	entry := func(fields ...string) string { return strings.Join(fields, "\x00") + "\x00" }
 
+	// The Lock's queue in fields of its hash, its head (position 4) behind
+	// a hole left by a waiter that gave up (position 3).
 	require.NoError(t, rdb.HSet(ctx, "relock:{new}", "u1:1", "2", "~g", "op1", "~o", "op2", "~t", "1700000000000001",
-		"~q", entry("u9:1", "30000", "1", "u9:1")+entry("u9:2", "30000", "1", "u9:2")).Err())
+		"~q", "3 10 2", "~#10", entry("u9:2", "30000", "1", "u9:2"), "~@u9:2", "10",
+		"~#4", entry("u9:1", "30000", "1", "u9:1"), "~@u9:1", "4").Err())
 	require.NoError(t, rdb.PExpire(ctx, "relock:{new}", 20*time.Second).Err())
 	require.NoError(t, rdb.HSet(ctx, "relock:{new}:fair", "u3:1", "1", "~g", "op3", "~o", "op3", "~t", "99", "~q", "1").Err())
 	require.NoError(t, rdb.PExpire(ctx, "relock:{new}:fair", 20*time.Second).Err())
-	require.NoError(t, rdb.Set(ctx, "relock:{new}:fair:q", entry("u4:1", "30000", "1", "u4:1")+entry("u5:1", "30000", "1", "u5:1"), 10*time.Second).Err())
+	require.NoError(t, rdb.ZAdd(ctx, "relock:{new}:fair:q", redis.Z{Score: 2, Member: entry("u5:1", "30000", "1", "u5:1")},
+		redis.Z{Score: 1, Member: entry("u4:1", "30000", "1", "u4:1")}).Err())
+	require.NoError(t, rdb.PExpire(ctx, "relock:{new}:fair:q", 10*time.Second).Err())
 	require.NoError(t, rdb.HSet(ctx, "relock:{new}:rw",
 		"r:u6:1", "2", "rd:u6:1", now+15000, "rg:u6:1", "op6", "ro:u6:1", "op7",
 		"r:dead:1", "1", "rd:dead:1", now-5000,

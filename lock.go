@@ -12,28 +12,33 @@ type Lock struct {
 }
 
 type lockKeys struct {
+	// hash is the lock; free, it keeps the last token and the latch of the
+	// last final releases for the unlock latch (see release_common.lua).
 	hash, channel string
-	// tail outlives the free lock for the unlock latch: the last token and
-	// the latch of the last final releases (see release_common.lua).
-	tail string
+	// forced keeps the force releases' answers for a replay (see
+	// force_common.lua): the one key besides the hash, written only by a
+	// force release.
+	forced string
 	// waitChannel is where releases hand the lock over to this Client's
 	// waiters: <hash>:w:<client id> (see handover_common.lua).
 	waitChannel string
-	// The KEYS of the acquire and of the release (and abandon, force
-	// release) scripts, boxed once: see keySet.
-	acquireKeys, releaseKeys keySet
+	// The KEYS of the acquire, of the release (and abandon) and of the
+	// force release scripts, boxed once: see keySet.
+	acquireKeys, releaseKeys, forceKeys keySet
 }
 
 func lockKeysOf(ks keyspace) lockKeys {
 	return lockKeysOn(ks.key(""), ks.key("last"), ks.key("ch"))
 }
 
-// lockKeysOn lays out a Lock's keys on the given hash, tail and channel.
-func lockKeysOn(hashKey, tailKey, channelKey string) lockKeys {
-	k := lockKeys{hash: hashKey, tail: tailKey, channel: channelKey}
+// lockKeysOn lays out a Lock's keys on the given hash, force releases' key
+// and channel.
+func lockKeysOn(hashKey, forcedKey, channelKey string) lockKeys {
+	k := lockKeys{hash: hashKey, forced: forcedKey, channel: channelKey}
 	hash := any(k.hash)
-	k.acquireKeys = keySet{[]string{k.hash, k.tail}, hash}
-	k.releaseKeys = keySet{[]string{k.hash, k.channel, k.tail}, hash}
+	k.acquireKeys = keySet{[]string{k.hash}, hash}
+	k.releaseKeys = keySet{[]string{k.hash, k.channel}, hash}
+	k.forceKeys = keySet{[]string{k.hash, k.channel, k.forced}, hash}
 	return k
 }
 
@@ -110,6 +115,6 @@ func (s lockScheme) channel() string { return s.l.keys.waitChannel }
 
 // leave takes a waiter that gave up out of the lock's queue (see
 // Client.leaveQueue).
-func (s lockScheme) leave(ctx context.Context, owner, waiter string) {
-	s.l.c.leaveQueue(ctx, lockAbandonCall(s.l.c, s.l.keys, owner, waiter))
+func (s lockScheme) leave(ctx context.Context, owner, waiter string, lease time.Duration) {
+	s.l.c.leaveQueue(ctx, lockAbandonCall(s.l.c, s.l.keys, owner, waiter, lease))
 }

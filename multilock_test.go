@@ -358,7 +358,7 @@ func TestMultiLockSurvivesLostReplies(t *testing.T) {
 	require.Equal(t, int64(3), d.Dropped())
 	assert.Empty(t, hgetall(t, rdb, "relock:{a}"))
 	assert.Empty(t, hgetall(t, rdb, "relock:{b}"))
-	assert.Equal(t, ha.token, tailOf(t, rdb, "relock:{a}:last", defaultLatch), "the tail keeps the last token")
+	assert.Equal(t, ha.token, tailOf(t, rdb, tailKey("relock:{a}"), defaultLatch), "the tail keeps the last token")
 	assert.Empty(t, heldKeys(t, rdb, defaultLatch))
 	assert.Zero(t, c.TrackedHolds())
 }

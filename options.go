@@ -101,8 +101,13 @@ func WithFencingTokens(on bool) Option {
 	}
 }
 
-// WithUnlockLatch sets how long a final Unlock is remembered for a resend
-// (30 s; 64 per lock): at least go-redis's retries take.
+// WithUnlockLatch sets how long a final Unlock is remembered (default 30 s)
+// so that go-redis resending it after a lost reply reports success, not
+// ErrLockLost. It must cover go-redis's retries: (MaxRetries+1) × (read
+// timeout + retry backoff). Only the last 64 final releases of a FairLock
+// or an RWLock are remembered, and at least the last 32 of a Lock (at most
+// 64). A Lock remembers them in its hash, which a later hold's lease bounds
+// too: a hold whose lease runs out unreleased takes them along.
 func WithUnlockLatch(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock latch", d); err != nil {

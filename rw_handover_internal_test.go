@@ -51,7 +51,7 @@ func TestRWAbandonReleasesACrossedGrant(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, first.op, gen, "the hold is named after the waiter")
 
-	writer.traits().queue.leave(ctx, first.owner, first.op)
+	writer.traits().queue.leave(ctx, first.owner, first.op, 0)
 	msg, err = ps.ReceiveMessage(ctx)
 	require.NoError(t, err)
 	assert.Contains(t, msg.Payload, second.op+" ", "handed on to the second writer")
@@ -62,7 +62,7 @@ func TestRWAbandonReleasesACrossedGrant(t *testing.T) {
 	assert.Empty(t, h["~q"], "nobody queued any more")
 
 	// Abandoning again changes nothing.
-	writer.traits().queue.leave(ctx, first.owner, first.op)
+	writer.traits().queue.leave(ctx, first.owner, first.op, 0)
 	h2, err := rdb.HGetAll(ctx, rw.keys.hash).Result()
 	require.NoError(t, err)
 	assert.Equal(t, h, h2)

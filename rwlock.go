@@ -257,6 +257,6 @@ func (q rwWriters) channel() string { return q.l.keys.waitChannel }
 
 // leave takes a writer that gave up out of the queue (see
 // Client.leaveQueue).
-func (q rwWriters) leave(ctx context.Context, owner, waiter string) {
-	q.l.c.leaveQueue(ctx, rwAbandonCall(q.l.c, q.l.keys, owner, waiter))
+func (q rwWriters) leave(ctx context.Context, owner, waiter string, lease time.Duration) {
+	q.l.c.leaveQueue(ctx, rwAbandonCall(q.l.c, q.l.keys, owner, waiter, lease))
 }

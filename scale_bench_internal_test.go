@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/inspect"
 	"github.com/relock-go/relock/internal/redistest"
 )
 
@@ -107,36 +111,85 @@ func BenchmarkScaleSemaphoreHolders(b *testing.B) {
 	}
 }
 
+// queueKind is a lock whose waiters queue, as BenchmarkScaleLockQueue
+// drives it: its Lock and Unlock on one Client, the scripts of its acquire
+// and release, and its queue's length as Inspect shows it.
+type queueKind struct {
+	name             string
+	open             func(c *Client) tokenLock
+	acquire, release *redis.Script
+	queued           func(st *inspect.State) int
+}
+
+var queueKinds = []queueKind{
+	{"Lock", func(c *Client) tokenLock { return c.Lock("scale") }, lockAcquireScript, lockReleaseScript,
+		func(st *inspect.State) int {
+			if st.Lock == nil {
+				return 0
+			}
+			return len(st.Lock.Queued)
+		}},
+	{"FairLock", func(c *Client) tokenLock { return c.FairLock("scale") }, fairAcquireScript, fairReleaseScript,
+		func(st *inspect.State) int {
+			if st.FairLock == nil {
+				return 0
+			}
+			return len(st.FairLock.Waiters)
+		}},
+	{"WriteLock", func(c *Client) tokenLock { return c.RWLock("scale").WriteLock() }, rwWriteAcquireScript, rwReleaseScript,
+		func(st *inspect.State) int {
+			if st.RWLock == nil {
+				return 0
+			}
+			return len(st.RWLock.WritersWaiting)
+		}},
+}
+
 // BenchmarkScaleLockQueue keeps waiters+1 goroutines (over 4 Clients)
-// cycling Lock then Unlock on one Lock, so that about waiters wait at any
-// time: Redis µs per acquire attempt (mostly an enqueue at the tail) and
-// per release (a hand-over to the head), over 400 hand-overs.
+// cycling Lock then Unlock on one Lock, FairLock or RWLock's write lock, so
+// that about waiters wait at any time: Redis µs per acquire attempt (mostly
+// an enqueue at the tail) and per release (a hand-over to the head), over
+// 400 hand-overs. RELOCK_SCALE_WAITERS (a comma-separated list) sets the
+// queue lengths, 10 and 1000 by default.
 func BenchmarkScaleLockQueue(b *testing.B) {
-	for _, waiters := range []int{10, 1000} {
-		b.Run(fmt.Sprintf("waiters=%d", waiters), func(b *testing.B) {
-			rdb := startLogged(b)
-			clients := make([]*Client, 4)
-			for i := range clients {
-				clients[i] = New(rdb, WithLogger(slog.New(slog.DiscardHandler)))
-				b.Cleanup(func() { _ = clients[i].Close() })
+	sizes := []int{10, 1000}
+	if env := os.Getenv("RELOCK_SCALE_WAITERS"); env != "" {
+		sizes = nil
+		for _, f := range strings.Split(env, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("RELOCK_SCALE_WAITERS: %q is no queue length", f)
 			}
-			for b.Loop() {
-				acq, rel := runQueue(b, rdb, clients, waiters, 400)
-				b.ReportMetric(acq.per(), "enqueue-µs")
-				b.ReportMetric(rel.per(), "handover-µs")
-			}
-		})
+			sizes = append(sizes, n)
+		}
+	}
+	for _, kind := range queueKinds {
+		for _, waiters := range sizes {
+			b.Run(fmt.Sprintf("%s/waiters=%d", kind.name, waiters), func(b *testing.B) {
+				rdb := startLogged(b)
+				clients := make([]*Client, 4)
+				for i := range clients {
+					clients[i] = New(rdb, WithLogger(slog.New(slog.DiscardHandler)))
+					b.Cleanup(func() { _ = clients[i].Close() })
+				}
+				for b.Loop() {
+					acq, rel := runQueue(b, rdb, kind, clients, waiters, 400)
+					b.ReportMetric(acq.per(), "enqueue-µs")
+					b.ReportMetric(rel.per(), "handover-µs")
+				}
+			})
+		}
 	}
 }
 
 // runQueue runs the cycle of BenchmarkScaleLockQueue until handovers
 // releases were measured once the queue has reached waiters-1 entries.
-func runQueue(b *testing.B, rdb *redis.Client, clients []*Client, waiters, handovers int) (acq, rel scriptCost) {
+func runQueue(b *testing.B, rdb *redis.Client, kind queueKind, clients []*Client, waiters, handovers int) (acq, rel scriptCost) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var released atomic.Int64
 	for i := range waiters + 1 {
-		l := clients[i%len(clients)].Lock("scale")
+		l := kind.open(clients[i%len(clients)])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -159,12 +212,12 @@ func runQueue(b *testing.B, rdb *redis.Client, clients []*Client, waiters, hando
 		}()
 	}
 	defer func() { cancel(); wg.Wait() }()
-	for deadline := time.Now().Add(time.Minute); ; {
+	for deadline := time.Now().Add(2 * time.Minute); ; {
 		st, err := clients[0].Inspect(ctx, "scale")
 		if err != nil {
 			b.Fatal(err)
 		}
-		if st.Lock != nil && len(st.Lock.Queued) >= waiters-1 {
+		if kind.queued(st) >= waiters-1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -177,7 +230,7 @@ func runQueue(b *testing.B, rdb *redis.Client, clients []*Client, waiters, hando
 		time.Sleep(time.Millisecond)
 	}
 	costs := scriptCosts(b, rdb)
-	return costs[lockAcquireScript.Hash()], costs[lockReleaseScript.Hash()]
+	return costs[kind.acquire.Hash()], costs[kind.release.Hash()]
 }
 
 // BenchmarkScaleSemaphoreIdle queues 512 waiters (over 4 Clients) on a

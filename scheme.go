@@ -88,8 +88,9 @@ type waitQueue interface {
 	channel() string
 	// leave takes waiter, which gave up, out of the queue, and releases a
 	// grant that crossed its leaving (see Client.leaveQueue). owner "" is
-	// the release of a stray grant (see strayRelease).
-	leave(ctx context.Context, owner, waiter string)
+	// the release of a stray grant (see strayRelease). lease is the one its
+	// attempts asked for (a FairLock's entry names it, see fair_common.lua).
+	leave(ctx context.Context, owner, waiter string, lease time.Duration)
 }
 
 // A target is what one Lock or Unlock call works on: its hold records, one

@@ -318,9 +318,10 @@ func fairReleaseCall(c *Client, k fairKeys, r releaseReq) scriptCall {
 // abandonCall runs script, the abandon script of an exclusive lock (Lock,
 // FairLock, RWLock's writers), on its release keys: it takes waiter (the op
 // id its attempts sent) out of the lock's queue, releasing a grant handed
-// to it.
-func abandonCall(c *Client, script *redis.Script, keys keySet, owner, waiter string) scriptCall {
-	return newCall(script, keys, owner, waiter, c.args.publish, c.args.latch, c.args.blind)
+// to it. lease and the Client's fencing flag are as the waiter's attempts
+// sent them (a FairLock's queue entry names them, see fair_common.lua).
+func abandonCall(c *Client, script *redis.Script, keys keySet, owner, waiter string, lease time.Duration) scriptCall {
+	return newCall(script, keys, owner, waiter, c.args.publish, c.args.latch, c.args.blind, c.leaseArg(lease), c.args.fencing)
 }
 
 // forceReleaseCall runs script, the force-release script of Lock or
@@ -332,15 +333,15 @@ func forceReleaseCall(c *Client, script *redis.Script, keys keySet) scriptCall {
 }
 
 // lockAbandonCall is abandonCall for the Lock whose keys are k.
-func lockAbandonCall(c *Client, k lockKeys, owner, waiter string) scriptCall {
-	return abandonCall(c, lockAbandonScript, k.releaseKeys, owner, waiter)
+func lockAbandonCall(c *Client, k lockKeys, owner, waiter string, lease time.Duration) scriptCall {
+	return abandonCall(c, lockAbandonScript, k.releaseKeys, owner, waiter, lease)
 }
 
 var lockForceReleaseScript = newScript("lock_force_release")
 
 // lockForceReleaseCall is forceReleaseCall for the Lock whose keys are k.
 func lockForceReleaseCall(c *Client, k lockKeys) scriptCall {
-	return forceReleaseCall(c, lockForceReleaseScript, k.releaseKeys)
+	return forceReleaseCall(c, lockForceReleaseScript, k.forceKeys)
 }
 
 var lockRenewScript = newScript("lock_renew")
@@ -359,7 +360,7 @@ var multiAcquireScript = newScript("multi_acquire")
 // for owner at once, held[i] being the generation owner holds on ks[i] (""
 // for none).
 func multiAcquireCall(c *Client, ks []lockKeys, held []string, owner, op string, lease time.Duration) scriptCall {
-	keys := keySet{make([]string, 0, 2*len(ks)), ks[0].acquireKeys.first}
+	keys := keySet{make([]string, 0, len(ks)), ks[0].acquireKeys.first}
 	args := append(make([]any, 0, 4+len(ks)), owner, op, c.leaseArg(lease), c.args.fencing)
 	for i, k := range ks {
 		keys.names = append(keys.names, k.acquireKeys.names...)
@@ -373,7 +374,7 @@ var multiReleaseScript = newScript("multi_release")
 // multiReleaseCall releases one hold of owner's on each of the Locks ks of
 // one Client (and slot): generation gens[i], the last one when final[i].
 func multiReleaseCall(c *Client, ks []lockKeys, gens []string, final []bool, owner, op string) scriptCall {
-	keys := keySet{make([]string, 0, 3*len(ks)), ks[0].releaseKeys.first}
+	keys := keySet{make([]string, 0, 2*len(ks)), ks[0].releaseKeys.first}
 	args := append(make([]any, 0, 5+2*len(ks)), owner, op, c.args.publish, c.args.latch, c.args.blind)
 	for i, k := range ks {
 		keys.names = append(keys.names, k.releaseKeys.names...)
@@ -393,8 +394,8 @@ func redFenceCall(hash, gen string, token int64) scriptCall {
 var fairAbandonScript = newScript("fair_abandon")
 
 // fairAbandonCall is abandonCall for the FairLock whose keys are k.
-func fairAbandonCall(c *Client, k fairKeys, owner, waiter string) scriptCall {
-	return abandonCall(c, fairAbandonScript, k.releaseKeys, owner, waiter)
+func fairAbandonCall(c *Client, k fairKeys, owner, waiter string, lease time.Duration) scriptCall {
+	return abandonCall(c, fairAbandonScript, k.releaseKeys, owner, waiter, lease)
 }
 
 var fairForceReleaseScript = newScript("fair_force_release")
@@ -451,8 +452,8 @@ var rwAbandonScript = newScript("rw_abandon")
 
 // rwAbandonCall is abandonCall for the writers' queue of the RWLock whose
 // keys are k (a write hold handed to waiter is released).
-func rwAbandonCall(c *Client, k rwKeys, owner, waiter string) scriptCall {
-	return abandonCall(c, rwAbandonScript, k.releaseKeys, owner, waiter)
+func rwAbandonCall(c *Client, k rwKeys, owner, waiter string, lease time.Duration) scriptCall {
+	return abandonCall(c, rwAbandonScript, k.releaseKeys, owner, waiter, lease)
 }
 
 var rwForceReleaseScript = newScript("rw_force_release")
@@ -471,6 +472,14 @@ var rwStateScript = newScript("rw_state")
 // "" for none).
 func rwStateCall(hash, owner string) scriptCall {
 	return scriptCall{script: rwStateScript, keys: []string{hash}, args: []any{owner}}
+}
+
+var lockTTLScript = newScript("lock_ttl")
+
+// lockTTLCall reads the lease left of the exclusive lock whose hash is hash
+// (-2: free).
+func lockTTLCall(hash string) scriptCall {
+	return scriptCall{script: lockTTLScript, keys: []string{hash}}
 }
 
 var inspectScript = newScript("inspect")

@@ -93,6 +93,21 @@ func TestCommonScriptPathsPassNoNumbers(t *testing.T) {
 	require.NoError(t, err, "Lock release handing over")
 	require.Equal(t, int64(1), n)
 	assert.Equal(t, opB, rdb.HGet(ctx, lk.hash, "~g").Val(), "handed over to B")
+
+	// The same for a FairLock, whose queue is a sorted set of its own.
+	fk := c.FairLock("nonum-handover").keys
+	opA, opB = c.newOp(), c.newOp()
+	_, err = fairAcquireCall(c, fk, acquireReq{owner: c.id + ":a", op: opA, lease: lease, waiter: true}).run(ctx, rdb).Int64Slice()
+	require.NoError(t, err)
+	v, err = fairAcquireCall(c, fk, acquireReq{owner: c.id + ":b", op: opB, lease: lease, waiter: true}).run(ctx, rdb).Int64Slice()
+	require.NoError(t, err)
+	require.Equal(t, int64(0), v[0], "B queues")
+	release = fairReleaseCall(c, fk, releaseReq{owner: c.id + ":a", op: c.newOp(), gen: opA, final: true})
+	release.args[6] = argTrue // blind
+	n, err = runWithoutNumbers(ctx, rdb, release).Int64()
+	require.NoError(t, err, "FairLock release handing over")
+	require.Equal(t, int64(1), n)
+	assert.Equal(t, opB, rdb.HGet(ctx, fk.hash, "~g").Val(), "handed over to B")
 }
 
 // A token is the server's clock in µs, and the text the scripts write for
@@ -110,12 +125,12 @@ func TestTokenTextIsTheClockInFull(t *testing.T) {
 	ctx := context.Background()
 	type kind struct {
 		name       string
-		hash, tail string
+		hash, tail string // a Lock's tail is its hash
 		cycle      func() (token int64, held string)
 	}
 	l, fl := c.Lock("clock-text"), c.FairLock("clock-text")
 	kinds := []kind{
-		{"Lock", l.keys.hash, l.keys.tail, func() (int64, string) { return cycleToken(t, ctx, rdb, l, l.keys.hash) }},
+		{"Lock", l.keys.hash, l.keys.hash, func() (int64, string) { return cycleToken(t, ctx, rdb, l, l.keys.hash) }},
 		{"FairLock", fl.keys.hash, fl.keys.tail, func() (int64, string) { return cycleToken(t, ctx, rdb, fl, fl.keys.hash) }},
 	}
 	for _, k := range kinds {

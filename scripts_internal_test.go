@@ -173,9 +173,9 @@ func TestNewCallArgv(t *testing.T) {
 	sc := newCall(lockReleaseScript, k.releaseKeys, "owner", "op", "gen")
 	// The key count as a string boxed once (numKeysArg): the same bytes
 	// on the wire as the int go-redis would format.
-	want := []any{"evalsha", lockReleaseScript.Hash(), "3", k.hash, k.channel, k.tail, "owner", "op", "gen"}
+	want := []any{"evalsha", lockReleaseScript.Hash(), "2", k.hash, k.channel, "owner", "op", "gen"}
 	assert.Equal(t, want, sc.argv)
-	assert.Equal(t, []string{k.hash, k.channel, k.tail}, sc.keys)
+	assert.Equal(t, []string{k.hash, k.channel}, sc.keys)
 	assert.Equal(t, []any{"owner", "op", "gen"}, sc.args)
 	literal := scriptCall{script: sc.script, keys: sc.keys, args: sc.args}
 	assert.Equal(t, want, literal.evalshaArgv())

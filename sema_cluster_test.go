@@ -57,7 +57,7 @@ func TestClusterSemaphoreAndLatch(t *testing.T) {
 			require.NoError(t, cl.Client().ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 				ks, err := m.Keys(ctx, "relock:*").Result()
 				for _, k := range ks {
-					if !leftover(k) && !latchMark(k) {
+					if !leftover(t, m, k) && !latchMark(k) {
 						keys++
 					}
 				}

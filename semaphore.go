@@ -245,7 +245,7 @@ func (q semaQueue) channel() string { return q.s.waitChannel }
 // strayRelease), which checks the hold records of one acquisition
 // only: a duplicate grant of a hold that another acquisition of this
 // semaphore claimed is kept here.
-func (q semaQueue) leave(ctx context.Context, owner, waiter string) {
+func (q semaQueue) leave(ctx context.Context, owner, waiter string, _ time.Duration) {
 	if owner == "" && q.s.holdsGeneration(waiter) {
 		return
 	}

@@ -51,9 +51,15 @@ func readHold(t testing.TB, rdb redis.UniversalClient, key string) exclusiveHold
 			// mark (queue_common.lua) and the tail's latch slot that a
 			// fenced hold carries (acquire_common.lua, grant_new).
 		default:
+			if strings.HasPrefix(k, "~#") || strings.HasPrefix(k, "~@") {
+				continue // a Lock's queue entries (queue_common.lua)
+			}
 			require.False(t, strings.HasPrefix(k, "~"), "unknown meta field %q in %s", k, key)
 			h.owners[k] = v
 		}
+	}
+	if h.op == "" {
+		h.op = h.gen // a Lock's hold that applied no op after its acquire (last_op, acquire_common.lua)
 	}
 	return h
 }
@@ -80,12 +86,6 @@ func assertClockToken(t testing.TB, tok int64, from, to time.Time, msgAndArgs ..
 	assert.LessOrEqual(t, tok, to.Add(time.Second).UnixMicro(), msgAndArgs...)
 }
 
-// isLeftover reports whether key is one a release leaves behind on purpose
-// for the unlock latch's time: a tail (last token and latch).
-func isLeftover(key string) bool {
-	return strings.HasSuffix(key, ":last")
-}
-
 // heldKeys lists the keys of rdb that mean "held" (or waiting): every key
 // but tails and latches. It asserts that those carry a TTL of at most
 // latch, so that they never outlive a released lock by more than that.
@@ -93,7 +93,7 @@ func heldKeys(t testing.TB, rdb redis.UniversalClient, latch time.Duration) []st
 	t.Helper()
 	var out []string
 	for _, k := range allKeys(t, rdb) {
-		if !isLeftover(k) {
+		if !leftover(t, rdb, k) {
 			out = append(out, k)
 			continue
 		}
@@ -120,5 +120,21 @@ func tailOf(t testing.TB, rdb redis.UniversalClient, key string, latch time.Dura
 	d := pttl(t, rdb, key)
 	assert.Positive(t, d, "%s must expire", key)
 	assert.LessOrEqual(t, d, latch, "%s lives longer than the unlock latch", key)
+	return n
+}
+
+// lockQueueLen is how many waiters queue in the Lock hash key: the count in
+// its ~q ("<head> <last> <count>", see queue_common.lua), 0 for none.
+func lockQueueLen(t testing.TB, rdb redis.UniversalClient, key string) int {
+	t.Helper()
+	q, err := rdb.HGet(context.Background(), key, "~q").Result()
+	if err == redis.Nil {
+		return 0
+	}
+	require.NoError(t, err)
+	f := strings.Fields(q)
+	require.Len(t, f, 3, "~q of %s is %q", key, q)
+	n, err := strconv.Atoi(f[2])
+	require.NoError(t, err)
 	return n
 }

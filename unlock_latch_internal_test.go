@@ -96,3 +96,52 @@ func TestReplayedFinalReleaseUnderTheTailLatch(t *testing.T) {
 		})
 	}
 }
+
+// The latch keeps the last final releases: a FairLock's and an RWLock's
+// exactly the last 64, a Lock's (two halves of 32 in its hash, see
+// latch_add in release_common.lua) at least the last 32 and at most 64. A
+// release followed by that many others is recognised when sent again; one
+// followed by 64 others is not.
+func TestLatchKeepsTheLastFinalReleases(t *testing.T) {
+	srv := redistest.Start(t)
+	c := New(srv.Client())
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	kept := map[string]int{"Lock": 31, "FairLock": 63, "RWLock": 63}
+	for _, k := range latchKinds(c) {
+		t.Run(k.name, func(t *testing.T) {
+			seq := 0
+			op := func() string { seq++; return fmt.Sprintf("%s:bound%d", c.id, seq) }
+			cycle := func(owner string) (gen, rel string) {
+				gen, rel = op(), op()
+				v, err := k.acquire(c, owner, gen).run(ctx, c.rdb).Int64Slice()
+				require.NoError(t, err)
+				require.Equal(t, int64(1), v[0], "acquired")
+				n, err := k.release(c, owner, rel, gen).run(ctx, c.rdb).Int64()
+				require.NoError(t, err)
+				require.Equal(t, int64(1), n, "released")
+				return gen, rel
+			}
+			replay := func(gen, rel string) int64 {
+				n, err := k.release(c, "first", rel, gen).run(ctx, c.rdb).Int64()
+				require.NoError(t, err)
+				return n
+			}
+			for start := range 70 { // the release checked lands anywhere in the latch
+				if start%9 != 0 {
+					cycle(fmt.Sprintf("before%d", start))
+					continue
+				}
+				gen, rel := cycle("first")
+				for i := range kept[k.name] {
+					cycle(fmt.Sprintf("other%d", i))
+				}
+				assert.Equal(t, int64(1), replay(gen, rel), "recognised after %d later final releases", kept[k.name])
+				for i := kept[k.name]; i < 64; i++ {
+					cycle(fmt.Sprintf("more%d", i))
+				}
+				assert.Equal(t, int64(-1), replay(gen, rel), "forgotten after 64")
+			}
+		})
+	}
+}

@@ -185,7 +185,7 @@ func (r strayRelease) release(id string) {
 		return
 	}
 	r.c.log.Debug("relock: releasing a grant to a waiter that no longer waits", "lock", r.s.info().Name, "waiter", id)
-	r.q.leave(context.Background(), "", id)
+	r.q.leave(context.Background(), "", id, 0)
 }
 
 // queuePlace is where a busy attempt left the waiter in the lock's queue,

@@ -41,7 +41,8 @@ end
 
 -- next_token returns a fencing token above every token this lock name has
 -- handed out that Redis still knows of (last: the current hold's ~t, and the
--- tail's ~t, left by the last release: see release_common), and at least the server's clock in µs, so
+-- tail's ~t, left by the last release: see release_common; a Lock's tail is
+-- its hash, whose ~t is last), and at least the server's clock in µs, so
 -- that tokens keep increasing when Redis forgets (a restart without
 -- persistence, a failover to a replica that missed writes, eviction) as long
 -- as the server clocks do not step back by more than the time that took.
@@ -65,17 +66,32 @@ local function next_token(tail, last, now)
 end
 
 -- grant_new starts a new exclusive hold (Lock, FairLock, MultiLock part):
--- count 1, generation op, a new token above last. It overwrites a leftover
--- of the owner's own, since one owner's fields are all such a hash has.
--- With a token, the tail's read also gives its latch's last slot (~s, see
--- release_common; '' for none yet), which the hold carries as its ~s so
--- that its release writes the next slot without reading the tail first:
--- only the end of a hold of this hash writes the latch, so the slot stays
--- exact while the hold lives (a leftover's too: its hash lived on).
+-- count 1, generation op, a new token above last (the hash's ~t). It
+-- overwrites a leftover of the owner's own, since one owner's fields are
+-- all such a hash has. A Lock's hash is its own tail (tail == hash, see
+-- release_common): its ~t is last, and the hold keeps the record's latch
+-- beside its fields; without a token the hold keeps the record's ~t, so
+-- that the next hold with one is above it. A Lock's hold starts without
+-- ~o: the last op applied is then the one that started it, ~g (see
+-- last_op), and the hash of a held Lock stays one field leaner. Else, with a token, the tail's
+-- read also gives its latch's last slot (~s; '' for none yet), which the
+-- hold carries as its ~s so that its release writes the next slot without
+-- reading the tail first: only the end of a hold of this hash writes the
+-- latch, so the slot stays exact while the hold lives (a leftover's too:
+-- its hash lived on).
 local function grant_new(hash, tail, owner, op, lease, fencing, last)
 	-- The fields are named in the HSET, not put in a table for unpack: this
 	-- runs at every new hold, and the table cost more than the branch. The
 	-- count is the string '1', not the number: see clock_token.
+	if tail == hash then
+		local token, text = 0, last or '0'
+		if fencing == '1' then
+			token, text = clock_token(tonumber(last or 0))
+		end
+		redis.call('hset', hash, owner, '1', '~g', op, '~t', text, '~l', lease)
+		redis.call('pexpire', hash, lease)
+		return token
+	end
 	if fencing ~= '1' then
 		redis.call('hset', hash, owner, '1', '~g', op, '~o', op, '~t', '0', '~l', lease)
 		redis.call('pexpire', hash, lease)
@@ -92,6 +108,13 @@ local function grant_new(hash, tail, owner, op, lease, fencing, last)
 	return token
 end
 
+-- last_op returns the op id last applied to an exclusive hold, given its
+-- ~o and ~g: a hold that has applied no op since it started (a Lock's, see
+-- grant_new) has no ~o, and the op that started it is its generation.
+local function last_op(o, g)
+	return o or g
+end
+
 -- reenter_hold adds one hold to generation gen of an exclusive hold and
 -- returns {1, token, count} (the same for a replay of op), or {-1, 0} when
 -- gen no longer holds. A re-entry never shortens the lease the hold has.
@@ -100,7 +123,7 @@ local function reenter_hold(hash, owner, op, gen, lease)
 	if cur[1] ~= gen then
 		return {-1, 0}
 	end
-	if cur[2] == op then
+	if last_op(cur[2], cur[1]) == op then
 		return {1, tonumber(cur[3] or 0), tonumber(cur[4] or 0)}
 	end
 	local count = tonumber(cur[4] or 0) + 1
@@ -116,15 +139,21 @@ end
 -- answered by reenter_hold; a request whose op id is the last applied (a
 -- replay, or the claim of a grant that reached its waiter late) gets its
 -- lease counted from now and the hold's reply. Otherwise it returns nil and
--- the hash's fields {owner's count, ~o, ~t, ~g, ~q} for the acquire to go on
--- with.
-local function reenter_or_replay(hash, owner, op, gen, lease)
+-- the hash's fields {owner's count, ~o, ~t, ~g, ~q, extra} for the acquire
+-- to go on with; extra (nil: none) is one more field the caller reads in
+-- the same HMGET (Lock: the waiter's place in the queue, see queue_common).
+local function reenter_or_replay(hash, owner, op, gen, lease, extra)
 	if gen ~= '' then
 		-- Re-entry never waits in the queue: the owner holds the lock already.
 		return reenter_hold(hash, owner, op, gen, lease)
 	end
-	local cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
-	if cur[2] == op then
+	local cur
+	if extra then
+		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', extra)
+	else
+		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
+	end
+	if last_op(cur[2], cur[4]) == op then
 		-- The lease is counted from now for the caller (a waiter claiming a
 		-- grant that reached it late counts the hold's end from this
 		-- attempt): make it true, never shortening it. The PEXPIRE is

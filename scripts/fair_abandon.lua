@@ -15,6 +15,8 @@
 -- ARGV[3]  publish command
 -- ARGV[4]  tail lifetime in milliseconds (the unlock latch)
 -- ARGV[5]  as lock_release's ARGV[7]
+-- ARGV[6]  the waiter's lease in milliseconds and ARGV[7] its fencing flag,
+--          as its attempts sent them: with ARGV[1], its entry in the queue
 --
 -- Returns 1 when it released a hold handed to the waiter, 0 otherwise.
 -- Idempotent: once the waiter is neither queued nor holding, it changes
@@ -22,14 +24,13 @@
 local hash, w = KEYS[1], ARGV[2]
 local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l')
 if cur[1] == w and (ARGV[1] == '' or redis.call('hexists', hash, ARGV[1]) == 1) then
-	free_hold(hash, KEYS[3], nil, KEYS[4], cur, ARGV[3], ARGV[4], ARGV[5], KEYS[2])
+	free_hold(hash, KEYS[3], nil, KEYS[4], cur, ARGV[3], ARGV[4], ARGV[5], fz_reader(hash, KEYS[2], cur[4]))
 	return 1
 end
-local q = redis.call('get', KEYS[2])
-local rest = q_without(q, w)
-if not cur[1] and rest ~= '' then
-	hand_over(hash, KEYS[4], rest, nil, nil, nil, ARGV[3], ARGV[5], KEYS[2])
-elseif rest ~= (q or '') then
-	store_queue(KEYS[2], rest)
+if ARGV[1] ~= '' then
+	redis.call('zrem', KEYS[2], q_entry(w, ARGV[6], ARGV[7], ARGV[1]))
+end
+if not cur[1] then
+	hand_over(hash, KEYS[4], fz_reader(hash, KEYS[2]), nil, nil, nil, ARGV[3], ARGV[5])
 end
 return 0

@@ -2,9 +2,9 @@
 -- fair_acquire: take or re-enter a fair lock, or queue up for it.
 --
 -- KEYS[1]  lock hash: as lock_acquire's (owner -> count, ~g, ~o, ~t, ~l,
---          ~m), but ~q only marks that the queue holds waiters (see
---          fair_common)
--- KEYS[2]  queue: the waiters, oldest first (see fair_common)
+--          ~m), but ~q only marks that the queue may hold waiters, and
+--          holds the arrival number given last (see fair_common)
+-- KEYS[2]  queue: the waiters' sorted set, by arrival (see fair_common)
 -- KEYS[3]  tail: the last released hold's token
 -- ARGV[1]  owner
 -- ARGV[2]  op id of this request; a waiter sends the same one at each of
@@ -33,42 +33,44 @@ local done, cur = reenter_or_replay(hash, owner, op, ARGV[3], ARGV[4])
 if done then
 	return done
 end
-local q = redis.call('get', KEYS[2])
-if not q and (cur[1] or not cur[4]) then
+local held = cur[4] and not cur[1]
+if not held and redis.call('exists', KEYS[2]) == 0 then
 	-- Free (or the owner's own leftover) and nobody queued: the common
 	-- acquire, which needs none of the queue's or hand-over's helpers, made
-	-- only below. fair_dequeue would find nothing to take out.
+	-- only below.
 	return {1, grant_new(hash, KEYS[3], owner, op, ARGV[4], ARGV[5], cur[3]), 1}
 end
 -- include here: queue_common handover_common fair_common
-local place = q_place(q, op)
-if cur[4] and not cur[1] then
-	if ARGV[6] == '1' then
-		q, place = fair_enqueue(KEYS[2], q, op, ARGV[4], ARGV[5], owner, tonumber(ARGV[7]))
-		if not cur[5] then
-			redis.call('hset', hash, '~q', '1')
-		end
+local e = q_entry(op, ARGV[4], ARGV[5], owner)
+local place, last = Q_ABSENT, nil
+if ARGV[6] == '1' then
+	place, last = fair_enqueue(KEYS[2], fair_last(KEYS[2], cur[5]), e, ARGV[7])
+else
+	place = fair_place(KEYS[2], e)
+end
+if held then
+	if place == Q_ANEW then
+		redis.call('hset', hash, '~q', fmt(last))
 	end
 	return {0, redis.call('pttl', hash), place}
 end
-if not cur[1] and q then
+if not cur[1] then
 	-- Free, and others queue: the first that still listens has it.
-	if ARGV[6] == '1' then
-		q, place = fair_enqueue(KEYS[2], q, op, ARGV[4], ARGV[5], owner, tonumber(ARGV[7]))
-	end
-	local handed, token, w = hand_over(hash, KEYS[3], q, nil, nil, nil, ARGV[8], ARGV[9], KEYS[2], op)
+	local handed, token, w = hand_over(hash, KEYS[3], fz_reader(hash, KEYS[2], last), nil, nil, nil, ARGV[8], ARGV[9], op)
 	if w == op then
 		return {1, token, 1}
 	end
 	if handed then
 		return {0, redis.call('pttl', hash), place}
 	end
-	q = nil -- nobody listened: the queue is gone
+	-- Nobody listened: the queue is gone.
 end
 -- Free with nobody in line, or a leftover of the owner's own (a hold its
 -- Client ended already, or one resumed with WithOwner): taken over.
 local token = grant_new(hash, KEYS[3], owner, op, ARGV[4], ARGV[5], cur[3])
-if fair_dequeue(KEYS[2], q, op) ~= '' then
-	redis.call('hset', hash, '~q', '1')
+redis.call('zrem', KEYS[2], e)
+local rest = redis.call('zrange', KEYS[2], '-1', '-1', 'withscores')[2]
+if rest then
+	redis.call('hset', hash, '~q', rest)
 end
 return {1, token, 1}

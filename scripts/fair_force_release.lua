@@ -22,6 +22,6 @@ local cur = redis.call('hmget', KEYS[1], '~g', '~o', '~t', '~q', '~m', '~l')
 if not cur[1] then
 	return {}
 end
-free_hold(KEYS[1], KEYS[3], nil, KEYS[4], cur, ARGV[1], ARGV[2], ARGV[3], KEYS[2])
+free_hold(KEYS[1], KEYS[3], nil, KEYS[4], cur, ARGV[1], ARGV[2], ARGV[3], fz_reader(KEYS[1], KEYS[2], cur[4]))
 force_record(KEYS[4], ARGV[4], {cur[1]}, ARGV[2])
 return {cur[1]}

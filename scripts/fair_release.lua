@@ -15,10 +15,10 @@ local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS
 if done then
 	return done
 end
-if free_alone(KEYS[1], ARGV[2], KEYS[4], cur, ARGV[6]) then
+if free_alone(KEYS[1], ARGV[1], ARGV[2], KEYS[4], cur, ARGV[6]) then
 	-- No mark: nobody queued behind this hold (see fair_common).
 	return 1
 end
--- include here: handover_common
-free_hold(KEYS[1], KEYS[3], ARGV[2], KEYS[4], cur, ARGV[5], ARGV[6], ARGV[7], KEYS[2])
+-- include here: handover_common fair_common
+free_hold(KEYS[1], KEYS[3], ARGV[2], KEYS[4], cur, ARGV[5], ARGV[6], ARGV[7], fz_reader(KEYS[1], KEYS[2], cur[4]), ARGV[1])
 return 1

@@ -2,11 +2,11 @@
 -- lock_acquire: take or re-enter a reentrant exclusive lock, or queue for it.
 --
 -- KEYS[1]  lock hash: owner -> hold count; ~g generation, ~o last op,
---          ~t fencing token, ~l lease granted, ~q queued waiters, ~m a
---          MultiLock waits (see queue_common), ~s the tail's latch slot
---          when the hold was granted with a token (see grant_new);
---          the lease as its PTTL
--- KEYS[2]  tail: the last released hold's token (see release_common)
+--          ~t fencing token, ~l lease granted, ~q, ~#<k> and ~@<id>
+--          the queued waiters, ~m a MultiLock waits (see queue_common),
+--          and the record a free lock keeps (~t, and ~r the latch: see
+--          release_common); the lease as its PTTL while held (a hash
+--          without ~g is free)
 -- ARGV[1]  owner ("<client id>:<owner id>")
 -- ARGV[2]  op id of this request; a waiter sends the same one at each of
 --          its attempts, and it is the waiter's id in the queue
@@ -28,22 +28,25 @@
 -- another generation (a hold the Client has ended already, or one resumed
 -- with WithOwner) takes it over as a new hold, with a new token.
 local hash, owner, op = KEYS[1], ARGV[1], ARGV[2]
-local done, cur = reenter_or_replay(hash, owner, op, ARGV[3], ARGV[4])
+local done, cur = reenter_or_replay(hash, owner, op, ARGV[3], ARGV[4], '~@' .. op)
 if done then
 	return done
 end
 if not cur[5] and (cur[1] or not cur[4]) then
 	-- Free (or the owner's own leftover) and nobody queued: the common
 	-- acquire, which needs none of the queue's helpers, made only below.
-	return {1, grant_new(hash, KEYS[2], owner, op, ARGV[4], ARGV[5], cur[3]), 1}
+	return {1, grant_new(hash, hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
 end
 -- include here: queue_common
 if not cur[1] and cur[4] then
-	local place = q_place(cur[5], op)
+	local place = Q_ABSENT
+	if cur[6] then
+		place = Q_KEPT
+	end
 	if ARGV[6] == '1' then
-		place = enqueue(hash, cur[5], op, ARGV[4], ARGV[5], owner)
+		place = enqueue(hash, cur[5], cur[6], op, ARGV[4], ARGV[5], owner)
 	end
 	return {0, redis.call('pttl', hash), place}
 end
-dequeue(hash, cur[5], op)
-return {1, grant_new(hash, KEYS[2], owner, op, ARGV[4], ARGV[5], cur[3]), 1}
+dequeue(hash, cur[5], cur[6], op)
+return {1, grant_new(hash, hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}

@@ -5,15 +5,14 @@
 --
 -- KEYS[1]  lock hash (see lock_acquire)
 -- KEYS[2]  the lock's channel, told when it becomes free if a MultiLock waits
--- KEYS[3]  tail: keeps the last token, and the latch of the last final
---          releases, for the latch's time (see release_common)
 -- ARGV[1]  owner
 -- ARGV[2]  op id of this request
 -- ARGV[3]  generation the caller holds
 -- ARGV[4]  "1" when the caller releases its last hold: the lock is freed
 --          whatever the count says, "0" for a re-entry's release
 -- ARGV[5]  publish command: "publish" or "spublish" (sharded pub/sub)
--- ARGV[6]  latch (tail) lifetime in milliseconds
+-- ARGV[6]  latch lifetime in milliseconds: how long the free lock's
+--          record (its token and the latch, see release_common) lives
 -- ARGV[7]  "1" to hand over without trusting PUBLISH's receiver count
 --          (classic pub/sub on a Cluster), "0" otherwise
 --
@@ -23,15 +22,15 @@
 --             and nothing was changed
 --
 -- Idempotent under replay: a request whose op id is the last applied, or
--- that the tail's latch records, already ran.
-local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[3])
+-- that the latch records, already ran.
+local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[1])
 if done then
 	return done
 end
-if free_alone(KEYS[1], ARGV[2], KEYS[3], cur, ARGV[6]) then
+if free_alone(KEYS[1], ARGV[1], ARGV[2], KEYS[1], cur, ARGV[6]) then
 	return 1
 end
 -- Someone waits: the hand-over's helpers are made only here.
 -- include here: handover_common
-free_hold(KEYS[1], KEYS[2], ARGV[2], KEYS[3], cur, ARGV[5], ARGV[6], ARGV[7])
+free_hold(KEYS[1], KEYS[2], ARGV[2], KEYS[1], cur, ARGV[5], ARGV[6], ARGV[7], qf_reader(KEYS[1], cur[4], ARGV[1]), ARGV[1])
 return 1

@@ -2,8 +2,7 @@
 -- multi_acquire: take or re-enter several reentrant exclusive locks of one
 -- Client (and, on a Cluster, one slot) at once: all of them or none.
 --
--- KEYS[2i-1]  lock hash of part i (see lock_acquire)
--- KEYS[2i]    tail of part i
+-- KEYS[i]     lock hash of part i (see lock_acquire)
 -- ARGV[1]     owner ("<client id>:<owner id>")
 -- ARGV[2]     op id of this request
 -- ARGV[3]     lease in milliseconds
@@ -19,13 +18,13 @@
 -- Idempotent under replay, as lock_acquire: the script is atomic, so either
 -- every part records this op id as its last (this very request already ran)
 -- or none does.
-local n = #KEYS / 2
+local n = #KEYS
 local owner, op = ARGV[1], ARGV[2]
 local cur = {}
 for i = 1, n do
-	cur[i] = redis.call('hmget', KEYS[2 * i - 1], owner, '~g', '~o', '~t')
+	cur[i] = redis.call('hmget', KEYS[i], owner, '~g', '~o', '~t')
 end
-if cur[1][3] == op then
+if last_op(cur[1][3], cur[1][2]) == op then
 	local out = {1}
 	for i = 1, n do
 		out[i + 1] = tonumber(cur[i][4] or 0)
@@ -40,15 +39,15 @@ for i = 1, n do
 	if gen == '' and not cur[i][1] and cur[i][2] then
 		-- Mark the part: its release must tell the lock's channel, where
 		-- a MultiLock waits (it is no queued waiter, see queue_common).
-		redis.call('hset', KEYS[2 * i - 1], '~m', '1')
-		return {0, i, redis.call('pttl', KEYS[2 * i - 1])}
+		redis.call('hset', KEYS[i], '~m', '1')
+		return {0, i, redis.call('pttl', KEYS[i])}
 	end
 end
 local out = {1}
 for i = 1, n do
-	local hash = KEYS[2 * i - 1]
+	local hash = KEYS[i]
 	if ARGV[4 + i] == '' then
-		out[i + 1] = grant_new(hash, KEYS[2 * i], owner, op, ARGV[3], ARGV[4], cur[i][4])
+		out[i + 1] = grant_new(hash, hash, owner, op, ARGV[3], ARGV[4], cur[i][4])
 	else
 		out[i + 1] = reenter_hold(hash, owner, op, ARGV[4 + i], ARGV[3])[2]
 	end

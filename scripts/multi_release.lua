@@ -3,9 +3,9 @@
 -- locks of one Client (and, on a Cluster, one slot), each independently: a
 -- part that is not held does not keep the others from being released.
 --
--- KEYS[3i-2]  lock hash of part i
--- KEYS[3i-1]  unlock channel of part i
--- KEYS[3i]    tail of part i (token and latch, see release_common)
+-- KEYS[2i-1]  lock hash of part i (its token and latch too, see
+--             release_common)
+-- KEYS[2i]    unlock channel of part i
 -- ARGV[1]     owner
 -- ARGV[2]     op id of this request
 -- ARGV[3]     publish command: "publish" or "spublish"
@@ -23,13 +23,13 @@
 -- part, exactly as lock_release.
 local owner, op = ARGV[1], ARGV[2]
 local out = {}
-for i = 1, #KEYS / 3 do
-	local hash, channel, tail = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-	local done, cur = release_hold(hash, owner, op, ARGV[4 + 2 * i], ARGV[5 + 2 * i], tail)
+for i = 1, #KEYS / 2 do
+	local hash, channel = KEYS[2 * i - 1], KEYS[2 * i]
+	local done, cur = release_hold(hash, owner, op, ARGV[4 + 2 * i], ARGV[5 + 2 * i], hash)
 	if done then
 		out[i] = done
 	else
-		free_hold(hash, channel, op, tail, cur, ARGV[3], ARGV[4], ARGV[5])
+		free_hold(hash, channel, op, hash, cur, ARGV[3], ARGV[4], ARGV[5], qf_reader(hash, cur[4], owner), owner)
 		out[i] = 1
 	end
 end

@@ -1,18 +1,25 @@
 -- queue_common: the waiters of an exclusive lock (Lock, and a Lock that is a
 -- MultiLock part), prepended to the scripts that queue or hand over; those
 -- that hand over (release) also get listener_common and handover_common, which use it. The
--- RWLock scripts carry it too, before rw_common: their writers' queue is
--- read and written by the same helpers, given its own entry pattern (see
--- q_pattern).
+-- RWLock and FairLock scripts carry it too: an entry's format (q_pattern,
+-- q_entry) and the place a busy attempt replies are shared.
 --
--- The queue lives in the lock hash itself (field ~q), so it costs no key,
--- no TTL of its own and no command to read (the HMGET every script makes
--- anyway), and it ends with the hold: a holder whose lease runs out takes
--- its queue with it, and the waiters, who sleep at most that lease, try
--- again and queue anew. An entry is four NUL-terminated fields: the waiter
--- id (the op id of the waiting acquire, "<client id>:<n>"), its lease in
--- ms, its fencing flag and its owner field. Owners never contain NUL
--- (WithOwner refuses it).
+-- A Lock's queue lives in the lock hash itself, so it costs no key, no TTL
+-- of its own and no command to read its state (the HMGET every script
+-- makes anyway), and it ends with the hold: a holder whose lease runs out
+-- takes its queue with it, and the waiters, who sleep at most that lease,
+-- try again and queue anew. Each waiter is two fields, so that every step
+-- is O(1) in the queue's length:
+--   ~q      "<head> <last> <count>": the position of the first entry (a
+--           lower bound: positions before it are free), the position given
+--           last, and how many waiters are queued; absent when none is
+--   ~#<k>   the entry at position k: four NUL-terminated fields, the waiter
+--           id (the op id of the waiting acquire, "<client id>:<n>"), its
+--           lease in ms, its fencing flag and its owner field
+--   ~@<id>  the position of waiter id's entry
+-- A waiter that leaves leaves a hole, which the hand-over steps over.
+-- Owners never contain NUL (WithOwner refuses it), and every reserved field
+-- starts with '~', which no owner field does.
 --
 -- ~l is the lease the hold was granted with (ms).
 --
@@ -24,9 +31,9 @@
 
 -- q_pattern returns the Lua pattern of a queue entry of n NUL-terminated
 -- fields, the waiter id first: it captures the whole entry, then each
--- field. Each kind of queue keeps the format it has on Redis, which the
--- other versions of relock on the same lock parse: Q_ENTRY (four fields,
--- above) for Lock and FairLock, five for RWLock's writers (see rw_common).
+-- field. Each kind of queue keeps the entry format it has on Redis:
+-- Q_ENTRY (four fields, above) for Lock and FairLock, five for RWLock's
+-- writers (see rw_common).
 local function q_pattern(n)
 	return '(' .. string.rep('([^%z]*)%z', n) .. ')'
 end
@@ -38,22 +45,6 @@ local function q_entry(...)
 	return table.concat({...}, '\0') .. '\0'
 end
 
--- q_has reports whether waiter w is queued in q. A plain search first:
--- when "<w>\0" is nowhere in q, w is no entry's id, and a waiter joining a
--- long queue is told so without q being parsed (a search in C, against a
--- walk over every entry in Lua).
-local function q_has(q, w)
-	if not q or not string.find(q, w .. '\0', 1, true) then
-		return false
-	end
-	for _, id in string.gmatch(q, Q_ENTRY) do
-		if id == w then
-			return true
-		end
-	end
-	return false
-end
-
 -- A busy acquire of a waiter replies, third, where the attempt left the
 -- waiter in the queue: Q_KEPT it was queued before the attempt and still
 -- is, Q_ANEW the attempt queued it, Q_ABSENT it is not queued. The waiter
@@ -62,19 +53,11 @@ end
 -- grant that takes it out of the queue can then be addressed to it.
 local Q_KEPT, Q_ANEW, Q_ABSENT = 1, 2, 3
 
--- q_place returns Q_KEPT when w is in q, else Q_ABSENT.
-local function q_place(q, w)
-	if q_has(q, w) then
-		return Q_KEPT
-	end
-	return Q_ABSENT
-end
-
--- q_without returns q less the entry of waiter w; pat is the entry pattern
--- (Q_ENTRY when nil).
+-- q_without returns queue string q (an RWLock's writers) less the entry of
+-- waiter w; pat is the entry pattern.
 local function q_without(q, w, pat)
 	local out = {}
-	for e, id in string.gmatch(q or '', pat or Q_ENTRY) do
+	for e, id in string.gmatch(q or '', pat) do
 		if id ~= w then
 			out[#out + 1] = e
 		end
@@ -82,8 +65,8 @@ local function q_without(q, w, pat)
 	return table.concat(out)
 end
 
--- write_hash_queue writes q as the queue in hash's field ~q, or deletes the
--- field when q is empty.
+-- write_hash_queue writes queue string q in hash's field ~q (an RWLock's
+-- writers), or deletes the field when q is empty.
 local function write_hash_queue(hash, q)
 	if q == '' then
 		redis.call('hdel', hash, '~q')
@@ -92,25 +75,52 @@ local function write_hash_queue(hash, q)
 	end
 end
 
--- dequeue takes waiter w out of hash's queue q, if it is there.
-local function dequeue(hash, q, w)
-	if not q or not string.find(q, w .. '\0', 1, true) then
-		return
+-- qf_state reads a Lock's ~q: head, last position and count (1, 0, 0 for
+-- none, or for a value of another format).
+local function qf_state(v)
+	local h, t, c = string.match(v or '', '^(%d+) (%d+) (%d+)$')
+	if not h then
+		return 1, 0, 0
 	end
-	local rest = q_without(q, w)
-	if rest == (q or '') then
-		return
-	end
-	write_hash_queue(hash, rest)
+	return tonumber(h), tonumber(t), tonumber(c)
 end
 
--- enqueue adds waiter w at the end of hash's queue q, unless it is queued:
--- a waiter keeps its place across its attempts. It returns Q_KEPT or
--- Q_ANEW.
-local function enqueue(hash, q, w, lease, fencing, owner)
-	if q_has(q, w) then
+-- qf_text writes a Lock's ~q. Integers below 2^47 print in full.
+local function qf_text(h, t, c)
+	return h .. ' ' .. t .. ' ' .. c
+end
+
+-- enqueue adds waiter w at the end of the queue of hash (qv: its ~q, at:
+-- w's ~@ field, read by the caller's HMGET), unless it is queued: a waiter
+-- keeps its place across its attempts. It returns Q_KEPT or Q_ANEW.
+local function enqueue(hash, qv, at, w, lease, fencing, owner)
+	if at then
 		return Q_KEPT
 	end
-	redis.call('hset', hash, '~q', (q or '') .. q_entry(w, lease, fencing, owner))
+	local h, t, c = qf_state(qv)
+	t = t + 1
+	if c == 0 then
+		h = t
+	end
+	redis.call('hset', hash, '~q', qf_text(h, t, c + 1), '~#' .. t, q_entry(w, lease, fencing, owner), '~@' .. w, tostring(t))
 	return Q_ANEW
+end
+
+-- dequeue takes waiter w (at: its ~@ field) out of the queue of hash (qv:
+-- its ~q), if it is there.
+local function dequeue(hash, qv, at, w)
+	if not at then
+		return
+	end
+	local h, t, c = qf_state(qv)
+	local k = tonumber(at)
+	if c <= 1 then
+		redis.call('hdel', hash, '~q', '~#' .. k, '~@' .. w)
+		return
+	end
+	if k == h then
+		h = h + 1
+	end
+	redis.call('hdel', hash, '~#' .. k, '~@' .. w)
+	redis.call('hset', hash, '~q', qf_text(h, t, c - 1))
 end

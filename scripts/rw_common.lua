@@ -262,8 +262,9 @@ local function hand_over_write(hash, st, now, q, env, self)
 	local function fence()
 		return next_token(env.tail, st.f['~t'], clock_us)
 	end
-	local how, w, lease, _, owner, token
-	how, q, w, lease, _, owner, token = first_listener(hash, q, RW_ENTRY, fence, env.pub, env.trust, self)
+	local next, rest = q_reader(q, RW_ENTRY)
+	local how, w, lease, _, owner, token = first_listener(hash, next, RW_ENTRY, fence, env.pub, env.trust, self)
+	q = rest()
 	if how == 'self' then
 		return q, 'self'
 	end
@@ -286,7 +287,7 @@ local function hand_over_write(hash, st, now, q, env, self)
 		-- and the queue in it, ends with this shorter one (as hand_over).
 		-- So did the waiting readers (~r): they re-check, and sleep on the
 		-- new hold's lease.
-		wake_queue(hash, q, RW_ENTRY, env.pub)
+		wake_queue(hash, (q_reader(q, RW_ENTRY)), RW_ENTRY, env.pub)
 		wake_readers(hash, st, env)
 	end
 	return q, lease

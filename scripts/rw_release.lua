@@ -32,7 +32,7 @@ local now = now_ms()
 local st = scan(hash, now, true)
 local cf, _, gf, of = fields(kind, owner)
 if st.f[gf] ~= gen then
-	return release_replay(KEYS[3], op)
+	return release_replay(KEYS[1], KEYS[3], op)
 end
 if st.f[of] == op then
 	return 0

@@ -418,7 +418,7 @@ func testList(t *testing.T, d deployment) {
 	assert.Equal(t, result{code: 0, stdout: "no locks\n"}, r)
 }
 
-// testListLockWaiters: a Lock's waiters queue in its hash (field ~q), not
+// testListLockWaiters: a Lock's waiters queue in its hash (fields ~q, ~#, ~@), not
 // in a key of their own as a FairLock's do; list and force-unlock count them
 // as inspect shows them.
 func testListLockWaiters(t *testing.T, d deployment) {
