@@ -101,13 +101,11 @@ func WithFencingTokens(on bool) Option {
 	}
 }
 
-// WithUnlockLatch sets how long a final Unlock is remembered (default 30 s)
-// so that go-redis resending it after a lost reply reports success, not
-// ErrLockLost. It must cover go-redis's retries: (MaxRetries+1) × (read
-// timeout + retry backoff). Only the last 64 final releases of a FairLock
-// or an RWLock are remembered, and at least the last 32 of a Lock (at most
-// 64). A Lock remembers them in its hash, which a later hold's lease bounds
-// too: a hold whose lease runs out unreleased takes them along.
+// WithUnlockLatch sets how long a final Unlock is remembered (default 30 s),
+// so that go-redis resending it after a lost reply reports success. It must
+// cover go-redis's retries. Limit: a Lock remembers its last 32 to 64 final
+// releases, and a hold whose lease runs out takes them along; a FairLock or
+// an RWLock its last 64.
 func WithUnlockLatch(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock latch", d); err != nil {
