@@ -26,13 +26,15 @@ type relockLock interface {
 	Unlock(ctx context.Context) error
 }
 
-func relockKind(name, strategy string, open func(*relock.Client, string) relockLock) Library {
+// relockKind builds the Library of one relock lock type; opts go to each
+// Locker's Client.
+func relockKind(name, strategy string, open func(*relock.Client, string) relockLock, opts ...relock.Option) Library {
 	return Library{
 		Name:     name,
 		Strategy: strategy,
 		New: func(addr, prefix string, c *Counter) (Locker, error) {
 			rdb := newGoredis(addr, c)
-			rc := relock.New(rdb, relock.WithKeyPrefix(prefix+name))
+			rc := relock.New(rdb, append([]relock.Option{relock.WithKeyPrefix(prefix + name)}, opts...)...)
 			if err := rc.Err(); err != nil {
 				_ = rdb.Close()
 				return nil, err
