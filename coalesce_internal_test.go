@@ -17,19 +17,9 @@ import (
 // gateHook holds every single script command (not pipelines) until open is
 // closed, and records the size of every pipeline.
 type gateHook struct {
-	passHook
-	open  chan struct{}
+	evalGate
 	mu    sync.Mutex
 	sizes []int
-}
-
-func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "evalsha" {
-			<-h.open
-		}
-		return next(ctx, cmd)
-	}
 }
 
 func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -56,7 +46,7 @@ func TestCoalescedBatchesAreBoundedAndRepliesPerCall(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	require.NoError(t, echoScript.Load(context.Background(), rdb).Err())
-	h := &gateHook{open: make(chan struct{})}
+	h := &gateHook{evalGate: newEvalGate()}
 	rdb.AddHook(h)
 	var co coalescer
 	ctx := context.Background()
@@ -167,7 +157,7 @@ func TestCoalescedBatchFollowsMovedPerCall(t *testing.T) {
 	}
 	require.NoError(t, to.Client().ScriptFlush(ctx).Err(), "the moved call meets NOSCRIPT")
 
-	h := &gateHook{open: make(chan struct{})}
+	h := &gateHook{evalGate: newEvalGate()}
 	rdb.AddHook(h)
 	var co coalescer
 	call := func(key, arg string) scriptCall {
@@ -224,7 +214,7 @@ func TestQueuedCallWithoutDeadlineLeavesAtThePoolTimeout(t *testing.T) {
 	const poolTimeout = 200 * time.Millisecond
 	rdb := srv.Client(func(o *redis.Options) { o.PoolTimeout = poolTimeout })
 	require.NoError(t, echoScript.Load(context.Background(), rdb).Err())
-	h := &recordHook{open: make(chan struct{})}
+	h := &recordHook{evalGate: newEvalGate()}
 	rdb.AddHook(h)
 	var co coalescer
 	ctx := context.Background()

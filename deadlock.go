@@ -370,22 +370,9 @@ func (s *cycleSearch) holdersOf(lock LockInfo) ([]string, error) {
 // waitedFor picks, from a lock's state, the owners a waiter of kind waits
 // for, each once.
 func waitedFor(st *inspect.State, kind Kind) []string {
-	var hs []inspect.Holder
-	switch kind {
-	case KindLock:
-		if st.Lock != nil {
-			hs = st.Lock.Holders
-		}
-	case KindFairLock:
-		if st.FairLock != nil {
-			hs = st.FairLock.Holders
-		}
-	case KindReadLock, KindWriteLock:
+	hs := holdersOf(st, kind)
+	if kind == KindReadLock || kind == KindWriteLock {
 		hs = rwWaitedFor(st.RWLock, kind)
-	case KindSemaphore:
-		if st.Semaphore != nil {
-			hs = st.Semaphore.Holders
-		}
 	}
 	var out []string
 	for _, h := range hs {

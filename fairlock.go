@@ -105,5 +105,6 @@ func (s fairScheme) channel() string { return s.l.keys.waitChannel }
 // leave takes a waiter that gave up out of the queue (see
 // Client.leaveQueue).
 func (s fairScheme) leave(ctx context.Context, owner, waiter string, lease time.Duration) {
-	s.l.c.leaveQueue(ctx, fairAbandonCall(s.l.c, s.l.keys, owner, waiter, lease))
+	l := s.l
+	l.c.leaveQueue(ctx, abandonCall(l.c, fairAbandonScript, l.keys.releaseKeys, owner, waiter, lease))
 }

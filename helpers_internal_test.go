@@ -23,6 +23,25 @@ func (passHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 	return next
 }
 
+// evalGate is a go-redis hook that holds single EVALSHA commands (not
+// pipelines) until open is closed: a test's hook embeds it to hold calls
+// back while it watches the pipelines.
+type evalGate struct {
+	passHook
+	open chan struct{}
+}
+
+func newEvalGate() evalGate { return evalGate{open: make(chan struct{})} }
+
+func (g *evalGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			<-g.open
+		}
+		return next(ctx, cmd)
+	}
+}
+
 // countingHandler is a slog handler that keeps every record, for tests
 // that count what the Client logged.
 type countingHandler struct {

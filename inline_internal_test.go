@@ -73,20 +73,10 @@ type wrapped struct{ *redis.Client }
 // records, per pipeline of script calls, each call's last argument and the
 // pipeline's context's deadline.
 type recordHook struct {
-	passHook
-	open      chan struct{}
+	evalGate
 	mu        sync.Mutex
 	pipelines [][]string
 	deadlines []time.Time
-}
-
-func (h *recordHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "evalsha" {
-			<-h.open
-		}
-		return next(ctx, cmd)
-	}
 }
 
 func (h *recordHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -113,7 +103,7 @@ func coalesceRig(t *testing.T) (*coalescer, *redis.Client, *recordHook, *sync.Wa
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	require.NoError(t, echoScript.Load(context.Background(), rdb).Err())
-	h := &recordHook{open: make(chan struct{})}
+	h := &recordHook{evalGate: newEvalGate()}
 	rdb.AddHook(h)
 	co := &coalescer{}
 	var wg sync.WaitGroup

@@ -5,6 +5,7 @@ package relock
 // command shows and force-releases them.
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -12,52 +13,30 @@ import (
 	"github.com/relock-go/relock/internal/kinds"
 )
 
-func decodeLock(st *inspect.State, v []keyValue, _ int64) {
-	if ex := exclusiveState(v[0].key, v[0].fields, v[0].pttl); len(ex.Holders) > 0 {
-		st.Lock = &ex
-	}
-}
+func decodeLock(st *inspect.State, v []keyValue, _ int64) { st.Lock = heldExclusive(v[0]) }
 
-func summarizeLock(st *inspect.State) (inspect.Summary, bool) {
-	l := st.Lock
-	if l == nil {
-		return inspect.Summary{}, false
-	}
-	return inspect.Summary{Holders: len(l.Holders), Waiters: len(l.Queued), Lease: l.Lease, Token: l.Token}, true
-}
+func summarizeLock(st *inspect.State) (inspect.Summary, bool) { return lockView(st).summary() }
 
 func lockChannels(ks keyspace, ch *inspect.Channels) {
 	k := lockKeysOf(ks)
 	ch.Lock, ch.LockHandOverPrefix = k.channel, k.hash+":w:"
 }
 
-func lockRows(st *inspect.State) []kinds.Row {
-	l := st.Lock
-	if l == nil {
-		return nil
-	}
-	rows := exclusiveRows(*l)
-	for i, w := range l.Queued {
-		rows = append(rows, kinds.Row{Role: queued(i), Owner: w.Owner, Holds: "-"})
-	}
-	return rows
-}
+func lockRows(st *inspect.State) []kinds.Row { return lockView(st).rows() }
 
 func lockWatched(ch inspect.Channels) []string { return []string{ch.Lock} }
 
-func lockListen(st *inspect.State) (string, string) {
-	if st.Lock == nil {
-		return "", ""
-	}
-	return st.Lock.Key, "~m"
-}
+func lockListen(st *inspect.State) (string, string) { return lockView(st).listen() }
 
 func forceLock(c *Client, name string, st *inspect.State) []kinds.Release {
-	l := st.Lock
-	if l == nil || len(l.Holders) == 0 {
-		return nil
+	return lockView(st).force(c.Lock(name).ForceUnlock)
+}
+
+func lockView(st *inspect.State) exclusiveView {
+	if l := st.Lock; l != nil {
+		return exclusiveView{l, l.Queued}
 	}
-	return []kinds.Release{{Holders: l.Holders, Unit: "hold", Next: wokeFirst(len(l.Queued)), Do: c.Lock(name).ForceUnlock}}
+	return exclusiveView{}
 }
 
 // FairLock
@@ -73,46 +52,28 @@ func decodeFair(st *inspect.State, v []keyValue, _ int64) {
 	}
 }
 
-func summarizeFair(st *inspect.State) (inspect.Summary, bool) {
-	f := st.FairLock
-	if f == nil {
-		return inspect.Summary{}, false
-	}
-	return inspect.Summary{Holders: len(f.Holders), Waiters: len(f.Waiters), Lease: f.Lease, Token: f.Token}, true
-}
+func summarizeFair(st *inspect.State) (inspect.Summary, bool) { return fairView(st).summary() }
 
 func fairChannels(ks keyspace, ch *inspect.Channels) {
 	k := fairKeysOf(ks)
 	ch.Fair, ch.FairHandOverPrefix = k.channel, k.hash+":w:"
 }
 
-func fairRows(st *inspect.State) []kinds.Row {
-	f := st.FairLock
-	if f == nil {
-		return nil
-	}
-	rows := exclusiveRows(f.Exclusive)
-	for i, w := range f.Waiters {
-		rows = append(rows, kinds.Row{Role: queued(i), Owner: w.Owner, Holds: "-", Expires: w.Remaining})
-	}
-	return rows
-}
+func fairRows(st *inspect.State) []kinds.Row { return fairView(st).rows() }
 
 func fairWatched(ch inspect.Channels) []string { return []string{ch.Fair} }
 
-func fairListen(st *inspect.State) (string, string) {
-	if st.FairLock == nil || len(st.FairLock.Holders) == 0 {
-		return "", ""
-	}
-	return st.FairLock.Key, "~m"
-}
+func fairListen(st *inspect.State) (string, string) { return fairView(st).listen() }
 
 func forceFair(c *Client, name string, st *inspect.State) []kinds.Release {
-	f := st.FairLock
-	if f == nil || len(f.Holders) == 0 {
-		return nil
+	return fairView(st).force(c.FairLock(name).ForceUnlock)
+}
+
+func fairView(st *inspect.State) exclusiveView {
+	if f := st.FairLock; f != nil {
+		return exclusiveView{&f.Exclusive, f.Waiters}
 	}
-	return []kinds.Release{{Holders: f.Holders, Unit: "hold", Next: wokeFirst(len(f.Waiters)), Do: c.FairLock(name).ForceUnlock}}
+	return exclusiveView{}
 }
 
 // RWLock
@@ -183,6 +144,58 @@ func forceRW(c *Client, name string, st *inspect.State) []kinds.Release {
 		out = append(out, kinds.Release{Mode: "read", Holders: rw.Readers, Unit: "hold", Do: c.RWLock(name).ReadLock().ForceUnlock})
 	}
 	return out
+}
+
+// exclusiveView is what the relock command and ListLocks read of a Lock, a
+// FairLock or a SpinLock in an inspect.State: its state (nil when nobody
+// holds it or waits for it) and its queue.
+type exclusiveView struct {
+	lock  *inspect.Exclusive
+	queue []inspect.Waiter
+}
+
+// heldExclusive decodes the hash of a Lock or a SpinLock: nil when nobody
+// holds it.
+func heldExclusive(v keyValue) *inspect.Exclusive {
+	if ex := exclusiveState(v.key, v.fields, v.pttl); len(ex.Holders) > 0 {
+		return &ex
+	}
+	return nil
+}
+
+func (v exclusiveView) summary() (inspect.Summary, bool) {
+	if v.lock == nil {
+		return inspect.Summary{}, false
+	}
+	return inspect.Summary{Holders: len(v.lock.Holders), Waiters: len(v.queue), Lease: v.lock.Lease, Token: v.lock.Token}, true
+}
+
+func (v exclusiveView) rows() []kinds.Row {
+	if v.lock == nil {
+		return nil
+	}
+	rows := exclusiveRows(*v.lock)
+	for i, w := range v.queue {
+		rows = append(rows, kinds.Row{Role: queued(i), Owner: w.Owner, Holds: "-", Expires: w.Remaining})
+	}
+	return rows
+}
+
+// listen is the hash and field whose changes the relock command's watch
+// waits for: the lock's hand-overs, while someone holds it.
+func (v exclusiveView) listen() (string, string) {
+	if v.lock == nil || len(v.lock.Holders) == 0 {
+		return "", ""
+	}
+	return v.lock.Key, "~m"
+}
+
+// force is what a force-unlock frees, do being the lock's ForceUnlock.
+func (v exclusiveView) force(do func(context.Context) (bool, error)) []kinds.Release {
+	if v.lock == nil || len(v.lock.Holders) == 0 {
+		return nil
+	}
+	return []kinds.Release{{Holders: v.lock.Holders, Unit: "hold", Next: wokeFirst(len(v.queue)), Do: do}}
 }
 
 // exclusiveRows are the holder lines of a Lock or a FairLock.

@@ -89,16 +89,8 @@ func holdsWaited(st *inspect.State, r waitRecord) bool {
 	if r.lock.Name != st.Name {
 		return false
 	}
-	var hs []inspect.Holder
+	hs := holdersOf(st, r.lock.Kind)
 	switch r.lock.Kind {
-	case KindLock:
-		if st.Lock != nil {
-			hs = st.Lock.Holders
-		}
-	case KindFairLock:
-		if st.FairLock != nil {
-			hs = st.FairLock.Holders
-		}
 	case KindReadLock:
 		if st.RWLock != nil {
 			hs = st.RWLock.Readers
@@ -107,10 +99,6 @@ func holdsWaited(st *inspect.State, r waitRecord) bool {
 		if st.RWLock != nil && st.RWLock.Writer != nil {
 			hs = []inspect.Holder{*st.RWLock.Writer}
 		}
-	case KindSemaphore:
-		if st.Semaphore != nil {
-			hs = st.Semaphore.Holders
-		}
 	}
 	for _, h := range hs {
 		if h.Owner == r.owner {
@@ -118,4 +106,18 @@ func holdsWaited(st *inspect.State, r waitRecord) bool {
 		}
 	}
 	return false
+}
+
+// holdersOf are the holders st shows of a Lock, a FairLock or a Semaphore
+// for a wait of that kind; nil for another kind.
+func holdersOf(st *inspect.State, kind Kind) []inspect.Holder {
+	switch {
+	case kind == KindLock && st.Lock != nil:
+		return st.Lock.Holders
+	case kind == KindFairLock && st.FairLock != nil:
+		return st.FairLock.Holders
+	case kind == KindSemaphore && st.Semaphore != nil:
+		return st.Semaphore.Holders
+	}
+	return nil
 }

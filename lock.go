@@ -56,7 +56,7 @@ func (c *Client) Lock(name string) *Lock {
 // Lock blocks until the lock is acquired or ctx ends, and returns the hold
 // context; if ctx's owner holds the lock, it re-enters.
 func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
-	if l.err != nil {
+	if l.err != nil { // base.tryLock's check, written here: one frame fewer to Redis
 		return ctx, l.err
 	}
 	return lockWith(ctx, soleOf(lockScheme{l}), WaitForever, 0)
@@ -65,10 +65,7 @@ func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
 // TryLock is Lock waiting at most wait (0: one attempt). With lease > 0 the
 // hold is not renewed and is lost after lease.
 func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
-	if l.err != nil {
-		return ctx, l.err
-	}
-	return lockWith(ctx, soleOf(lockScheme{l}), wait, lease)
+	return l.tryLock(ctx, soleOf(lockScheme{l}), wait, lease)
 }
 
 // Unlock releases one hold of ctx's owner (ErrLockLost: it was lost).
@@ -116,5 +113,6 @@ func (s lockScheme) channel() string { return s.l.keys.waitChannel }
 // leave takes a waiter that gave up out of the lock's queue (see
 // Client.leaveQueue).
 func (s lockScheme) leave(ctx context.Context, owner, waiter string, lease time.Duration) {
-	s.l.c.leaveQueue(ctx, lockAbandonCall(s.l.c, s.l.keys, owner, waiter, lease))
+	l := s.l
+	l.c.leaveQueue(ctx, abandonCall(l.c, lockAbandonScript, l.keys.releaseKeys, owner, waiter, lease))
 }

@@ -46,7 +46,9 @@ func exclusiveQueues(t *testing.T, rdb redis.UniversalClient, c *Client) []exclu
 		release: func(owner, gen string) int64 {
 			return one(run(lockReleaseCall(c, lk, owner, releaseReq{op: c.newOp(), gen: gen, final: true})))
 		},
-		abandon: func(owner, op string) { require.NoError(t, run(lockAbandonCall(c, lk, owner, op, lease)).Err()) },
+		abandon: func(owner, op string) {
+			require.NoError(t, run(abandonCall(c, lockAbandonScript, lk.releaseKeys, owner, op, lease)).Err())
+		},
 		queued: func() int64 {
 			var n int64
 			if q := rdb.HGet(ctx, lk.hash, "~q").Val(); q != "" {
@@ -63,8 +65,10 @@ func exclusiveQueues(t *testing.T, rdb redis.UniversalClient, c *Client) []exclu
 		release: func(owner, gen string) int64 {
 			return one(run(fairReleaseCall(c, fk, releaseReq{owner: owner, op: c.newOp(), gen: gen, final: true})))
 		},
-		abandon: func(owner, op string) { require.NoError(t, run(fairAbandonCall(c, fk, owner, op, lease)).Err()) },
-		queued:  func() int64 { return rdb.ZCard(ctx, fk.queue).Val() },
+		abandon: func(owner, op string) {
+			require.NoError(t, run(abandonCall(c, fairAbandonScript, fk.releaseKeys, owner, op, lease)).Err())
+		},
+		queued: func() int64 { return rdb.ZCard(ctx, fk.queue).Val() },
 	}}
 }
 

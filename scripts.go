@@ -332,11 +332,6 @@ func forceReleaseCall(c *Client, script *redis.Script, keys keySet) scriptCall {
 	return newCall(script, keys, c.args.publish, c.args.latch, c.args.blind, c.newOp())
 }
 
-// lockAbandonCall is abandonCall for the Lock whose keys are k.
-func lockAbandonCall(c *Client, k lockKeys, owner, waiter string, lease time.Duration) scriptCall {
-	return abandonCall(c, lockAbandonScript, k.releaseKeys, owner, waiter, lease)
-}
-
 var lockForceReleaseScript = newScript("lock_force_release")
 
 // lockForceReleaseCall is forceReleaseCall for the Lock whose keys are k.
@@ -392,11 +387,6 @@ func redFenceCall(hash, gen string, token int64) scriptCall {
 }
 
 var fairAbandonScript = newScript("fair_abandon")
-
-// fairAbandonCall is abandonCall for the FairLock whose keys are k.
-func fairAbandonCall(c *Client, k fairKeys, owner, waiter string, lease time.Duration) scriptCall {
-	return abandonCall(c, fairAbandonScript, k.releaseKeys, owner, waiter, lease)
-}
 
 var fairForceReleaseScript = newScript("fair_force_release")
 

@@ -266,21 +266,16 @@ func (s *Semaphore) holdsGeneration(gen string) bool {
 	return false
 }
 
-// The Semaphore's scripts (see scripts.go for the conventions).
-var (
-	semaAcquireScript = newScript("sema_acquire")
-	semaReleaseScript = newScript("sema_release")
-	semaAbandonScript = newScript("sema_abandon")
-	semaSetScript     = newScript("sema_set")
-	semaStateScript   = newScript("sema_state")
-	semaRenewScript   = newScript("sema_renew")
-)
+// The Semaphore's scripts (see scripts.go for the conventions) and their
+// calls.
 
 // semaKeys are the keys of a Semaphore's scripts: its hash, then extra
 // (its tail, for the scripts that write it), then its sorted sets.
 func (s *Semaphore) semaKeys(extra ...string) []string {
 	return append(append(append(make([]string, 0, 5), s.hash), extra...), s.sets[:]...)
 }
+
+var semaAcquireScript = newScript("sema_acquire")
 
 // semaAcquireCall takes n permits (request r) of a semaphore of capacity
 // cap, or queues the waiter (r.waiter).
@@ -291,6 +286,8 @@ func semaAcquireCall(s *Semaphore, r acquireReq, n, capacity int) scriptCall {
 			c.args.waiterTimeout, c.args.publish, c.args.blind}}
 }
 
+var semaReleaseScript = newScript("sema_release")
+
 // semaReleaseCall gives back the permits of hold r.gen.
 func semaReleaseCall(s *Semaphore, r releaseReq) scriptCall {
 	c := s.c
@@ -298,21 +295,29 @@ func semaReleaseCall(s *Semaphore, r releaseReq) scriptCall {
 		args: []any{r.gen, r.op, c.args.publish, c.args.latch, c.args.blind}}
 }
 
+var semaAbandonScript = newScript("sema_abandon")
+
 // semaAbandonCall takes waiter out of the queue, giving back a grant
 // handed to it.
 func semaAbandonCall(s *Semaphore, waiter string) scriptCall {
 	return scriptCall{script: semaAbandonScript, keys: s.semaKeys(), args: []any{waiter, s.c.args.publish, s.c.args.blind}}
 }
 
+var semaSetScript = newScript("sema_set")
+
 // semaSetCall records capacity n.
 func semaSetCall(s *Semaphore, n int) scriptCall {
 	return scriptCall{script: semaSetScript, keys: s.semaKeys(), args: []any{n, s.c.args.publish, s.c.args.blind}}
 }
 
+var semaStateScript = newScript("sema_state")
+
 // semaStateCall reads {capacity, used, waiters, holds}.
 func semaStateCall(s *Semaphore) scriptCall {
 	return scriptCall{script: semaStateScript, keys: s.semaKeys()}
 }
+
+var semaRenewScript = newScript("sema_renew")
 
 // semaRenewCall renews (lease 0: checks) hold gen: one item of a batch,
 // which names the hash only (the script finds the holds' sorted set

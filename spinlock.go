@@ -92,30 +92,15 @@ func (s spinScheme) renewal(_, gen string, lease time.Duration) renewal {
 
 // The SpinLock's row in the table of kinds (kinds.go).
 
-func decodeSpin(st *inspect.State, v []keyValue, _ int64) {
-	if ex := exclusiveState(v[0].key, v[0].fields, v[0].pttl); len(ex.Holders) > 0 {
-		st.SpinLock = &ex
-	}
-}
+func decodeSpin(st *inspect.State, v []keyValue, _ int64) { st.SpinLock = heldExclusive(v[0]) }
 
-func summarizeSpin(st *inspect.State) (inspect.Summary, bool) {
-	l := st.SpinLock
-	if l == nil {
-		return inspect.Summary{}, false
-	}
-	return inspect.Summary{Holders: len(l.Holders), Lease: l.Lease, Token: l.Token}, true
-}
+func summarizeSpin(st *inspect.State) (inspect.Summary, bool) { return spinView(st).summary() }
 
-func spinRows(st *inspect.State) []kinds.Row {
-	if l := st.SpinLock; l != nil {
-		return exclusiveRows(*l)
-	}
-	return nil
-}
+func spinRows(st *inspect.State) []kinds.Row { return spinView(st).rows() }
 
 func forceSpin(c *Client, name string, st *inspect.State) []kinds.Release {
-	if l := st.SpinLock; l != nil {
-		return []kinds.Release{{Holders: l.Holders, Unit: "hold", Do: c.SpinLock(name).ForceUnlock}}
-	}
-	return nil
+	return spinView(st).force(c.SpinLock(name).ForceUnlock)
 }
+
+// spinView: a SpinLock has no queue.
+func spinView(st *inspect.State) exclusiveView { return exclusiveView{lock: st.SpinLock} }

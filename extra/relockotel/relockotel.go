@@ -185,44 +185,34 @@ type kindAttrs struct {
 func newRecorder(cfg config) (*recorder, error) {
 	m := cfg.mp.Meter(ScopeName)
 	r := &recorder{names: cfg.names, tracer: cfg.tp.Tracer(ScopeName)}
-	var errs []error
-	check := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
+	var errs []error // errors.Join discards the nil ones
+	histogram := func(name, desc string) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(buckets...))
+		errs = append(errs, err)
+		return h
 	}
-	var err error
-	r.wait, err = m.Float64Histogram("relock.lock.wait", metric.WithUnit("s"),
-		metric.WithDescription("Time from a Lock or TryLock call to the grant, or to giving up"),
-		metric.WithExplicitBucketBoundaries(buckets...))
-	check(err)
-	r.held, err = m.Float64Histogram("relock.lock.held", metric.WithUnit("s"),
-		metric.WithDescription("Time from the grant of a hold to its final Unlock or its loss"),
-		metric.WithExplicitBucketBoundaries(buckets...))
-	check(err)
-	r.acquisitions, err = m.Int64Counter("relock.lock.acquisitions", metric.WithUnit("{acquisition}"),
-		metric.WithDescription("Successful Lock and TryLock calls, re-entries included"))
-	check(err)
-	r.losses, err = m.Int64Counter("relock.lock.losses", metric.WithUnit("{loss}"),
-		metric.WithDescription("Holds that ended without Unlock"))
-	check(err)
-	r.holds, err = m.Int64UpDownCounter("relock.locks.held", metric.WithUnit("{hold}"),
-		metric.WithDescription("Holds this process has now (re-entries count once)"))
-	check(err)
-	r.waiters, err = m.Int64UpDownCounter("relock.lock.waiters", metric.WithUnit("{waiter}"),
-		metric.WithDescription("Lock calls of this process waiting for a busy lock now"))
-	check(err)
-	r.renewals, err = m.Int64Counter("relock.renewals", metric.WithUnit("{renewal}"),
-		metric.WithDescription("Hold renewals by the watchdog"))
-	check(err)
-	r.reconnect, err = m.Int64Counter("relock.subscriber.reconnects", metric.WithUnit("{reconnect}"),
-		metric.WithDescription("Subscriber connections that came back after they were lost"))
-	check(err)
-	r.deadlocks, err = m.Int64Counter("relock.deadlocks", metric.WithUnit("{deadlock}"),
-		metric.WithDescription("Deadlocks this process broke: waits that gave up with ErrDeadlock, by the kind waited for"))
-	check(err)
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("relockotel: %w", errors.Join(errs...))
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	upDown := func(name, unit, desc string) metric.Int64UpDownCounter {
+		c, err := m.Int64UpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	r.wait = histogram("relock.lock.wait", "Time from a Lock or TryLock call to the grant, or to giving up")
+	r.held = histogram("relock.lock.held", "Time from the grant of a hold to its final Unlock or its loss")
+	r.acquisitions = counter("relock.lock.acquisitions", "{acquisition}", "Successful Lock and TryLock calls, re-entries included")
+	r.losses = counter("relock.lock.losses", "{loss}", "Holds that ended without Unlock")
+	r.holds = upDown("relock.locks.held", "{hold}", "Holds this process has now (re-entries count once)")
+	r.waiters = upDown("relock.lock.waiters", "{waiter}", "Lock calls of this process waiting for a busy lock now")
+	r.renewals = counter("relock.renewals", "{renewal}", "Hold renewals by the watchdog")
+	r.reconnect = counter("relock.subscriber.reconnects", "{reconnect}", "Subscriber connections that came back after they were lost")
+	r.deadlocks = counter("relock.deadlocks", "{deadlock}", "Deadlocks this process broke: waits that gave up with ErrDeadlock, by the kind waited for")
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("relockotel: %w", err)
 	}
 
 	r.kinds = make(map[relock.Kind]*kindAttrs, len(kinds))
