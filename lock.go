@@ -15,31 +15,35 @@ type lockKeys struct {
 	// hash is the lock; free, it keeps the last token and the latch of the
 	// last final releases for the unlock latch (see release_common.lua).
 	hash, channel string
-	// forced keeps the force releases' answers for a replay (see
-	// force_common.lua): the one key besides the hash, written only by a
-	// force release.
-	forced string
 	// waitChannel is where releases hand the lock over to this Client's
 	// waiters: <hash>:w:<client id> (see handover_common.lua).
 	waitChannel string
-	// The KEYS of the acquire, of the release (and abandon) and of the
-	// force release scripts, boxed once: see keySet.
-	acquireKeys, releaseKeys, forceKeys keySet
+	// The KEYS of the acquire and of the release (and abandon) scripts,
+	// boxed once: see keySet. A force release, rare, builds its own
+	// (forcedKeys).
+	acquireKeys, releaseKeys keySet
 }
 
 func lockKeysOf(ks keyspace) lockKeys {
-	return lockKeysOn(ks.key(""), ks.key("last"), ks.key("ch"))
+	return lockKeysOn(ks.key(""), ks.key("ch"))
 }
 
-// lockKeysOn lays out a Lock's keys on the given hash, force releases' key
-// and channel.
-func lockKeysOn(hashKey, forcedKey, channelKey string) lockKeys {
-	k := lockKeys{hash: hashKey, forced: forcedKey, channel: channelKey}
+// lockKeysOn lays out a Lock's keys on the given hash and channel.
+func lockKeysOn(hashKey, channelKey string) lockKeys {
+	k := lockKeys{hash: hashKey, channel: channelKey}
 	hash := any(k.hash)
 	k.acquireKeys = keySet{[]string{k.hash}, hash}
 	k.releaseKeys = keySet{[]string{k.hash, k.channel}, hash}
-	k.forceKeys = keySet{[]string{k.hash, k.channel, k.forced}, hash}
 	return k
+}
+
+// forcedKeys are the KEYS of a force release: the hash, the channel and
+// the key that keeps the force releases' answers for a replay (see
+// force_common.lua), <hash>:last, the one key besides the hash, written
+// only by a force release. It is built per call, not kept per lock: every
+// held Lock would carry it for a call operators make.
+func (k lockKeys) forcedKeys() keySet {
+	return keySet{[]string{k.hash, k.channel, k.hash + ":last"}, k.acquireKeys.first}
 }
 
 // Lock returns the lock called name, sending nothing to Redis.

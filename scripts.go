@@ -336,7 +336,7 @@ var lockForceReleaseScript = newScript("lock_force_release")
 
 // lockForceReleaseCall is forceReleaseCall for the Lock whose keys are k.
 func lockForceReleaseCall(c *Client, k lockKeys) scriptCall {
-	return forceReleaseCall(c, lockForceReleaseScript, k.forceKeys)
+	return forceReleaseCall(c, lockForceReleaseScript, k.forcedKeys())
 }
 
 var lockRenewScript = newScript("lock_renew")

@@ -34,7 +34,7 @@ func (c *Client) SpinLock(name string) *SpinLock {
 
 // spinKeysOf lays a SpinLock out as a Lock under its own suffix.
 func spinKeysOf(ks keyspace) lockKeys {
-	return lockKeysOn(ks.key("spin"), ks.key("spin:last"), ks.key("spin:ch"))
+	return lockKeysOn(ks.key("spin"), ks.key("spin:ch"))
 }
 
 // Lock is Lock.Lock.
