@@ -25,7 +25,7 @@ type fairKeys struct {
 }
 
 func fairKeysOf(ks keyspace) fairKeys {
-	k := fairKeys{hash: ks.key("fair"), queue: ks.key("fair:q"), tail: ks.key("fair:last"),
+	k := fairKeys{hash: ks.key("fair"), queue: ks.key("fair:z"), tail: ks.key("fair:last"),
 		channel: ks.key("fair:ch")}
 	hash := any(k.hash)
 	k.acquireKeys = keySet{[]string{k.hash, k.queue, k.tail}, hash}

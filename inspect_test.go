@@ -268,9 +268,9 @@ func TestInspectLayout(t *testing.T) {
 	require.NoError(t, rdb.PExpire(ctx, "relock:{new}", 20*time.Second).Err())
 	require.NoError(t, rdb.HSet(ctx, "relock:{new}:fair", "u3:1", "1", "~g", "op3", "~o", "op3", "~t", "99", "~q", "1").Err())
 	require.NoError(t, rdb.PExpire(ctx, "relock:{new}:fair", 20*time.Second).Err())
-	require.NoError(t, rdb.ZAdd(ctx, "relock:{new}:fair:q", redis.Z{Score: 2, Member: entry("u5:1", "30000", "1", "u5:1")},
+	require.NoError(t, rdb.ZAdd(ctx, "relock:{new}:fair:z", redis.Z{Score: 2, Member: entry("u5:1", "30000", "1", "u5:1")},
 		redis.Z{Score: 1, Member: entry("u4:1", "30000", "1", "u4:1")}).Err())
-	require.NoError(t, rdb.PExpire(ctx, "relock:{new}:fair:q", 10*time.Second).Err())
+	require.NoError(t, rdb.PExpire(ctx, "relock:{new}:fair:z", 10*time.Second).Err())
 	require.NoError(t, rdb.HSet(ctx, "relock:{new}:rw",
 		"r:u6:1", "2", "rd:u6:1", now+15000, "rg:u6:1", "op6", "ro:u6:1", "op7",
 		"r:dead:1", "1", "rd:dead:1", now-5000,
