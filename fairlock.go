@@ -14,22 +14,28 @@ type FairLock struct {
 }
 
 type fairKeys struct {
+	// hash is the lock; free, it keeps the last token and the latch of the
+	// last final releases for the unlock latch (see release_common.lua).
+	// queue exists while waiters do (see fair_common.lua).
 	hash, queue, channel string
-	tail                 string // the last token and the latch (see release_common.lua)
+	// forced keeps the force releases' answers for a replay (see
+	// force_common.lua), written only by a force release.
+	forced string
 	// waitChannel is where releases hand the lock over to this Client's
 	// waiters: <hash>:w:<client id> (see queue_common.lua).
 	waitChannel string
-	// The KEYS of the acquire and of the release (and abandon, force
-	// release) scripts, boxed once: see keySet.
-	acquireKeys, releaseKeys keySet
+	// The KEYS of the acquire, of the release (and abandon) and of the
+	// force release scripts, boxed once: see keySet.
+	acquireKeys, releaseKeys, forceKeys keySet
 }
 
 func fairKeysOf(ks keyspace) fairKeys {
-	k := fairKeys{hash: ks.key("fair"), queue: ks.key("fair:q"), tail: ks.key("fair:last"),
+	k := fairKeys{hash: ks.key("fair"), queue: ks.key("fair:z"), forced: ks.key("fair:last"),
 		channel: ks.key("fair:ch")}
 	hash := any(k.hash)
-	k.acquireKeys = keySet{[]string{k.hash, k.queue, k.tail}, hash}
-	k.releaseKeys = keySet{[]string{k.hash, k.queue, k.channel, k.tail}, hash}
+	k.acquireKeys = keySet{[]string{k.hash, k.queue}, hash}
+	k.releaseKeys = keySet{[]string{k.hash, k.queue, k.channel}, hash}
+	k.forceKeys = keySet{[]string{k.hash, k.queue, k.channel, k.forced}, hash}
 	return k
 }
 

@@ -213,6 +213,31 @@ func TestFairLockUnlockHandsOverToTheNextWaiterOnly(t *testing.T) {
 	})
 }
 
+// A string left at the queue's name by an older version (whose queue was a
+// string key there) lives up to the waiter timeout during a rolling
+// upgrade: the queue's own key is of another name, so a FairLock works
+// beside it, contended or not.
+func TestFairLockIgnoresAnOldFormatQueueString(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		c := b.newClient(t)
+		bg := context.Background()
+		l := c.FairLock("fair:upgrade")
+		old := "relock:{fair:upgrade}:fair:q"
+		require.NotEqual(t, old, l.QueueKey())
+		require.NoError(t, b.rdb.Set(bg, old, "w1\x0030000\x001\x00u1:1\x00", 10*time.Second).Err())
+
+		holder, err := l.Lock(bg)
+		require.NoError(t, err)
+		got := lockAsync(l)
+		require.Eventually(t, func() bool { return fairLen(t, b.rdb, l.QueueKey()) == 1 }, 5*time.Second, time.Millisecond)
+		require.NoError(t, l.Unlock(holder))
+		g := <-got
+		require.NoError(t, g.err)
+		require.NoError(t, l.Unlock(g.ctx))
+		assert.Equal(t, "string", b.rdb.Type(bg, old).Val(), "the old key is left alone")
+	})
+}
+
 // A new owner does not barge in on a free lock while others queue.
 func TestFairLockTryLockDoesNotJumpTheQueue(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {

@@ -24,13 +24,13 @@ import (
 // queuedWaiters returns how many waiters of kind k are queued on the lock
 // whose hash is key: a Lock's queue is in fields of its hash (lockQueueLen),
 // a WriteLock's the hash's ~q (five fields per entry), a FairLock's the
-// sorted set <hash>:q.
+// sorted set <hash>:z.
 func queuedWaiters(t *testing.T, rdb redis.UniversalClient, k lockKind, key string) int {
 	t.Helper()
 	ctx := context.Background()
 	switch k.name {
 	case "FairLock":
-		return int(rdb.ZCard(ctx, key+":q").Val())
+		return int(rdb.ZCard(ctx, key+":z").Val())
 	case "WriteLock":
 		q, _ := rdb.HGet(ctx, key, "~q").Result()
 		return strings.Count(q, "\x00") / 5

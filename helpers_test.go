@@ -98,10 +98,11 @@ func hgetall(t testing.TB, rdb redis.UniversalClient, key string) map[string]str
 }
 
 // ownTail reports whether key is the hash of a Lock (or SpinLock, or a
-// MultiLock's or RedLock's part), which keeps its last token and release
-// latch itself when free; other kinds keep them in a tail key, key+":last".
+// MultiLock's or RedLock's part) or of a FairLock, which keeps its last
+// token and release latch itself when free; other kinds keep them in a tail
+// key, key+":last".
 func ownTail(key string) bool {
-	return strings.HasSuffix(key, "}") || strings.HasSuffix(key, "}:spin")
+	return strings.HasSuffix(key, "}") || strings.HasSuffix(key, "}:spin") || strings.HasSuffix(key, "}:fair")
 }
 
 // tailKey returns the key that keeps the last token and the release latch
@@ -213,9 +214,9 @@ func leftover(t testing.TB, rdb redis.UniversalClient, k string) bool {
 	return strings.HasSuffix(k, ":last") || freeRecord(t, rdb, k)
 }
 
-// freeRecord reports whether k is the hash of a free Lock (or SpinLock): it
-// keeps the last token and the latch of the last final releases, and no
-// hold (no ~g).
+// freeRecord reports whether k is the hash of a free Lock (or SpinLock, or
+// FairLock): it keeps the last token and the latch of the last final
+// releases, and no hold (no ~g).
 func freeRecord(t testing.TB, rdb redis.UniversalClient, k string) bool {
 	t.Helper()
 	if !ownTail(k) {

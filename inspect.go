@@ -116,6 +116,11 @@ func exclusiveState(key string, fields []string, pttl int64) inspect.Exclusive {
 		n, _ := strconv.Atoi(v)
 		ex.Holders = append(ex.Holders, inspect.Holder{Owner: f, Count: n, Lease: ex.Lease})
 	}
+	if len(ex.Holders) == 0 {
+		// A free hash lives on for the unlock latch (release_common.lua):
+		// its PTTL is no lease.
+		ex.Lease = 0
+	}
 	sort.Slice(ex.Holders, func(i, j int) bool { return ex.Holders[i].Owner < ex.Holders[j].Owner })
 	sort.Slice(queued, func(i, j int) bool { return queued[i].at < queued[j].at })
 	for _, q := range queued {

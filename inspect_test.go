@@ -252,6 +252,26 @@ func TestInspectSeveralKinds(t *testing.T) {
 // count with "~" metadata fields (token ~t, a Lock's queue: ~q, ~#<k> and
 // ~@<id>), a FairLock's queue in a sorted set of its own, and per-owner RW
 // fields with the writers' queue in ~q.
+// A free FairLock's hash lives on for the unlock latch: with waiters
+// queued (its last holder's lease ran out while they queued), Inspect
+// shows them, and no lease.
+func TestInspectFreeFairLockWithWaiters(t *testing.T) {
+	b := newReal(t)
+	ctx := context.Background()
+	c := b.newClient(t)
+	entry := func(fields ...string) string { return strings.Join(fields, "\x00") + "\x00" }
+	require.NoError(t, b.rdb.HSet(ctx, "relock:{freefair}:fair", "~t", "99", "~r", entry("op1"), "~n", "\x01").Err())
+	require.NoError(t, b.rdb.PExpire(ctx, "relock:{freefair}:fair", 30*time.Second).Err())
+	require.NoError(t, b.rdb.ZAdd(ctx, "relock:{freefair}:fair:z", redis.Z{Score: 1, Member: entry("u4:1", "30000", "1", "u4:1")}).Err())
+	require.NoError(t, b.rdb.PExpire(ctx, "relock:{freefair}:fair:z", 10*time.Second).Err())
+	st, err := c.Inspect(ctx, "freefair")
+	require.NoError(t, err)
+	require.NotNil(t, st.FairLock)
+	assert.Empty(t, st.FairLock.Holders)
+	assert.Zero(t, st.FairLock.Lease, "the latch's time is no lease")
+	assert.Equal(t, []inspect.Waiter{{Owner: "u4:1"}}, st.FairLock.Waiters)
+}
+
 func TestInspectLayout(t *testing.T) {
 	b := newReal(t)
 	ctx := context.Background()
@@ -268,9 +288,9 @@ func TestInspectLayout(t *testing.T) {
 	require.NoError(t, rdb.PExpire(ctx, "relock:{new}", 20*time.Second).Err())
 	require.NoError(t, rdb.HSet(ctx, "relock:{new}:fair", "u3:1", "1", "~g", "op3", "~o", "op3", "~t", "99", "~q", "1").Err())
 	require.NoError(t, rdb.PExpire(ctx, "relock:{new}:fair", 20*time.Second).Err())
-	require.NoError(t, rdb.ZAdd(ctx, "relock:{new}:fair:q", redis.Z{Score: 2, Member: entry("u5:1", "30000", "1", "u5:1")},
+	require.NoError(t, rdb.ZAdd(ctx, "relock:{new}:fair:z", redis.Z{Score: 2, Member: entry("u5:1", "30000", "1", "u5:1")},
 		redis.Z{Score: 1, Member: entry("u4:1", "30000", "1", "u4:1")}).Err())
-	require.NoError(t, rdb.PExpire(ctx, "relock:{new}:fair:q", 10*time.Second).Err())
+	require.NoError(t, rdb.PExpire(ctx, "relock:{new}:fair:z", 10*time.Second).Err())
 	require.NoError(t, rdb.HSet(ctx, "relock:{new}:rw",
 		"r:u6:1", "2", "rd:u6:1", now+15000, "rg:u6:1", "op6", "ro:u6:1", "op7",
 		"r:dead:1", "1", "rd:dead:1", now-5000,

@@ -54,7 +54,7 @@ var kindTable = []kindRow{
 		tool:  kinds.Kind{Rows: lockRows, Listen: lockListen, Watched: lockWatched},
 		force: forceLock},
 	{typeName: "FairLock", view: inspect.KindFairLock, events: []Kind{KindFairLock},
-		state:  []stateKey{{"fair", "hash"}, {"fair:q", "zset"}},
+		state:  []stateKey{{"fair", "hash"}, {"fair:z", "zset"}},
 		decode: decodeFair, summary: summarizeFair, channels: fairChannels,
 		tool:  kinds.Kind{Rows: fairRows, Listen: fairListen, Watched: fairWatched},
 		force: forceFair},

@@ -325,7 +325,7 @@ func abandonCall(c *Client, script *redis.Script, keys keySet, owner, waiter str
 }
 
 // forceReleaseCall runs script, the force-release script of Lock or
-// FairLock, on its release keys: it frees the lock, whoever holds it,
+// FairLock, on keys: it frees the lock, whoever holds it,
 // handing it over to its first queued waiter, and replies with the
 // generation it removed ({} : not held).
 func forceReleaseCall(c *Client, script *redis.Script, keys keySet) scriptCall {
@@ -392,7 +392,7 @@ var fairForceReleaseScript = newScript("fair_force_release")
 
 // fairForceReleaseCall is forceReleaseCall for the FairLock whose keys are k.
 func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
-	return forceReleaseCall(c, fairForceReleaseScript, k.releaseKeys)
+	return forceReleaseCall(c, fairForceReleaseScript, k.forceKeys)
 }
 
 var rwReadAcquireScript = newScript("rw_read_acquire")

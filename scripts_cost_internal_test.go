@@ -125,13 +125,13 @@ func TestTokenTextIsTheClockInFull(t *testing.T) {
 	ctx := context.Background()
 	type kind struct {
 		name       string
-		hash, tail string // a Lock's tail is its hash
+		hash, tail string // the key a free lock keeps its token in: its hash
 		cycle      func() (token int64, held string)
 	}
 	l, fl := c.Lock("clock-text"), c.FairLock("clock-text")
 	kinds := []kind{
 		{"Lock", l.keys.hash, l.keys.hash, func() (int64, string) { return cycleToken(t, ctx, rdb, l, l.keys.hash) }},
-		{"FairLock", fl.keys.hash, fl.keys.tail, func() (int64, string) { return cycleToken(t, ctx, rdb, fl, fl.keys.hash) }},
+		{"FairLock", fl.keys.hash, fl.keys.hash, func() (int64, string) { return cycleToken(t, ctx, rdb, fl, fl.keys.hash) }},
 	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {

@@ -68,7 +68,7 @@ end
 -- grant_new starts a new exclusive hold (Lock, FairLock, MultiLock part):
 -- count 1, generation op, a new token above last (the hash's ~t). It
 -- overwrites a leftover of the owner's own, since one owner's fields are
--- all such a hash has. A Lock's hash is its own tail (tail == hash, see
+-- all such a hash has. A Lock's (and a FairLock's) hash is its own tail (tail == hash, see
 -- release_common): its ~t is last, and the hold keeps the record's latch
 -- beside its fields; without a token the hold keeps the record's ~t, so
 -- that the next hold with one is above it. A Lock's hold starts without

@@ -2,10 +2,10 @@
 -- fair_acquire: take or re-enter a fair lock, or queue up for it.
 --
 -- KEYS[1]  lock hash: as lock_acquire's (owner -> count, ~g, ~o, ~t, ~l,
---          ~m), but ~q only marks that the queue may hold waiters, and
---          holds the arrival number given last (see fair_common)
+--          ~m, and the record of a free lock: ~t, ~r, ~p, ~n), but ~q only
+--          marks that the queue may hold waiters, and holds the arrival
+--          number given last (see fair_common)
 -- KEYS[2]  queue: the waiters' sorted set, by arrival (see fair_common)
--- KEYS[3]  tail: the last released hold's token
 -- ARGV[1]  owner
 -- ARGV[2]  op id of this request; a waiter sends the same one at each of
 --          its attempts, and it is the waiter's id in the queue
@@ -38,7 +38,7 @@ if not held and redis.call('exists', KEYS[2]) == 0 then
 	-- Free (or the owner's own leftover) and nobody queued: the common
 	-- acquire, which needs none of the queue's or hand-over's helpers, made
 	-- only below.
-	return {1, grant_new(hash, KEYS[3], owner, op, ARGV[4], ARGV[5], cur[3]), 1}
+	return {1, grant_new(hash, hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
 end
 -- include here: queue_common handover_common fair_common
 local e = q_entry(op, ARGV[4], ARGV[5], owner)
@@ -56,7 +56,7 @@ if held then
 end
 if not cur[1] then
 	-- Free, and others queue: the first that still listens has it.
-	local handed, token, w = hand_over(hash, KEYS[3], fz_reader(hash, KEYS[2], last), nil, nil, nil, ARGV[8], ARGV[9], op)
+	local handed, token, w = hand_over(hash, hash, fz_reader(hash, KEYS[2], last, false), nil, nil, nil, ARGV[8], ARGV[9], op)
 	if w == op then
 		return {1, token, 1}
 	end
@@ -67,7 +67,7 @@ if not cur[1] then
 end
 -- Free with nobody in line, or a leftover of the owner's own (a hold its
 -- Client ended already, or one resumed with WithOwner): taken over.
-local token = grant_new(hash, KEYS[3], owner, op, ARGV[4], ARGV[5], cur[3])
+local token = grant_new(hash, hash, owner, op, ARGV[4], ARGV[5], cur[3])
 redis.call('zrem', KEYS[2], e)
 local rest = redis.call('zrange', KEYS[2], '-1', '-1', 'withscores')[2]
 if rest then

@@ -13,7 +13,9 @@
 -- timeout of its waiters, renewed by every attempt of a queued waiter (at
 -- least every third of its timeout), so it goes by itself once every
 -- waiter has died. A dead waiter's entry is skipped by the hand-over (its
--- Client no longer listens), wherever it stands.
+-- Client no longer listens), wherever it stands. The hash is its own tail,
+-- as a Lock's (see release_common): free, it keeps the last token and the
+-- latch, so a free FairLock with nobody queued is that one key.
 --
 -- The hash's ~q is not the queue (as in a Lock's) but a mark that the queue
 -- key may hold waiters: the arrival number given last, set by every waiter
@@ -66,10 +68,12 @@ local FZ_BATCH, FZ_LAST = 8, '7'
 -- fz_reader reads a FairLock's queue qkey from its head, for hand_over (see
 -- qf_reader for what it does): the entries it gives leave the queue with
 -- one ZREM per batch read (ZPOPMIN would save that command, but is not in
--- the least-privilege ACL of the README); the hold it grants replaces the whole hash,
--- marked, when others are left, with last, the arrival number given last
--- (nil: the queue's last score).
-local function fz_reader(hash, qkey, last)
+-- the least-privilege ACL of the README); the hold it grants replaces the
+-- hold of owner field holder (nil: every owner field, see owner_fields;
+-- false: none, the lock is free) and its ~o, keeping the hash's record (its
+-- token and latch, see release_common), marked, when others are left, with
+-- last, the arrival number given last (nil: the queue's last score).
+local function fz_reader(hash, qkey, last, holder)
 	local buf, i, gone = {}, 0, {}
 	local function flush()
 		if #gone > 0 then
@@ -92,7 +96,7 @@ local function fz_reader(hash, qkey, last)
 	end
 	function r.grant(f)
 		flush()
-		redis.call('del', hash)
+		local gone = {'~o'}
 		if i < #buf or #buf == FZ_BATCH then
 			if type(last) == 'number' then
 				last = fmt(last)
@@ -100,10 +104,24 @@ local function fz_reader(hash, qkey, last)
 				last = redis.call('zrange', qkey, '-1', '-1', 'withscores')[2]
 			end
 			f[#f + 1], f[#f + 2] = '~q', last
+		else
+			gone[2] = '~q'
 		end
+		if holder then
+			gone[#gone + 1] = holder
+		elseif holder == nil then
+			for _, k in ipairs(owner_fields(hash)) do
+				gone[#gone + 1] = k
+			end
+		end
+		hdel_all(hash, gone)
 		redis.call('hset', hash, unpack(f))
 	end
 	r.none = flush
+	function r.taken()
+		-- The queue is a key of its own: the hash has no entries to drop.
+		return {}
+	end
 	function r.wake(pub)
 		local rest, j = redis.call('zrange', qkey, '0', '-1'), 0
 		wake_queue(hash, function()

@@ -6,9 +6,10 @@
 -- KEYS[1]  lock hash
 -- KEYS[2]  queue (see fair_common)
 -- KEYS[3]  the lock's channel (see fair_release)
--- KEYS[4]  tail: keeps the freed hold's token
+-- KEYS[4]  the force releases' answers, for a replay (see force_common);
+--          the freed hold's token stays in the hash (see release_common)
 -- ARGV[1]  publish command: "publish" or "spublish"
--- ARGV[2]  tail lifetime in milliseconds (the unlock latch)
+-- ARGV[2]  the unlock latch in milliseconds
 -- ARGV[3]  as lock_release's ARGV[7]
 -- ARGV[4]  op id of this request (see force_common)
 --
@@ -22,6 +23,6 @@ local cur = redis.call('hmget', KEYS[1], '~g', '~o', '~t', '~q', '~m', '~l')
 if not cur[1] then
 	return {}
 end
-free_hold(KEYS[1], KEYS[3], nil, KEYS[4], cur, ARGV[1], ARGV[2], ARGV[3], fz_reader(KEYS[1], KEYS[2], cur[4]))
+free_hold(KEYS[1], KEYS[3], nil, KEYS[1], cur, ARGV[1], ARGV[2], ARGV[3], fz_reader(KEYS[1], KEYS[2], cur[4]))
 force_record(KEYS[4], ARGV[4], {cur[1]}, ARGV[2])
 return {cur[1]}

@@ -3,22 +3,22 @@
 -- lock over to the first queued waiter that still listens, in the same call
 -- (see queue_common and fair_common).
 --
--- KEYS[1]  lock hash (see fair_acquire)
+-- KEYS[1]  lock hash (see fair_acquire); free, it keeps the last token
+--          and the latch (see release_common)
 -- KEYS[2]  queue (see fair_common)
 -- KEYS[3]  the lock's channel, told when a hold someone listens to ends
--- KEYS[4]  tail: keeps the last token and the latch (see release_common)
 -- ARGV[1]..ARGV[7]  as lock_release's
 --
 -- Returns 1 free now or handed over, 0 one hold released, -1 lost (nothing
 -- changed), as lock_release; idempotent under replay, as lock_release.
-local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[4])
+local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[1])
 if done then
 	return done
 end
-if free_alone(KEYS[1], ARGV[1], ARGV[2], KEYS[4], cur, ARGV[6]) then
+if free_alone(KEYS[1], ARGV[1], ARGV[2], KEYS[1], cur, ARGV[6]) then
 	-- No mark: nobody queued behind this hold (see fair_common).
 	return 1
 end
 -- include here: handover_common fair_common
-free_hold(KEYS[1], KEYS[3], ARGV[2], KEYS[4], cur, ARGV[5], ARGV[6], ARGV[7], fz_reader(KEYS[1], KEYS[2], cur[4]), ARGV[1])
+free_hold(KEYS[1], KEYS[3], ARGV[2], KEYS[1], cur, ARGV[5], ARGV[6], ARGV[7], fz_reader(KEYS[1], KEYS[2], cur[4], ARGV[1]), ARGV[1])
 return 1

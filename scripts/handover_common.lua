@@ -146,8 +146,8 @@ end
 -- ~m, ~l[, ~r or ~s]}, as release_hold returns them) and whose owner field
 -- is owner (nil: not known): it hands the lock over to a queued waiter
 -- (read by r, when ~q says that some may queue), or frees it, leaving its
--- token in the tail (the hash itself when tail is hash, a Lock's: see
--- free_record); either way the listeners a hold marked (~m) are told on
+-- token in the tail (the hash itself when tail is hash, a Lock's or a
+-- FairLock's: see free_record); either way the listeners a hold marked (~m) are told on
 -- channel ("handed": the lock stays held, by its new holder; "all": it is
 -- free) and op (when given: a release, which may be replayed) joins the
 -- tail's latch (see release_common).

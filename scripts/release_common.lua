@@ -7,8 +7,8 @@
 --   the latch: the op ids of the last LATCH_SLOTS final releases, so that a
 --       replayed final release (go-redis resending it after a lost reply,
 --       or the background retry of a failed Unlock) reports success.
--- A Lock keeps that record in its own hash (a free Lock is one key: its
--- hash without a hold's fields, see free_record), the latch in two fields,
+-- A Lock, and a FairLock, keeps that record in its own hash (a free Lock
+-- is one key: its hash without a hold's fields, see free_record), the latch in two fields,
 -- ~r and ~p, and ~n the count of ~r (see latch_add): a hold granted on the hash keeps ~t and the
 -- latch beside its own fields, its release reads ~r with the rest and
 -- writes it back in one HSET, and no key is made or deleted per hold. Few
@@ -19,8 +19,8 @@
 -- at least its last LOCK_LATCH final releases and at most twice that. While a hold lives the record shares
 -- its lease: a hold whose lease runs out takes the record with it, and the
 -- tokens after it rest on the clock, as after Redis forgot (next_token).
--- FairLock and RWLock keep the record in a key of their own (KEYS "tail"
--- of their scripts), the latch in fields named by one character each,
+-- RWLock keeps the record in a key of its own (KEYS "tail" of its
+-- scripts), the latch in fields named by one character each,
 -- '0'..'o' (bytes 48 to 47+LATCH_SLOTS), written round-robin (~s names the
 -- slot written last; not the ~n count earlier versions kept, so that a
 -- release of either version never misreads the other's field): a hold
@@ -125,7 +125,8 @@ local function hdel_all(hash, f)
 	end
 end
 
--- free_record ends the hold in a Lock's hash, which is its own tail: it
+-- free_record ends the hold in a Lock's (or FairLock's) hash, which is its
+-- own tail: it
 -- deletes the hold's fields — owner (its count; nil when the caller does
 -- not know it: every owner field), ~g, ~o, ~l and the queue's ~q and ~m —
 -- keeping ~t, and the fields listed in more (the queue's entries taken
