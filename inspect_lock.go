@@ -118,7 +118,7 @@ func forceFair(c *Client, name string, st *inspect.State) []kinds.Release {
 // RWLock
 
 func decodeRW(st *inspect.State, v []keyValue, nowMs int64) {
-	st.RWLock = rwState(v[0].key, v[0].fields, nowMs)
+	st.RWLock = rwState(v[0].key, v[0].fields, v[1].fields, nowMs)
 }
 
 func summarizeRW(st *inspect.State) (inspect.Summary, bool) {

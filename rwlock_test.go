@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,16 +18,23 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// writersQueued is how many writers wait in the queue of l's hash (field
-// ~q: five NUL-terminated fields per writer, see rw_common.lua).
+// writersQueued is how many writers wait in the queue of l: the entries of
+// the sorted set beside its hash from the head its mark (~q) names on,
+// which must be as many as the mark counts (see rw_common.lua).
 func writersQueued(t testing.TB, rdb redis.UniversalClient, l *relock.RWLock) int {
 	t.Helper()
-	q, err := rdb.HGet(context.Background(), l.Key(), "~q").Result()
+	mark, err := rdb.HGet(context.Background(), l.Key(), "~q").Result()
 	if errors.Is(err, redis.Nil) {
 		return 0
 	}
 	require.NoError(t, err)
-	return strings.Count(q, "\x00") / 5
+	f := strings.Fields(mark)
+	require.Len(t, f, 4, "~q of %s is %q", l.Key(), mark)
+	head := f[2]
+	n, err := rdb.ZCount(context.Background(), l.Key()+":q", head, "+inf").Result()
+	require.NoError(t, err)
+	require.Equal(t, f[3], strconv.FormatInt(n, 10), "the count in the mark %q", mark)
+	return int(n)
 }
 
 // holders returns the count fields of an RWLock's hash: "r:<owner>" and
