@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,8 +24,8 @@ import (
 
 // queuedWaiters returns how many waiters of kind k are queued on the lock
 // whose hash is key: a Lock's queue is in fields of its hash (lockQueueLen),
-// a WriteLock's the hash's ~q (five fields per entry), a FairLock's the
-// sorted set <hash>:z.
+// a WriteLock's in the sorted set <hash>:q, counted by the hash's mark ~q,
+// a FairLock's the sorted set <hash>:z.
 func queuedWaiters(t *testing.T, rdb redis.UniversalClient, k lockKind, key string) int {
 	t.Helper()
 	ctx := context.Background()
@@ -32,8 +33,14 @@ func queuedWaiters(t *testing.T, rdb redis.UniversalClient, k lockKind, key stri
 	case "FairLock":
 		return int(rdb.ZCard(ctx, key+":z").Val())
 	case "WriteLock":
-		q, _ := rdb.HGet(ctx, key, "~q").Result()
-		return strings.Count(q, "\x00") / 5
+		// The count that ends the mark of its queue (see rw_common.lua).
+		f := strings.Fields(rdb.HGet(ctx, key, "~q").Val())
+		if len(f) != 4 {
+			return 0
+		}
+		n, err := strconv.Atoi(f[3])
+		require.NoError(t, err)
+		return n
 	}
 	return lockQueueLen(t, rdb, key)
 }

@@ -166,7 +166,7 @@ type rwHold struct {
 // rwState reads an RWLock hash, whose fields are "<kind>:<owner>": r/w hold
 // counts, rd/wd deadlines (server ms); other kinds (generations, last ops)
 // and '~' metadata are not shown. Nil when nobody holds or waits.
-func rwState(key string, fields []string, nowMs int64) *inspect.RW {
+func rwState(key string, fields, queue []string, nowMs int64) *inspect.RW {
 	rw := &inspect.RW{Key: key}
 	reads, writes, token := rwHolds(fields)
 	rw.Readers = liveHolders(reads, nowMs)
@@ -176,7 +176,7 @@ func rwState(key string, fields []string, nowMs int64) *inspect.RW {
 	if rw.Writer != nil {
 		rw.Token = token
 	}
-	rw.WritersWaiting = queuedWriters(fieldValue(fields, "~q"), nowMs)
+	rw.WritersWaiting = queuedWriters(fieldValue(fields, "~q"), queue, nowMs)
 	if len(rw.Readers) == 0 && rw.Writer == nil && len(rw.WritersWaiting) == 0 {
 		return nil
 	}
@@ -243,23 +243,33 @@ func fieldValue(fields []string, f string) string {
 	return ""
 }
 
-// queuedWriters reads an RWLock's queue of writers (field ~q, see
-// rw_common.lua): per writer five NUL-terminated fields, waiter id, lease,
-// fencing flag, owner and claim deadline (server ms). Lapsed claims are left
-// out.
-func queuedWriters(q string, nowMs int64) []inspect.Waiter {
-	f := strings.Split(q, "\x00")
-	var out []inspect.Waiter
-	for i := 0; i+4 < len(f); i += 5 {
-		dl, _ := strconv.ParseInt(f[i+4], 10, 64)
-		if dl <= nowMs {
-			continue
+// queuedWriters reads an RWLock's queue of writers (see rw_common.lua):
+// mark is the hash's ~q, "<last> <deadline> <head> <count>", and queue the
+// sorted set's members and scores (ZRANGE WITHSCORES), per writer four
+// NUL-terminated fields, waiter id, lease, fencing flag and owner, scored by
+// arrival; those scored below the head were walked past already. The claim
+// is the queue's: each writer's lapses at the mark's deadline, and a lapsed
+// queue (or one without a mark: a leftover) shows nobody.
+func queuedWriters(mark string, queue []string, nowMs int64) []inspect.Waiter {
+	f := strings.Fields(mark)
+	if len(f) != 4 {
+		return nil
+	}
+	dl, _ := strconv.ParseInt(f[1], 10, 64)
+	head, _ := strconv.ParseFloat(f[2], 64)
+	if dl <= nowMs {
+		return nil
+	}
+	var live strings.Builder
+	for i := 0; i+1 < len(queue); i += 2 {
+		if sc, _ := strconv.ParseFloat(queue[i+1], 64); sc >= head {
+			live.WriteString(queue[i])
 		}
-		out = append(out, inspect.Waiter{
-			Owner:     f[i+3],
-			Deadline:  time.UnixMilli(dl),
-			Remaining: time.Duration(dl-nowMs) * time.Millisecond,
-		})
+	}
+	out := queuedWaiters(live.String())
+	for i := range out {
+		out[i].Deadline = time.UnixMilli(dl)
+		out[i].Remaining = time.Duration(dl-nowMs) * time.Millisecond
 	}
 	return out
 }

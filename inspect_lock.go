@@ -79,7 +79,7 @@ func fairView(st *inspect.State) exclusiveView {
 // RWLock
 
 func decodeRW(st *inspect.State, v []keyValue, nowMs int64) {
-	st.RWLock = rwState(v[0].key, v[0].fields, nowMs)
+	st.RWLock = rwState(v[0].key, v[0].fields, v[1].fields, nowMs)
 }
 
 func summarizeRW(st *inspect.State) (inspect.Summary, bool) {

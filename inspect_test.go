@@ -248,10 +248,6 @@ func TestInspectSeveralKinds(t *testing.T) {
 	require.NoError(t, c.RWLock(name).ReadLock().Unlock(l3))
 }
 
-// TestInspectLayout pins the layout Inspect reads, written by hand: owner →
-// count with "~" metadata fields (token ~t, a Lock's queue: ~q, ~#<k> and
-// ~@<id>), a FairLock's queue in a sorted set of its own, and per-owner RW
-// fields with the writers' queue in ~q.
 // A free FairLock's hash lives on for the unlock latch: with waiters
 // queued (its last holder's lease ran out while they queued), Inspect
 // shows them, and no lease.
@@ -272,6 +268,10 @@ func TestInspectFreeFairLockWithWaiters(t *testing.T) {
 	assert.Equal(t, []inspect.Waiter{{Owner: "u4:1"}}, st.FairLock.Waiters)
 }
 
+// TestInspectLayout pins the layout Inspect reads, written by hand: owner →
+// count with "~" metadata fields (token ~t, a Lock's queue: ~q, ~#<k> and
+// ~@<id>), a FairLock's queue in a sorted set of its own, and per-owner RW
+// fields with the writers' queue in a sorted set beside them (~q its mark).
 func TestInspectLayout(t *testing.T) {
 	b := newReal(t)
 	ctx := context.Background()
@@ -295,8 +295,16 @@ func TestInspectLayout(t *testing.T) {
 		"r:u6:1", "2", "rd:u6:1", now+15000, "rg:u6:1", "op6", "ro:u6:1", "op7",
 		"r:dead:1", "1", "rd:dead:1", now-5000,
 		"w:u7:1", "1", "wd:u7:1", now+25000, "wg:u7:1", "op8", "wo:u7:1", "op8", "~t", "1700000000000002",
-		"~q", entry("u8:1", "30000", "1", "u8:1", strconv.FormatInt(now+8000, 10))+
-			entry("lapsed:1", "30000", "1", "lapsed:1", strconv.FormatInt(now-1000, 10))).Err())
+		"~q", "2 "+strconv.FormatInt(now+8000, 10)+" 2 1").Err())
+	// u7:1 was granted the write hold: its entry, below the head, waits
+	// for the sweep (see rw_common.lua, wq_reader).
+	require.NoError(t, rdb.ZAdd(ctx, "relock:{new}:rw:q", redis.Z{Score: 2, Member: entry("u8:1", "30000", "1", "u8:1")},
+		redis.Z{Score: 1, Member: entry("op8", "30000", "1", "u7:1")}).Err())
+	// A queue whose claim lapsed (its writers died): the key outlives its
+	// deadline here only because the test wrote it so.
+	require.NoError(t, rdb.HSet(ctx, "relock:{lapsed}:rw", "r:u6:1", "1", "rd:u6:1", now+15000, "rg:u6:1", "op6",
+		"~q", "1 "+strconv.FormatInt(now-1000, 10)+" 1 1").Err())
+	require.NoError(t, rdb.ZAdd(ctx, "relock:{lapsed}:rw:q", redis.Z{Score: 1, Member: entry("lapsed:1", "30000", "1", "lapsed:1")}).Err())
 	st, err := c.Inspect(ctx, "new")
 	require.NoError(t, err)
 	require.NotNil(t, st.Lock)
@@ -318,9 +326,13 @@ func TestInspectLayout(t *testing.T) {
 	require.NotNil(t, rw.Writer)
 	assert.Equal(t, "u7:1", rw.Writer.Owner)
 	assert.Equal(t, int64(1700000000000002), rw.Token)
-	require.Len(t, rw.WritersWaiting, 1, "the writer whose claim lapsed is left out")
+	require.Len(t, rw.WritersWaiting, 1)
 	assert.Equal(t, "u8:1", rw.WritersWaiting[0].Owner)
 	assert.Equal(t, now+8000, rw.WritersWaiting[0].Deadline.UnixMilli())
+	st, err = c.Inspect(ctx, "lapsed")
+	require.NoError(t, err)
+	require.NotNil(t, st.RWLock)
+	assert.Empty(t, st.RWLock.WritersWaiting, "the writers whose claim lapsed are left out")
 
 	// A tail alone (a lock that ended) is no lock.
 	require.NoError(t, rdb.HSet(ctx, "relock:{ended}:last", "~t", "3").Err())

@@ -59,7 +59,7 @@ var kindTable = []kindRow{
 		tool:  kinds.Kind{Rows: fairRows, Listen: fairListen, Watched: fairWatched},
 		force: forceFair},
 	{typeName: "RWLock", view: inspect.KindRWLock, events: []Kind{KindReadLock, KindWriteLock},
-		state:  []stateKey{{"rw", "hash"}},
+		state:  []stateKey{{"rw", "hash"}, {"rw:q", "zset"}},
 		decode: decodeRW, summary: summarizeRW, channels: rwChannels,
 		tool:  kinds.Kind{Rows: rwRows, Listen: rwListen, Watched: rwWatched},
 		force: forceRW},

@@ -16,6 +16,7 @@ type RWLock struct {
 
 type rwKeys struct {
 	hash, tail, readCh string // tail: the last write token and the latch (see release_common.lua)
+	queue              string // the waiting writers' sorted set (see rw_common.lua)
 	// waitChannel is where releases hand the write hold over to this
 	// Client's waiting writers: <hash>:w:<client id> (see rw_common.lua).
 	waitChannel string
@@ -26,10 +27,10 @@ type rwKeys struct {
 
 func rwKeysOf(ks keyspace) rwKeys {
 	k := rwKeys{hash: ks.key("rw"), tail: ks.key("rw:last"),
-		readCh: ks.key("rw:rch")}
+		readCh: ks.key("rw:rch"), queue: ks.key("rw:q")}
 	hash := any(k.hash)
-	k.acquireKeys = keySet{[]string{k.hash, k.tail, k.readCh}, hash}
-	k.releaseKeys = keySet{[]string{k.hash, k.readCh, k.tail}, hash}
+	k.acquireKeys = keySet{[]string{k.hash, k.tail, k.readCh, k.queue}, hash}
+	k.releaseKeys = keySet{[]string{k.hash, k.readCh, k.tail, k.queue}, hash}
 	return k
 }
 
@@ -111,7 +112,7 @@ func (w *WriteLock) Token(ctx context.Context) (int64, error) {
 
 // rwMode is one side of an RWLock ("r" or "w"): the scheme of its holds and
 // the body of its methods. The sides differ in their traits: writers queue
-// in the lock's hash and are handed the write hold by the release that frees
+// in a sorted set beside the lock's hash and are handed the write hold by the release that frees
 // the lock (see rw_common.lua); readers are all woken at once on the
 // readers' channel.
 type rwMode struct {

@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,16 +18,36 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// writersQueued is how many writers wait in the queue of l's hash (field
-// ~q: five NUL-terminated fields per writer, see rw_common.lua).
+// writersQueued is how many writers wait in the queue of l: the entries of
+// the sorted set beside its hash from the head its mark (~q) names on,
+// which must be as many as the mark counts (see rw_common.lua).
 func writersQueued(t testing.TB, rdb redis.UniversalClient, l *relock.RWLock) int {
 	t.Helper()
-	q, err := rdb.HGet(context.Background(), l.Key(), "~q").Result()
+	ctx := context.Background()
+	// The mark and the queue in one MULTI: a writer may queue meanwhile.
+	var mark *redis.StringCmd
+	var queue *redis.ZSliceCmd
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		mark = p.HGet(ctx, l.Key(), "~q")
+		queue = p.ZRangeWithScores(ctx, l.Key()+":q", 0, -1)
+		return nil
+	})
 	if errors.Is(err, redis.Nil) {
 		return 0
 	}
 	require.NoError(t, err)
-	return strings.Count(q, "\x00") / 5
+	f := strings.Fields(mark.Val())
+	require.Len(t, f, 4, "~q of %s is %q", l.Key(), mark.Val())
+	head, err := strconv.ParseFloat(f[2], 64)
+	require.NoError(t, err)
+	n := 0
+	for _, z := range queue.Val() {
+		if z.Score >= head {
+			n++
+		}
+	}
+	require.Equal(t, f[3], strconv.Itoa(n), "the count in the mark %q", mark.Val())
+	return n
 }
 
 // holders returns the count fields of an RWLock's hash: "r:<owner>" and
@@ -545,4 +566,35 @@ func TestRWLockReplayedScriptsCountOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, tok, wTok, "the next write hold's token is above the replayed one's")
 	assert.Empty(t, keysLeft(t, rdb))
+}
+
+// Queued writers stay out of the lock's hash, which every RWLock script
+// reads whole: it keeps one mark field whatever the queue's length, and the
+// writers are handed the write hold in the order they queued.
+func TestRWLockHashStaysSmallWithManyQueuedWriters(t *testing.T) {
+	b := newReal(t)
+	bg := context.Background()
+	c := b.newClient(t)
+	l := c.RWLock("rw:many")
+	r, err := l.ReadLock().Lock(bg)
+	require.NoError(t, err)
+	const n = 40
+	writers := make([]*relock.WriteLock, n)
+	waiting := make([]<-chan granted, n)
+	for i := range waiting {
+		writers[i] = b.newClient(t).RWLock("rw:many").WriteLock()
+		waiting[i] = lockAsync(writers[i])
+		require.Eventually(t, func() bool { return writersQueued(t, b.rdb, l) == i+1 }, 5*time.Second, time.Millisecond)
+	}
+	hash := hgetall(t, b.rdb, l.Key())
+	assert.Len(t, hash, 4+1, "a reader's four fields and the queue's mark: %v", hash)
+	assert.Less(t, len(hash["~q"]), 64, "the mark is the queue's size, not its entries")
+
+	require.NoError(t, l.ReadLock().Unlock(r))
+	for i, got := range waiting {
+		ctx := mustGet(t, got, 5*time.Second)
+		require.NoError(t, context.Cause(ctx), "writer %d", i)
+		require.NoError(t, writers[i].Unlock(ctx))
+	}
+	assert.Empty(t, keysLeft(t, b.rdb))
 }

@@ -164,9 +164,9 @@ type RW struct {
 	Token int64
 	// WritersWaiting are the writers waiting for the write hold, in the
 	// order the release that frees the lock hands it over (the first whose
-	// Client still listens gets it). New readers wait behind them. Each
-	// claim lapses at its Deadline unless the writer's next attempt renews
-	// it; lapsed claims are left out.
+	// Client still listens gets it). New readers wait behind them. Their
+	// claim is the queue's: it lapses at their Deadline, the same for all,
+	// unless a writer's next attempt renews it; a lapsed queue is left out.
 	WritersWaiting []Waiter
 }
 

@@ -6,23 +6,7 @@
 -- an RWLock script does not carry Lock's hand-over, nor Lock's acquire this.
 -- Each kind keeps its queue its own way and gives the walk an iterator,
 -- next(), over its entries from the head: a Lock's fields (qf_reader), a
--- FairLock's sorted set (fz_reader), an RWLock's string (q_reader).
-
--- q_reader returns an iterator over the entries of queue string q (pattern
--- pat), first first, and a function that returns what is left of q.
-local function q_reader(q, pat)
-	local rest = q or ''
-	local function next()
-		local e = string.match(rest, '^' .. pat)
-		if e then
-			rest = string.sub(rest, #e + 1)
-		end
-		return e
-	end
-	return next, function()
-		return rest
-	end
-end
+-- FairLock's sorted set (fz_reader), an RWLock's (wq_reader, rw_common).
 
 -- first_listener walks the entries next() gives (pattern pat: waiter id,
 -- lease, fencing flag, owner, then whatever else the format has) for the

@@ -32,8 +32,7 @@
 -- q_pattern returns the Lua pattern of a queue entry of n NUL-terminated
 -- fields, the waiter id first: it captures the whole entry, then each
 -- field. Each kind of queue keeps the entry format it has on Redis:
--- Q_ENTRY (four fields, above) for Lock and FairLock, five for RWLock's
--- writers (see rw_common).
+-- Q_ENTRY (four fields, above) for Lock, FairLock and RWLock's writers.
 local function q_pattern(n)
 	return '(' .. string.rep('([^%z]*)%z', n) .. ')'
 end
@@ -52,28 +51,6 @@ end
 -- stayed queued since the attempt that first queued it: nothing but the one
 -- grant that takes it out of the queue can then be addressed to it.
 local Q_KEPT, Q_ANEW, Q_ABSENT = 1, 2, 3
-
--- q_without returns queue string q (an RWLock's writers) less the entry of
--- waiter w; pat is the entry pattern.
-local function q_without(q, w, pat)
-	local out = {}
-	for e, id in string.gmatch(q or '', pat) do
-		if id ~= w then
-			out[#out + 1] = e
-		end
-	end
-	return table.concat(out)
-end
-
--- write_hash_queue writes queue string q in hash's field ~q (an RWLock's
--- writers), or deletes the field when q is empty.
-local function write_hash_queue(hash, q)
-	if q == '' then
-		redis.call('hdel', hash, '~q')
-	else
-		redis.call('hset', hash, '~q', q)
-	end
-end
 
 -- qf_state reads a Lock's ~q: head, last position and count (1, 0, 0 for
 -- none, or for a value of another format).

@@ -6,12 +6,15 @@
 -- KEYS[1]  lock hash
 -- KEYS[2]  readers' channel
 -- KEYS[3]  tail
+-- KEYS[4]  queue (see rw_common)
 -- ARGV[1]  owner; "" for whoever holds the write generation ARGV[2] (as
 --          lock_abandon's)
 -- ARGV[2]  the waiter id (the op id its attempts sent)
 -- ARGV[3]  publish command: "publish" or "spublish"
 -- ARGV[4]  tail lifetime in milliseconds (the unlock latch)
 -- ARGV[5]  "1" to hand over without trusting PUBLISH's receiver count
+-- ARGV[6]  the waiter's lease in milliseconds and ARGV[7] its fencing flag,
+--          as its attempts sent them: with ARGV[1], its entry in the queue
 --
 -- Returns 1 when it released a hold handed to the waiter, 0 otherwise.
 --
@@ -19,24 +22,22 @@
 -- waits. Idempotent: once the waiter is neither queued nor holding, it
 -- changes nothing (but for evicting expired holders, as every script does).
 local hash, owner, w = KEYS[1], ARGV[1], ARGV[2]
-local env = {rch = KEYS[2], tail = KEYS[3], pub = ARGV[3], ms = ARGV[4], trust = ARGV[5]}
+local env = {rch = KEYS[2], tail = KEYS[3], q = KEYS[4], pub = ARGV[3], ms = ARGV[4], trust = ARGV[5]}
 local now = now_ms()
 local st = scan(hash, now, true)
-if owner == '' then
-	owner = st.writer or ''
+local cf, _, gf = fields('w', st.writer or '')
+if st.f[gf] == w and st.f[cf] and (owner == '' or owner == st.writer) then
+	drop(st, 'w', st.writer)
+	after_release(hash, st, now, env)
+	return 1
 end
-local cf, _, gf = fields('w', owner)
-local handed = 0
-if st.f[gf] == w and st.f[cf] then
-	drop(st, 'w', owner)
-	handed = 1
+if owner == '' or not wq_remove(st, env, q_entry(w, ARGV[6], ARGV[7], owner)) then
+	return 0
+end
+if st.f['~q'] then
+	redis.call('hset', hash, '~q', st.f['~q'])
 else
-	local q = st.f['~q'] or ''
-	local rest = q_without(q, w, RW_ENTRY)
-	if rest == q then
-		return 0
-	end
-	update_queue(hash, st, rest)
+	redis.call('hdel', hash, '~q')
 end
 after_release(hash, st, now, env)
-return handed
+return 0

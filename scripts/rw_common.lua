@@ -13,26 +13,36 @@
 --   w:<owner>  write holds     wd:<owner>  write deadline
 --   wg:<owner> write generation wo:<owner> last write op
 --   ~t         fencing token of the last write hold
---   ~q         the waiting writers, in arrival order (see below)
+--   ~q         "<last> <deadline> <head> <count>" while writers queue (below)
 --   ~r         set while readers wait: the next script that lets readers in
 --              tells them, once, on the readers' channel
+--   ~s         the tail's latch slot written last, once a write grant has
+--              read the tail (see rw_token)
 -- The hash's PTTL is the latest deadline, so it disappears with its last
 -- holder, and its queue with it (the waiters, who sleep at most until then,
 -- try again and queue anew). A holder whose deadline has passed (its
 -- process died) is evicted by the next script that looks. Times come from
 -- the server (TIME), so clock skew between processes does not matter.
 --
--- The queue (~q): per waiting writer five NUL-terminated fields, its waiter
--- id (the op id its attempts send, "<client id>:<n>"), its lease in ms,
--- its fencing flag, its owner and its claim deadline (server ms). A live
--- claim (deadline not passed) makes new readers wait; every attempt of the
--- writer pushes its deadline to now + the waiter timeout, so the claim of a
--- writer that died lapses within that. The script that frees the lock hands
--- the write hold to the first live writer whose Client still listens (see
--- hand_over_write). Owners never contain NUL (WithOwner refuses it). The
--- format stays five fields (RW_ENTRY), apart from the four of Lock's and
--- FairLock's queues, whatever the helpers share: every version of relock
--- on one lock parses the queues of the others.
+-- The waiting writers queue in a sorted set beside the hash (env.q, the
+-- scripts' KEYS "queue"), not in it: every script reads the whole hash, and
+-- the queue would make that grow with it. Its members are queue_common's
+-- entries (waiter id — the op id its attempts send, "<client id>:<n>" —,
+-- lease, fencing flag, owner: an attempt rebuilds its own from its
+-- arguments, so finding it is one ZADD NX or ZSCORE), scored by arrival,
+-- so that every step is O(log n) in the queue's length. The hash's ~q marks
+-- that writers queue, with the arrival number given last, the queue key's
+-- deadline (server ms), its head and the count of its entries (see
+-- wq_mark), so that a script
+-- learns all that from the HGETALL it makes anyway, and an uncontended
+-- lock never reads the queue key. The queue is a claim: while it lives
+-- (mark deadline not passed), new readers wait; every attempt of a queued
+-- writer keeps the key alive for its waiter timeout (see wq_put), so the
+-- claim of writers that all died lapses within that. The script that frees
+-- the lock hands the write hold to the first writer whose Client still
+-- listens (see hand_over_write). A hash that expires takes the mark with
+-- it, and the queue left is dropped by the next writer that queues, or by
+-- the end of the next hold.
 
 -- now_ms is the server's clock in milliseconds; clock_us keeps the reading
 -- in µs, so that the script's token (next_token) and deadlines share one
@@ -182,51 +192,177 @@ local function seen(hash, kind, owner, op, gen, lease, now, cur, token)
 	return {1, token, count}
 end
 
-local RW_ENTRY = q_pattern(5)
+-- wq_mark reads the mark of the writers' queue (~q, see above) into a
+-- table: last, the arrival number given last; dl, the queue key's deadline
+-- (server ms); head, the arrival number where the queue starts (the
+-- entries scored below it were walked past: see wq_reader); c, how many
+-- writers are queued. nil when there is none.
+local function wq_mark(st)
+	local last, dl, head, c = string.match(st.f['~q'] or '', '^(%d+) (%d+) (%d+) (%d+)$')
+	if not last then
+		return nil
+	end
+	return {last = tonumber(last), dl = tonumber(dl), head = tonumber(head), c = tonumber(c)}
+end
 
--- q_live returns queue q less the writers whose claim has lapsed, and the
--- latest live claim deadline (0 for none).
-local function q_live(q, now)
-	local out, last = {}, 0
-	for e, _, _, _, _, dl in string.gmatch(q or '', RW_ENTRY) do
-		dl = tonumber(dl)
-		if dl > now then
-			out[#out + 1] = e
-			if dl > last then
-				last = dl
+-- wq_set writes mark m into st's copy and returns its text, or nil when
+-- nobody is queued: the caller writes it with its own HSET, or deletes ~q.
+local function wq_set(st, m)
+	if m.c <= 0 then
+		st.f['~q'] = nil
+		return nil
+	end
+	st.f['~q'] = m.last .. ' ' .. m.dl .. ' ' .. m.head .. ' ' .. m.c
+	return st.f['~q']
+end
+
+-- wq_write writes mark m of the queue in hash (see wq_set).
+local function wq_write(hash, st, m)
+	local v = wq_set(st, m)
+	if v then
+		redis.call('hset', hash, '~q', v)
+	else
+		redis.call('hdel', hash, '~q')
+	end
+end
+
+-- wq_live tells whether writers are queued (a live claim): the mark is
+-- there and its deadline has not passed. A mark past its deadline (its
+-- writers died: the queue key expired with it) is deleted.
+local function wq_live(hash, st, now)
+	local m = wq_mark(st)
+	if m and m.dl <= now then
+		redis.call('hdel', hash, '~q')
+		st.f['~q'] = nil
+		return false
+	end
+	return m ~= nil
+end
+
+-- wq_score is the arrival number of entry e while it is queued (at or
+-- after the head of mark m), else nil.
+local function wq_score(env, m, e)
+	local sc = tonumber(redis.call('zscore', env.q, e) or -1)
+	if sc >= m.head then
+		return sc
+	end
+	return nil
+end
+
+-- wq_put queues writer entry e (see queue_common: waiter id, lease,
+-- fencing flag, owner) at the end of the queue env.q, or keeps its place
+-- when it is queued: ZADD NX scored by arrival. timeout is the writer's
+-- waiter timeout (text): the queue key lives at least that long after each
+-- of its writers' attempts, pushed (and the mark written) once a third of
+-- it has run, so that most attempts write one field at most. A queue
+-- without a live mark is a leftover (of a hash that expired with writers
+-- queued, or of writers that all died): it is deleted first. It returns
+-- Q_ANEW or Q_KEPT.
+local function wq_put(hash, st, env, now, e, timeout)
+	local m = wq_mark(st)
+	if not m or m.dl <= now then
+		redis.call('del', env.q)
+		m = {last = 0, dl = 0, head = 1, c = 0}
+	end
+	local place = Q_KEPT
+	if redis.call('zadd', env.q, 'nx', fmt(m.last + 1), e) == 1 then
+		place = Q_ANEW
+	elseif not wq_score(env, m, e) then
+		-- Walked past and granted (see wq_reader), then lost: queued anew.
+		redis.call('zadd', env.q, 'xx', fmt(m.last + 1), e)
+		place = Q_ANEW
+	end
+	if place == Q_ANEW then
+		m.last, m.c = m.last + 1, m.c + 1
+	end
+	local t = tonumber(timeout)
+	local push = 3 * (m.dl - now) < 2 * t
+	if push then
+		redis.call('pexpire', env.q, timeout)
+		m.dl = now + t
+	end
+	if push or place == Q_ANEW then
+		wq_write(hash, st, m)
+	end
+	return place
+end
+
+-- wq_place is where entry e stands: Q_KEPT queued, Q_ABSENT not.
+local function wq_place(st, env, e)
+	local m = wq_mark(st)
+	if m and wq_score(env, m, e) then
+		return Q_KEPT
+	end
+	return Q_ABSENT
+end
+
+-- wq_remove takes entry e out of the queue, if it is there; true when it
+-- was. The mark counts it out (st only: the caller writes it).
+local function wq_remove(st, env, e)
+	local m = wq_mark(st)
+	if not m or not wq_score(env, m, e) then
+		return false
+	end
+	redis.call('zrem', env.q, e)
+	m.c = m.c - 1
+	wq_set(st, m)
+	return true
+end
+
+-- WQ_BATCH is how many entries one ZRANGEBYSCORE of the queue reads.
+local WQ_BATCH = 8
+
+-- wq_reader reads the queue from its head, for first_listener: next()
+-- gives the next entry (nil: none left), moving the mark's head past it.
+-- done(granted) settles the walk and returns the mark left: the entries
+-- skipped leave the queue (ZREM, rare: a writer skipped is one whose
+-- Client no longer listens), the one granted (granted true: the last
+-- given) stays, below the head, until a sweep takes the entries below the
+-- head out, once the head has passed WQ_BATCH more (ZREMRANGEBYSCORE), so
+-- that a hand-over costs one read of the queue and, on average, an eighth
+-- of a write. wake() lists the entries left.
+local function wq_reader(hash, st, env)
+	local m = wq_mark(st)
+	local from = m.head
+	local buf, i, given = {}, 0, {}
+	local r = {}
+	function r.next()
+		if m.c <= 0 then
+			return nil
+		end
+		if 2 * i >= #buf then
+			buf, i = redis.call('zrangebyscore', env.q, fmt(m.head), '+inf', 'withscores', 'limit', '0', tostring(math.min(WQ_BATCH, m.c))), 0
+			if #buf == 0 then
+				m.c = 0
+				return nil
 			end
 		end
+		i = i + 1
+		local e = buf[2 * i - 1]
+		m.head, m.c = tonumber(buf[2 * i]) + 1, m.c - 1
+		given[#given + 1] = e
+		return e
 	end
-	return table.concat(out), last
-end
-
--- q_put returns q with waiter w's claim renewed to deadline dl: in its place
--- if it is queued, else at the end; and w's place (Q_KEPT or Q_ANEW, see
--- queue_common).
-local function q_put(q, w, lease, fencing, owner, dl)
-	local entry = q_entry(w, lease, fencing, owner, dl)
-	local out, found = {}, false
-	for e, id in string.gmatch(q, RW_ENTRY) do
-		if id == w then
-			e, found = entry, true
+	function r.done(granted)
+		if granted then
+			given[#given] = nil
 		end
-		out[#out + 1] = e
+		if #given > 0 then
+			redis.call('zrem', env.q, unpack(given))
+		end
+		if math.floor((m.head - 1) / WQ_BATCH) > math.floor((from - 1) / WQ_BATCH) then
+			redis.call('zremrangebyscore', env.q, '-inf', '(' .. fmt(m.head))
+		end
+		return m
 	end
-	if not found then
-		out[#out + 1] = entry
-		return table.concat(out), Q_ANEW
+	function r.wake()
+		local rest, j = redis.call('zrangebyscore', env.q, fmt(m.head), '+inf'), 0
+		wake_queue(hash, function()
+			j = j + 1
+			return rest[j]
+		end, Q_ENTRY, env.pub)
 	end
-	return table.concat(out), Q_KEPT
-end
-
--- update_queue writes q as the hash's queue (write_hash_queue) if it differs
--- from st's copy of it (st.f['~q']), and keeps that copy.
-local function update_queue(hash, st, q)
-	if q == (st.f['~q'] or '') then
-		return
-	end
-	write_hash_queue(hash, q)
-	st.f['~q'] = q ~= '' and q or nil
+	return r
 end
 
 -- mark_readers records that a reader waits (see ~r).
@@ -246,85 +382,121 @@ local function wake_readers(hash, st, env)
 	end
 end
 
--- hand_over_write gives the write hold of the lock in hash, which nobody
--- holds (state st), to the first writer of the live queue q whose Client
--- still listens, in the same call (see first_listener; its token is a new
--- one above ~t and the tail), and writes the hold — count 1, generation and
--- last op = the waiter id, deadline now + the waiter's lease. Writers
--- skipped leave the queue. The entry of waiter self (the caller of an
--- acquire, "" for none) stops the hand-over. A lease shorter than the freed
--- holds' wakes the writers left and the waiting readers (env.rch).
---
--- It returns the rest of the queue (after the granted or reached entry) and
--- the granted lease, or 'self' when the caller's own entry came first, or
--- nil when nobody was handed the lock (the rest is then empty).
-local function hand_over_write(hash, st, now, q, env, self)
-	local function fence()
-		return next_token(env.tail, st.f['~t'], clock_us)
+-- rw_token returns a new write hold's token: above the hash's ~t, and
+-- above the tail's unless ~t is a token already (only the end of the hash
+-- writes the tail's ~t, so while the hash lives its own is the larger).
+-- The tail's read also gives its latch's last slot (~s; '' for none yet),
+-- which the hash then carries (st.pending_s, written by carry_slot with the
+-- hold) so that a release writes the next slot without reading the tail
+-- first: every release that writes the latch while the hash lives writes
+-- the hash's ~s too (see rw_release), so it stays exact.
+local function rw_token(st, tail)
+	local last = tonumber(st.f['~t'] or 0)
+	if last > 0 then
+		return next_token(nil, last, clock_us)
 	end
-	local next, rest = q_reader(q, RW_ENTRY)
-	local how, w, lease, _, owner, token = first_listener(hash, next, RW_ENTRY, fence, env.pub, env.trust, self)
-	q = rest()
+	local t = redis.call('hmget', tail, '~t', '~s')
+	if not st.f['~s'] then
+		st.pending_s = t[2] or ''
+	end
+	return next_token(nil, math.max(last, tonumber(t[1] or 0)), clock_us)
+end
+
+-- carry_slot adds to a grant's field-value list the latch slot rw_token
+-- read, when the hash does not carry one yet.
+local function carry_slot(st, extra)
+	if st.pending_s and not st.f['~s'] then
+		extra[#extra + 1], extra[#extra + 2] = '~s', st.pending_s
+		st.f['~s'] = st.pending_s
+	end
+	st.pending_s = nil
+end
+
+-- hand_over_write gives the write hold of the lock in hash, which nobody
+-- holds (state st), to the first queued writer whose Client still listens,
+-- in the same call (see first_listener; its token is a new one above ~t,
+-- and above the tail unless ~t is a token already: only the end of the
+-- hash writes the tail's), and writes the hold — count 1, generation and
+-- last op = the waiter id, deadline now + the waiter's lease — with the
+-- mark of the writers left. Writers skipped leave the queue. The entry of
+-- waiter self (the caller of an acquire, "" for none) stops the hand-over.
+-- A lease shorter than the freed holds' wakes the writers left and the
+-- waiting readers (env.rch).
+--
+-- It returns the granted lease, or 'self' when the caller's own entry came
+-- first (out of the queue now: st.f['~q'] is the mark the caller writes),
+-- or nil when nobody was handed the lock (the queue is then empty).
+local function hand_over_write(hash, st, now, env, self)
+	local function fence()
+		return rw_token(st, env.tail)
+	end
+	local r = wq_reader(hash, st, env)
+	local how, w, lease, _, owner, token = first_listener(hash, r.next, Q_ENTRY, fence, env.pub, env.trust, self)
+	local mark = wq_set(st, r.done(how ~= nil))
 	if how == 'self' then
-		return q, 'self'
+		return how -- the caller writes the mark, with its hold
 	end
 	if not how then
-		return '', nil
+		redis.call('hdel', hash, '~q')
+		return nil
 	end
 	lease = tonumber(lease)
 	local extra = {'~t', fmt(token)}
-	if q ~= '' then
-		extra[3], extra[4] = '~q', q
-	end
-	grant(hash, st, 'w', owner, w, lease, now, extra)
-	st.f['~t'] = fmt(token)
-	if q == '' and st.f['~q'] then
+	if mark then
+		extra[#extra + 1], extra[#extra + 2] = '~q', mark
+	else
 		redis.call('hdel', hash, '~q')
 	end
-	st.f['~q'] = q ~= '' and q or nil
+	if env.slot then
+		-- The release's latch slot, written with the new hold (see
+		-- rw_token).
+		extra[#extra + 1], extra[#extra + 2] = '~s', env.slot
+		env.carried = true
+	end
+	carry_slot(st, extra)
+	grant(hash, st, 'w', owner, w, lease, now, extra)
+	st.f['~t'] = fmt(token)
 	if now + lease < (st.ended or 0) then
-		-- The writers left slept until the freed hold's deadline; the hash,
-		-- and the queue in it, ends with this shorter one (as hand_over).
-		-- So did the waiting readers (~r): they re-check, and sleep on the
-		-- new hold's lease.
-		wake_queue(hash, (q_reader(q, RW_ENTRY)), RW_ENTRY, env.pub)
+		-- The writers left slept until the freed hold's deadline; the
+		-- hash ends with this shorter one (as hand_over). So did the
+		-- waiting readers (~r): they re-check, and sleep on the new hold's
+		-- lease.
+		if mark then
+			r.wake()
+		end
 		wake_readers(hash, st, env)
 	end
-	return q, lease
+	return lease
 end
 
 -- after_release settles the lock once holds may have ended (a release, an
 -- eviction, a force-release, a writer that gave up): st is its state after
--- the change. A free lock is handed over to the first live queued writer
--- that listens; failing that, its hash goes (the tail keeps its last write
--- token, and env.op, when given, in the latch, for the latch's time,
--- env.ms: see release_common) and waiting readers are told. A lock
--- still held lives exactly as long as its latest holder, and waiting readers
--- are told once no writer holds or waits any more. It publishes only to
--- someone who waits. The fields of dropped holds (st.gone) go here, with
--- the hash when the lock ends free. Returns true when the lock ended up
--- free.
+-- the change. A free lock is handed over to the first queued writer that
+-- listens; failing that, its hash goes, with its queue key (the tail keeps
+-- its last write token, and env.op, when given, in the latch, for the
+-- latch's time, env.ms: see release_common) and waiting readers are told.
+-- A lock still held lives exactly as long as its latest holder, and
+-- waiting readers are told once no writer holds or waits any more. It
+-- publishes only to someone who waits. The fields of dropped holds
+-- (st.gone) go here, with the hash when the lock ends free. Returns true
+-- when the lock ended up free.
 local function after_release(hash, st, now, env)
-	local q = q_live(st.f['~q'], now)
+	local live = wq_live(hash, st, now)
 	local free = st.readers == 0 and st.writer == nil
-	if st.gone and (not free or q ~= '') then
+	if st.gone and (not free or live) then
 		redis.call('hdel', hash, unpack(st.gone))
 	end
 	if free then
-		if q ~= '' then
-			local _, lease = hand_over_write(hash, st, now, q, env, '')
-			if lease then
-				return false
-			end
+		if live and hand_over_write(hash, st, now, env, '') then
+			return false
 		end
 		wake_readers(hash, st, env)
-		redis.call('del', hash)
-		end_hold(env.tail, env.op, st.f['~t'], env.ms)
+		redis.call('del', hash, env.q)
+		end_hold(env.tail, env.op, st.f['~t'], env.ms, st.f['~s'])
 		return true
 	end
-	update_queue(hash, st, q)
 	redis.call('pexpire', hash, st.maxdl - now)
-	if st.writer == nil and q == '' then
+	if st.writer == nil and not live then
 		wake_readers(hash, st, env)
 	end
 	return false

@@ -4,6 +4,7 @@
 -- KEYS[1]  lock hash (see rw_common)
 -- KEYS[2]  readers' channel
 -- KEYS[3]  tail: keeps the last write token when the lock ends up free
+-- KEYS[4]  queue (see rw_common)
 -- ARGV[1]  "r" for the read holds, "w" for the write hold
 -- ARGV[2]  publish command: "publish" or "spublish"
 -- ARGV[3]  tail lifetime in milliseconds (the unlock latch)
@@ -15,7 +16,7 @@
 -- a write hold handed over here. A lock that ends up free is handed over to
 -- the next queued writer, as by rw_release.
 local hash = KEYS[1]
-local env = {rch = KEYS[2], tail = KEYS[3], pub = ARGV[2], ms = ARGV[3], trust = ARGV[4]}
+local env = {rch = KEYS[2], tail = KEYS[3], q = KEYS[4], pub = ARGV[2], ms = ARGV[3], trust = ARGV[4]}
 local replayed = force_replayed(KEYS[3], ARGV[5])
 if replayed then
 	return replayed

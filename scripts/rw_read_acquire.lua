@@ -4,6 +4,7 @@
 -- KEYS[1]  lock hash (see rw_common)
 -- KEYS[2]  tail: the last released write hold's token
 -- KEYS[3]  readers' channel (woken with "all")
+-- KEYS[4]  queue: the waiting writers' sorted set (see rw_common)
 -- ARGV[1]  owner
 -- ARGV[2]  op id of this request
 -- ARGV[3]  generation of the owner's read hold ("" : new)
@@ -25,7 +26,7 @@
 -- owner's last read op already ran.
 local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local lease = tonumber(ARGV[4])
-local env = {tail = KEYS[2], rch = KEYS[3], pub = ARGV[5], trust = ARGV[6]}
+local env = {tail = KEYS[2], rch = KEYS[3], q = KEYS[4], pub = ARGV[5], trust = ARGV[6]}
 local now = now_ms()
 local st = scan(hash, now, true)
 local cf, df, gf, of = fields('r', owner)
@@ -45,21 +46,17 @@ if st.writer ~= nil then
 	mark_readers(hash, st)
 	return {0, st.maxdl - now}
 end
-local q, last = q_live(st.f['~q'], now)
-if q ~= '' and st.readers > 0 then
-	update_queue(hash, st, q)
-	mark_readers(hash, st)
-	return {0, math.min(st.maxdl, last) - now}
-end
-if q ~= '' then
-	local _, granted = hand_over_write(hash, st, now, q, env, '')
+if wq_live(hash, st, now) then
+	if st.readers > 0 then
+		mark_readers(hash, st)
+		return {0, math.min(st.maxdl, wq_mark(st).dl) - now}
+	end
+	local granted = hand_over_write(hash, st, now, env, '')
 	if granted then
 		mark_readers(hash, st)
 		return {0, granted}
 	end
-	q = ''
 end
-update_queue(hash, st, q)
 -- Nothing holds readers back any more: those that wait may go in too.
 wake_readers(hash, st, env)
 grant(hash, st, 'r', owner, op, lease, now)

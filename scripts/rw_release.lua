@@ -7,6 +7,7 @@
 -- KEYS[2]  readers' channel (woken with "all")
 -- KEYS[3]  tail: keeps the last write token and the latch of the last final
 --          releases for the latch's time (see release_common)
+-- KEYS[4]  queue: the waiting writers' sorted set (see rw_common)
 -- ARGV[1]  owner
 -- ARGV[2]  op id of this request
 -- ARGV[3]  generation of the owner's hold of this kind
@@ -27,7 +28,7 @@
 -- waits. Nothing is published when nobody waits. Idempotent under replay, as
 -- lock_release.
 local hash, owner, op, gen, kind = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local env = {rch = KEYS[2], tail = KEYS[3], pub = ARGV[6], ms = ARGV[7], trust = ARGV[8], op = op}
+local env = {rch = KEYS[2], tail = KEYS[3], q = KEYS[4], pub = ARGV[6], ms = ARGV[7], trust = ARGV[8], op = op}
 local now = now_ms()
 local st = scan(hash, now, true)
 local cf, _, gf, of = fields(kind, owner)
@@ -44,10 +45,19 @@ if ARGV[5] ~= '1' then
 	redis.call('hset', hash, of, op)
 	return 0
 end
+-- The latch slot this release writes, when the hash carries the last
+-- one (see rw_token): the hash that lives on carries the new one.
+local s = st.f['~s']
+if s then
+	env.slot = next_slot(env.tail, s)
+end
 drop(st, kind, owner)
 if not after_release(hash, st, now, env) then
 	-- The lock stays held (other holds, or handed to a writer): the
 	-- release is recorded in the latch all the same.
-	end_hold(env.tail, op, nil, env.ms)
+	if s and not env.carried then
+		redis.call('hset', hash, '~s', env.slot)
+	end
+	end_hold(env.tail, op, nil, env.ms, s)
 end
 return 1

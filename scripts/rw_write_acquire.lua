@@ -5,14 +5,15 @@
 -- KEYS[2]  tail: the last released write hold's token
 -- KEYS[3]  readers' channel: waiting readers are told to re-check when a
 --          hand-over here gives the lock a shorter lease (hand_over_write)
+-- KEYS[4]  queue: the waiting writers' sorted set (see rw_common)
 -- ARGV[1]  owner
 -- ARGV[2]  op id of this request; a waiter sends the same one at each of
 --          its attempts, and it is the waiter's id in the queue
 -- ARGV[3]  generation of the owner's write hold ("" : new)
 -- ARGV[4]  lease in milliseconds
 -- ARGV[5]  "1" to hand out a fencing token on a new acquisition, "0" not to
--- ARGV[6]  waiter timeout in milliseconds: how long the claim lives unless
---          renewed by the next attempt
+-- ARGV[6]  waiter timeout in milliseconds: how long the claim (the queue)
+--          lives unless renewed by the next attempt
 -- ARGV[7]  "1" to queue the caller when the lock is held (it waits for a
 --          hand-over), "0" not to (a TryLock that does not wait)
 -- ARGV[8]  publish command: "publish" or "spublish"
@@ -45,7 +46,7 @@
 -- hold after the waiter's id — and gets its lease from now.
 local hash, owner, op, gen = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local lease = tonumber(ARGV[4])
-local env = {tail = KEYS[2], rch = KEYS[3], pub = ARGV[8], trust = ARGV[9]}
+local env = {tail = KEYS[2], rch = KEYS[3], q = KEYS[4], pub = ARGV[8], trust = ARGV[9]}
 local now = now_ms()
 local st = scan(hash, now, true)
 local cf, df, gf, of = fields('w', owner)
@@ -61,41 +62,40 @@ if st.f['r:' .. owner] then
 	redis.call('hdel', hash, fields('r', owner))
 	forget(st, 'r', owner)
 end
-local q = q_live(st.f['~q'], now)
-local place = Q_ABSENT
-if q_without(q, op, RW_ENTRY) ~= q then
-	place = Q_KEPT
+local e = q_entry(op, ARGV[4], ARGV[5], owner)
+local function busy(wait)
+	if ARGV[7] == '1' then
+		return {0, wait, wq_put(hash, st, env, now, e, ARGV[6])}
+	end
+	return {0, wait, wq_place(st, env, e)}
 end
 local free = st.writer == owner or (st.writer == nil and st.readers == 0)
-if free and st.writer == nil and q ~= '' then
-	local rest, lease2 = hand_over_write(hash, st, now, q, env, op)
-	if lease2 == 'self' or not lease2 then
-		q = rest
-	else
-		if ARGV[7] == '1' then
-			rest, place = q_put(rest, op, ARGV[4], ARGV[5], owner, now + tonumber(ARGV[6]))
-			update_queue(hash, st, rest)
-		end
-		return {0, lease2, place}
+local handed
+if free and st.writer == nil and wq_live(hash, st, now) then
+	handed = hand_over_write(hash, st, now, env, op)
+	if handed and handed ~= 'self' then
+		return busy(handed)
 	end
 end
-if free then
-	local token = 0
-	if ARGV[5] == '1' then
-		token = next_token(KEYS[2], st.f['~t'], clock_us)
-	end
-	local extra = {'~t', fmt(token)}
-	q = q_without(q, op, RW_ENTRY)
-	if q ~= '' then
-		extra[3], extra[4] = '~q', q
-	elseif st.f['~q'] then
-		redis.call('hdel', hash, '~q')
-	end
-	grant(hash, st, 'w', owner, op, lease, now, extra)
-	return {1, token, 1}
+if not free then
+	return busy(st.maxdl - now)
 end
-if ARGV[7] == '1' then
-	q, place = q_put(q, op, ARGV[4], ARGV[5], owner, now + tonumber(ARGV[6]))
+local token = 0
+if ARGV[5] == '1' then
+	token = rw_token(st, KEYS[2])
 end
-update_queue(hash, st, q)
-return {0, st.maxdl - now, place}
+local extra = {'~t', fmt(token)}
+carry_slot(st, extra)
+-- The caller leaves the queue: its entry was walked past (handed 'self'),
+-- or is taken out here.
+local left = handed == 'self'
+if not handed and st.f['~q'] then
+	left = wq_remove(st, env, e)
+end
+if left and st.f['~q'] then
+	extra[#extra + 1], extra[#extra + 2] = '~q', st.f['~q']
+elseif left then
+	redis.call('hdel', hash, '~q')
+end
+grant(hash, st, 'w', owner, op, lease, now, extra)
+return {1, token, 1}
