@@ -39,6 +39,9 @@ const (
 	// several renewals (every half delay) but not a waiter that is gone for
 	// long.
 	deadlockLeases = 2
+	// researchAfter is how many delays a wait whose search found no cycle
+	// waits before it searches again (see deadlockWatch.search).
+	researchAfter = 8
 )
 
 // detectable reports whether waits for kind take part in detection.
@@ -60,8 +63,16 @@ type deadlockWatch struct {
 	until  time.Time // the wait's deadline (zero: none)
 	next   time.Time // the next check
 	failed int       // checks failed in a row: each doubles the next delay
-	id     string    // the wait's id in its record ("" : no check yet)
-	record string    // the record published ("" : none yet)
+	// search is when the next search for a cycle is due: a search that
+	// finds none puts the next one researchAfter delays later, while the
+	// record is still renewed every half-delay. A cycle's victim is its
+	// youngest wait, whose first search comes after every older member has
+	// published its record: the older waits' searches rarely matter, and a
+	// search reads the whole state of the lock waited for, which grows with
+	// its waiters.
+	search time.Time
+	id     string // the wait's id in its record ("" : no check yet)
+	record string // the record published ("" : none yet)
 }
 
 // watchDeadlocks starts the detection of a wait that began at start: its
@@ -125,8 +136,9 @@ func (d *deadlockWatch) check(ctx context.Context) error {
 	}
 	self := waitRecord{owner: d.owner, id: d.id, start: d.start.UnixMilli(), lock: lock}
 	value := self.encode()
+	searching := !time.Now().Before(d.search)
 	cycle, err := queryBounded(d.c, cctx, "deadlock check", func() ([]waitRecord, error) {
-		return c.findCycle(cctx, self, value)
+		return c.findCycle(cctx, self, value, searching)
 	})
 	d.record = value // published, or maybe: end deletes it either way
 	if err != nil {
@@ -138,6 +150,9 @@ func (d *deadlockWatch) check(ctx context.Context) error {
 		return nil
 	}
 	d.failed = 0
+	if searching && cycle == nil {
+		d.search = time.Now().Add(researchAfter * after)
+	}
 	if cycle == nil || victim(cycle) != self.id {
 		return nil
 	}
@@ -145,11 +160,11 @@ func (d *deadlockWatch) check(ctx context.Context) error {
 	return fmt.Errorf("%w: %w: %s", ErrNotObtained, ErrDeadlock, describeCycle(self.owner, cycle))
 }
 
-// findCycle renews self's record (value) and returns the confirmed cycle
-// through self, nil when there is none.
-func (c *Client) findCycle(ctx context.Context, self waitRecord, value string) ([]waitRecord, error) {
+// findCycle renews self's record (value) and, when search, returns the
+// confirmed cycle through self, nil when there is none.
+func (c *Client) findCycle(ctx context.Context, self waitRecord, value string, search bool) ([]waitRecord, error) {
 	lease := deadlockLeases * c.opts.deadlockAfter
-	if _, err := request(c, "deadlock record", c.rdb.Set(ctx, c.deadlockKey(self.owner), value, lease).Result); err != nil {
+	if _, err := request(c, "deadlock record", c.rdb.Set(ctx, c.deadlockKey(self.owner), value, lease).Result); err != nil || !search {
 		return nil, err
 	}
 	first, err := newCycleSearch(c, ctx, self).run()
@@ -354,6 +369,22 @@ func (s *cycleSearch) holdersOf(lock LockInfo) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	var h []string
+	if lock.Kind == KindSemaphore {
+		h, err = s.semaphoreHolders(ks)
+	} else {
+		h, err = s.inspectHolders(ks, lock.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.holders[lock] = h
+	return slices.Clone(h), nil
+}
+
+// inspectHolders reads the owners a waiter of kind waits for from the
+// whole state of the lock name (the inspect script).
+func (s *cycleSearch) inspectHolders(ks keyspace, kind Kind) ([]string, error) {
 	res, err := s.c.eval(s.ctx, "deadlock check", inspectCall(ks)).Slice()
 	if err != nil {
 		return nil, err
@@ -362,9 +393,39 @@ func (s *cycleSearch) holdersOf(lock LockInfo) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := waitedFor(st, lock.Kind)
-	s.holders[lock] = h
-	return slices.Clone(h), nil
+	return waitedFor(st, kind), nil
+}
+
+// semaphoreHolders reads the owners of a Semaphore's live holds: its holds
+// by deadline, then their values, so that a search costs O(holds) where
+// the whole state would also read every waiter's. Holds whose deadline
+// passed on the server's clock are left out, as Inspect leaves them.
+func (s *cycleSearch) semaphoreHolders(ks keyspace) ([]string, error) {
+	ctx, rdb := s.ctx, s.c.rdb
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	live, err := rdb.ZRangeByScore(ctx, ks.key("sema:d"), &redis.ZRangeBy{Min: "(" + strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"}).Result()
+	if err != nil || len(live) == 0 {
+		return nil, err
+	}
+	fields := make([]string, len(live))
+	for i, gen := range live {
+		fields[i] = "h:" + gen
+	}
+	vals, err := rdb.HMGet(ctx, ks.key("sema"), fields...).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, v := range vals {
+		str, _ := v.(string)
+		if _, owner, ok := strings.Cut(str, ":"); ok && !slices.Contains(out, owner) {
+			out = append(out, owner)
+		}
+	}
+	return out, nil
 }
 
 // waitedFor picks, from a lock's state, the owners a waiter of kind waits

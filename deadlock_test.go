@@ -326,13 +326,16 @@ func TestDeadlockDetectionCostOf100Waiters(t *testing.T) {
 		name  string
 		after time.Duration
 		max   float64 // client commands per second
-	}{{"off", 0, 20}, {"1s", time.Second, 100 * 3 * 2 * 1.2}} {
+	}{{"off", 0, 20}, {"1s", time.Second, 100 * 2 * 1.2}} {
 		t.Run(tc.name, func(t *testing.T) {
 			perSec := detectionCost(t, tc.after)
 			t.Logf("100 waiters, detection %s: %.0f Redis commands/s", tc.name, perSec)
 			assert.LessOrEqual(t, perSec, tc.max)
 			if tc.after > 0 {
-				assert.GreaterOrEqual(t, perSec, 100*3*2*0.7, "every waiter checks every half delay")
+				// Each waiter renews its record every half delay; its
+				// search (the lock's state, the holder's record) came at
+				// the delay and comes again 8 delays later.
+				assert.GreaterOrEqual(t, perSec, 100*2*0.7, "every waiter renews its record every half delay")
 			}
 		})
 	}
