@@ -20,6 +20,21 @@ type latchKind struct {
 	release func(c *Client, owner, op, gen string) scriptCall
 }
 
+// latchCycle acquires kind k's lock for owner and releases it finally, with
+// op ids from op, and returns the hold's generation and the release's op.
+func latchCycle(t *testing.T, c *Client, k latchKind, owner string, op func() string) (gen, rel string) {
+	t.Helper()
+	ctx := context.Background()
+	gen, rel = op(), op()
+	v, err := k.acquire(c, owner, gen).run(ctx, c.rdb).Int64Slice()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), v[0], "acquired")
+	n, err := k.release(c, owner, rel, gen).run(ctx, c.rdb).Int64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "released")
+	return gen, rel
+}
+
 func latchKinds(c *Client) []latchKind {
 	lk := c.Lock("latched").keys
 	fk := c.FairLock("latched").keys
@@ -65,16 +80,7 @@ func TestReplayedFinalReleaseUnderTheTailLatch(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			seq := 0
 			op := func() string { seq++; return fmt.Sprintf("%s:op%d", c.id, seq) }
-			cycle := func(owner string) (gen, rel string) {
-				gen, rel = op(), op()
-				v, err := k.acquire(c, owner, gen).run(ctx, c.rdb).Int64Slice()
-				require.NoError(t, err)
-				require.Equal(t, int64(1), v[0], "acquired")
-				n, err := k.release(c, owner, rel, gen).run(ctx, c.rdb).Int64()
-				require.NoError(t, err)
-				require.Equal(t, int64(1), n, "released")
-				return gen, rel
-			}
+			cycle := func(owner string) (gen, rel string) { return latchCycle(t, c, k, owner, op) }
 			gen, rel := cycle("first")
 			for i := range 10 {
 				cycle(fmt.Sprintf("other%d", i))
@@ -112,16 +118,7 @@ func TestLatchKeepsTheLastFinalReleases(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			seq := 0
 			op := func() string { seq++; return fmt.Sprintf("%s:bound%d", c.id, seq) }
-			cycle := func(owner string) (gen, rel string) {
-				gen, rel = op(), op()
-				v, err := k.acquire(c, owner, gen).run(ctx, c.rdb).Int64Slice()
-				require.NoError(t, err)
-				require.Equal(t, int64(1), v[0], "acquired")
-				n, err := k.release(c, owner, rel, gen).run(ctx, c.rdb).Int64()
-				require.NoError(t, err)
-				require.Equal(t, int64(1), n, "released")
-				return gen, rel
-			}
+			cycle := func(owner string) (gen, rel string) { return latchCycle(t, c, k, owner, op) }
 			replay := func(gen, rel string) int64 {
 				n, err := k.release(c, "first", rel, gen).run(ctx, c.rdb).Int64()
 				require.NoError(t, err)

@@ -5,7 +5,6 @@ package bench
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -87,27 +86,8 @@ func serverCPU(b *testing.B, rdb *redis.Client) time.Duration {
 // commands (INFO commandstats): the part of its CPU the scripts take, the
 // rest being reading, parsing and answering commands.
 func scriptTime(b *testing.B, rdb *redis.Client) time.Duration {
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var usec int64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if k != "cmdstat_evalsha" && k != "cmdstat_eval" {
-			continue
-		}
-		for _, field := range strings.Split(v, ",") {
-			if f, ok := strings.CutPrefix(field, "usec="); ok {
-				n, err := strconv.ParseInt(f, 10, 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				usec += n
-			}
-		}
-	}
-	return time.Duration(usec) * time.Microsecond
+	_, spent := scriptStats(b, rdb)
+	return spent
 }
 
 // selfCPU is the CPU time (user + system) this process has used.
