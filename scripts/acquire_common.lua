@@ -68,42 +68,20 @@ end
 -- grant_new starts a new exclusive hold (Lock, FairLock, MultiLock part):
 -- count 1, generation op, a new token above last (the hash's ~t). It
 -- overwrites a leftover of the owner's own, since one owner's fields are
--- all such a hash has. A Lock's (and a FairLock's) hash is its own tail (tail == hash, see
--- release_common): its ~t is last, and the hold keeps the record's latch
--- beside its fields; without a token the hold keeps the record's ~t, so
--- that the next hold with one is above it. A Lock's hold starts without
--- ~o: the last op applied is then the one that started it, ~g (see
--- last_op), and the hash of a held Lock stays one field leaner. Else, with a token, the tail's
--- read also gives its latch's last slot (~s; '' for none yet), which the
--- hold carries as its ~s so that its release writes the next slot without
--- reading the tail first: only the end of a hold of this hash writes the
--- latch, so the slot stays exact while the hold lives (a leftover's too:
--- its hash lived on).
-local function grant_new(hash, tail, owner, op, lease, fencing, last)
+-- all such a hash has. The hash is its own tail (see release_common): the
+-- hold keeps the record's latch beside its fields; without a token it
+-- keeps the record's ~t, so that the next hold with one is above it. A
+-- hold starts without ~o: the last op applied is then the one that
+-- started it, ~g (see last_op), and a held hash stays one field leaner.
+local function grant_new(hash, owner, op, lease, fencing, last)
 	-- The fields are named in the HSET, not put in a table for unpack: this
-	-- runs at every new hold, and the table cost more than the branch. The
-	-- count is the string '1', not the number: see clock_token.
-	if tail == hash then
-		local token, text = 0, last or '0'
-		if fencing == '1' then
-			token, text = clock_token(tonumber(last or 0))
-		end
-		redis.call('hset', hash, owner, '1', '~g', op, '~t', text, '~l', lease)
-		redis.call('pexpire', hash, lease)
-		return token
+	-- runs at every new hold. The count is the string '1', not the number:
+	-- see clock_token.
+	local token, text = 0, last or '0'
+	if fencing == '1' then
+		token, text = clock_token(tonumber(last or 0))
 	end
-	if fencing ~= '1' then
-		redis.call('hset', hash, owner, '1', '~g', op, '~o', op, '~t', '0', '~l', lease)
-		redis.call('pexpire', hash, lease)
-		return 0
-	end
-	local t = redis.call('hmget', tail, '~t', '~s')
-	local prev = tonumber(t[1] or 0)
-	if last and tonumber(last) > prev then
-		prev = tonumber(last)
-	end
-	local token, text = clock_token(prev)
-	redis.call('hset', hash, owner, '1', '~g', op, '~o', op, '~t', text, '~l', lease, '~s', t[2] or '')
+	redis.call('hset', hash, owner, '1', '~g', op, '~t', text, '~l', lease)
 	redis.call('pexpire', hash, lease)
 	return token
 end

@@ -38,7 +38,7 @@ if not held and redis.call('exists', KEYS[2]) == 0 then
 	-- Free (or the owner's own leftover) and nobody queued: the common
 	-- acquire, which needs none of the queue's or hand-over's helpers, made
 	-- only below.
-	return {1, grant_new(hash, hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
+	return {1, grant_new(hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
 end
 -- include here: queue_common handover_common fair_common
 local e = q_entry(op, ARGV[4], ARGV[5], owner)
@@ -67,7 +67,7 @@ if not cur[1] then
 end
 -- Free with nobody in line, or a leftover of the owner's own (a hold its
 -- Client ended already, or one resumed with WithOwner): taken over.
-local token = grant_new(hash, hash, owner, op, ARGV[4], ARGV[5], cur[3])
+local token = grant_new(hash, owner, op, ARGV[4], ARGV[5], cur[3])
 redis.call('zrem', KEYS[2], e)
 local rest = redis.call('zrange', KEYS[2], '-1', '-1', 'withscores')[2]
 if rest then

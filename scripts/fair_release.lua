@@ -15,7 +15,7 @@ local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS
 if done then
 	return done
 end
-if free_alone(KEYS[1], ARGV[1], ARGV[2], KEYS[1], cur, ARGV[6]) then
+if free_alone(KEYS[1], ARGV[1], ARGV[2], cur, ARGV[6]) then
 	-- No mark: nobody queued behind this hold (see fair_common).
 	return 1
 end

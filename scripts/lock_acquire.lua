@@ -35,7 +35,7 @@ end
 if not cur[5] and (cur[1] or not cur[4]) then
 	-- Free (or the owner's own leftover) and nobody queued: the common
 	-- acquire, which needs none of the queue's helpers, made only below.
-	return {1, grant_new(hash, hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
+	return {1, grant_new(hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
 end
 -- include here: queue_common
 if not cur[1] and cur[4] then
@@ -49,4 +49,4 @@ if not cur[1] and cur[4] then
 	return {0, redis.call('pttl', hash), place}
 end
 dequeue(hash, cur[5], cur[6], op)
-return {1, grant_new(hash, hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
+return {1, grant_new(hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}

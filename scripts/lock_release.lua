@@ -27,7 +27,7 @@ local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS
 if done then
 	return done
 end
-if free_alone(KEYS[1], ARGV[1], ARGV[2], KEYS[1], cur, ARGV[6]) then
+if free_alone(KEYS[1], ARGV[1], ARGV[2], cur, ARGV[6]) then
 	return 1
 end
 -- Someone waits: the hand-over's helpers are made only here.

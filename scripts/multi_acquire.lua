@@ -47,7 +47,7 @@ local out = {1}
 for i = 1, n do
 	local hash = KEYS[i]
 	if ARGV[4 + i] == '' then
-		out[i + 1] = grant_new(hash, hash, owner, op, ARGV[3], ARGV[4], cur[i][4])
+		out[i + 1] = grant_new(hash, owner, op, ARGV[3], ARGV[4], cur[i][4])
 	else
 		out[i + 1] = reenter_hold(hash, owner, op, ARGV[4 + i], ARGV[3])[2]
 	end

@@ -182,24 +182,19 @@ end
 
 -- free_alone frees the hold of owner whose fields are cur (as release_hold
 -- returns them) when nobody waits for it — no queue (~q), no listener (~m)
--- — leaving its token in the tail (the hash itself for a Lock, see
+-- — leaving its token and latch in the hash, its own tail (see
 -- free_record), and returns true; false, having done nothing, when someone
 -- may: the caller then hands the lock over (free_hold, handover_common). It
 -- is the common release, and needs none of the hand-over's helpers (see
 -- scripts.go, includeHerePrefix).
-local function free_alone(hash, owner, op, tail, cur, ms)
+local function free_alone(hash, owner, op, cur, ms)
 	if cur[4] or cur[5] then
 		return false
 	end
-	if tail == hash then
-		-- The HDEL names only the fields a hold without waiters has.
-		redis.call('hdel', hash, owner, '~g', '~o', '~l')
-		latch_hset(hash, cur[7], cur[8], op)
-		redis.call('pexpire', hash, ms)
-		return true
-	end
-	redis.call('del', hash)
-	end_hold(tail, op, cur[3], ms, cur[7])
+	-- The HDEL names only the fields a hold without waiters has.
+	redis.call('hdel', hash, owner, '~g', '~o', '~l')
+	latch_hset(hash, cur[7], cur[8], op)
+	redis.call('pexpire', hash, ms)
 	return true
 end
 
