@@ -125,10 +125,10 @@ local function hand_over(hash, tail, r, last, m, l, pub, trust, self, freed)
 	if not freed then
 		f[#f + 1], f[#f + 2] = '~o', w
 	elseif freed[1] then
-		local r, n, p = latch_add(freed[2], freed[3], freed[1])
+		local r, n, pf, p = latch_add(freed[2], freed[3], freed[1])
 		f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = '~r', r, '~n', n
-		if p then
-			f[#f + 1], f[#f + 2] = '~p', p
+		if pf then
+			f[#f + 1], f[#f + 2] = pf, p
 		end
 	end
 	if m then

@@ -8,15 +8,11 @@
 --       replayed final release (go-redis resending it after a lost reply,
 --       or the background retry of a failed Unlock) reports success.
 -- A Lock, and a FairLock, keeps that record in its own hash (a free Lock
--- is one key: its hash without a hold's fields, see free_record), the latch in two fields,
--- ~r and ~p, and ~n the count of ~r (see latch_add): a hold granted on the hash keeps ~t and the
--- latch beside its own fields, its release reads ~r with the rest and
--- writes it back in one HSET, and no key is made or deleted per hold. Few
--- fields, not one per release: every command on a small hash walks past
--- each of its fields; and two fields, not one of LATCH_SLOTS entries: each
--- byte a script reads or makes costs Redis (its copies, and Lua's garbage
--- collector), so a release reads half the latch at most. A Lock remembers
--- at least its last LOCK_LATCH final releases and at most twice that. While a hold lives the record shares
+-- is one key: its hash without a hold's fields, see free_record), the
+-- latch in a few segments (~r, ~n and the full ones, see latch_add): a
+-- hold granted on the hash keeps ~t and the latch beside its own fields,
+-- its release reads ~r with the rest and writes it back in one HSET, and
+-- no key is made or deleted per hold. While a hold lives the record shares
 -- its lease: a hold whose lease runs out takes the record with it, and the
 -- tokens after it rest on the clock, as after Redis forgot (next_token).
 -- RWLock keeps the record in a key of its own (KEYS "tail" of its
@@ -36,30 +32,44 @@
 -- release for the latch's time: a replay later than that reports the hold
 -- lost (-1), as a replay after the old latch key's expiry did.
 local LATCH_SLOTS = 64
-local LOCK_LATCH = 32
+local LOCK_LATCH_SEG = 8
+local LOCK_LATCH_OLD = {'~p', '~p1', '~p2', '~p3'}
 
--- latch_add records op in a Lock's latch, whose newer half r is its ~r
--- and holds n entries, its ~n as one byte (r and n false or nil for none
--- yet): it returns the new ~r and ~n, and the new ~p when r was full
--- (LOCK_LATCH releases) — r itself, which becomes the older half, the ~p
--- before it forgotten — else nil. A half is each op id after a NUL, and a
--- closing NUL (op ids never contain NUL: "<client id>:<n>"); the count is
--- a field of its own so that a release makes the new half in one
--- concatenation.
+-- latch_add records op in a Lock's latch. The latch is segments of
+-- LOCK_LATCH_SEG op ids: ~r the newest, being filled, and the full ones in
+-- the fields of LOCK_LATCH_OLD, written round-robin, so that a Lock
+-- remembers at least its last 32 final releases (4 full segments) and at
+-- most 40. A segment is each op id after a NUL, and a closing NUL (op ids
+-- never contain NUL: "<client id>:<n>"). ~n is two bytes: the count of ~r,
+-- and the index in LOCK_LATCH_OLD that the next full ~r goes to. A release
+-- reads and rewrites ~r alone, a few hundred bytes at most: every byte a
+-- script reads or makes costs Redis (its copies, and Lua's garbage
+-- collector), and a segment per field, not one field per release, keeps
+-- the fields few (every command walks past each field of a small hash).
+-- Given r and n (the hash's ~r and ~n; false or nil for none yet) it
+-- returns the new ~r and ~n, and, when r was full, the field r goes to and
+-- r itself, else nil.
 local function latch_add(r, n, op)
-	n = n and string.byte(n) or 0
-	if not r or n == 0 or n >= LOCK_LATCH then
-		return '\0' .. op .. '\0', '\1', (n > 0 and r) or nil
+	local c, i = 0, 0
+	if n then
+		c, i = string.byte(n, 1, 2)
+		i = (i or 0) % #LOCK_LATCH_OLD
 	end
-	return r .. op .. '\0', string.char(n + 1)
+	if r and c > 0 and c < LOCK_LATCH_SEG then
+		return r .. op .. '\0', string.char(c + 1, i)
+	end
+	if r and c > 0 then
+		return '\0' .. op .. '\0', string.char(1, (i + 1) % #LOCK_LATCH_OLD), LOCK_LATCH_OLD[i + 1], r
+	end
+	return '\0' .. op .. '\0', string.char(1, i)
 end
 
 -- latch_hset writes op into the latch of hash, whose ~r and ~n are r and
 -- n (see latch_add), in one HSET.
 local function latch_hset(hash, r, n, op)
-	local r2, n2, p = latch_add(r, n, op)
-	if p then
-		redis.call('hset', hash, '~r', r2, '~n', n2, '~p', p)
+	local r2, n2, pf, p = latch_add(r, n, op)
+	if pf then
+		redis.call('hset', hash, '~r', r2, '~n', n2, pf, p)
 	else
 		redis.call('hset', hash, '~r', r2, '~n', n2)
 	end
@@ -75,7 +85,7 @@ end
 -- their names are one character, and no other field's is.
 local function release_replay(hash, tail, op)
 	if tail == hash then
-		for _, r in ipairs(redis.call('hmget', hash, '~r', '~p')) do
+		for _, r in ipairs(redis.call('hmget', hash, '~r', unpack(LOCK_LATCH_OLD))) do
 			if r and string.find(r, '\0' .. op .. '\0', 1, true) then
 				return 1
 			end
