@@ -104,7 +104,7 @@ func WithFencingTokens(on bool) Option {
 // WithUnlockLatch sets how long a final Unlock is remembered (default 30 s),
 // so that go-redis resending it after a lost reply reports success. It must
 // cover go-redis's retries. Limit: a Lock or a FairLock remembers its last
-// 32 to 64 final releases, and a hold whose lease runs out takes them along;
+// 32 to 40 final releases, and a hold whose lease runs out takes them along;
 // an RWLock its last 64.
 func WithUnlockLatch(d time.Duration) Option {
 	return func(o *options) error {
