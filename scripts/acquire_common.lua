@@ -7,12 +7,6 @@
 -- after losing the reply) is recognised by its op id, never by arithmetic
 -- on counts, which a local lease end or a late reply can make ambiguous.
 
--- now_us is the server's clock in microseconds.
-local function now_us()
-	local t = redis.call('time')
-	return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
 -- fmt writes a token (a double holding an integer up to 2^53) in full:
 -- Lua's default conversion would round it to 14 digits.
 local function fmt(n)
@@ -25,7 +19,7 @@ end
 -- strings, seconds and zero-padded microseconds: every number a script
 -- turns into text (string.format, or a number passed to redis.call) costs
 -- Redis a printf of a double, the dearest step of an uncontended acquire's
--- Lua after the commands themselves (issue 29).
+-- Lua after the commands themselves.
 local function clock_token(prev)
 	local c = redis.call('time')
 	local now = c[1] * 1000000 + c[2]
@@ -37,32 +31,6 @@ local function clock_token(prev)
 		us = string.sub('00000' .. us, -6)
 	end
 	return now, c[1] .. us
-end
-
--- next_token returns a fencing token above every token this lock name has
--- handed out that Redis still knows of (last: the current hold's ~t, and the
--- tail's ~t, left by the last release: see release_common; a Lock's tail is
--- its hash, whose ~t is last), and at least the server's clock in µs, so
--- that tokens keep increasing when Redis forgets (a restart without
--- persistence, a failover to a replica that missed writes, eviction) as long
--- as the server clocks do not step back by more than the time that took.
--- now, when given, is the clock read already by the script (now_us); else
--- the clock is read here, and the token's text is returned too (see
--- clock_token). tail nil skips the tail's read: for a caller whose last is
--- the token of a live hold (see hand_over), which is above the tail's
--- already.
-local function next_token(tail, last, now)
-	local prev = tonumber(last or 0)
-	if tail then
-		prev = math.max(prev, tonumber(redis.call('hget', tail, '~t') or 0))
-	end
-	if not now then
-		return clock_token(prev)
-	end
-	if now > prev then
-		return now
-	end
-	return prev + 1
 end
 
 -- grant_new starts a new exclusive hold (Lock, FairLock, MultiLock part):
@@ -93,37 +61,20 @@ local function last_op(o, g)
 	return o or g
 end
 
--- reenter_hold adds one hold to generation gen of an exclusive hold and
--- returns {1, token, count} (the same for a replay of op), or {-1, 0} when
--- gen no longer holds. A re-entry never shortens the lease the hold has.
-local function reenter_hold(hash, owner, op, gen, lease)
-	local cur = redis.call('hmget', hash, '~g', '~o', '~t', owner)
-	if cur[1] ~= gen then
-		return {-1, 0}
-	end
-	if last_op(cur[2], cur[1]) == op then
-		return {1, tonumber(cur[3] or 0), tonumber(cur[4] or 0)}
-	end
-	local count = tonumber(cur[4] or 0) + 1
-	redis.call('hset', hash, owner, count, '~o', op)
-	if redis.call('pttl', hash) < tonumber(lease) then
-		redis.call('pexpire', hash, lease)
-	end
-	return {1, tonumber(cur[3] or 0), count}
-end
-
--- reenter_or_replay is the start of an exclusive lock's acquire (Lock's and
--- FairLock's), before either looks at its queue: a re-entry (gen set) is
--- answered by reenter_hold; a request whose op id is the last applied (a
--- replay, or the claim of a grant that reached its waiter late) gets its
--- lease counted from now and the hold's reply. Otherwise it returns nil and
--- the hash's fields {owner's count, ~o, ~t, ~g, ~q, extra} for the acquire
--- to go on with; extra (nil: none) is one more field the caller reads in
--- the same HMGET (Lock: the waiter's place in the queue, see queue_common).
-local function reenter_or_replay(hash, owner, op, gen, lease, extra)
+-- replay_or_read is the start of an exclusive lock's acquire (Lock's and
+-- FairLock's), before either looks at its queue. A re-entry (gen set)
+-- gets nil and nil: the caller answers it with reenter_hold (acquire_rare,
+-- which the common acquire does not make), and it never waits in the
+-- queue, the owner holding the lock already. A request whose op id is the
+-- last applied (a replay, or the claim of a grant that reached its waiter
+-- late) gets its lease counted from now and the hold's reply. Otherwise it
+-- returns nil and the hash's fields {owner's count, ~o, ~t, ~g, ~q, extra}
+-- for the acquire to go on with; extra (nil: none) is one more field the
+-- caller reads in the same HMGET (Lock: the waiter's place in the queue,
+-- see queue_common).
+local function replay_or_read(hash, owner, op, gen, lease, extra)
 	if gen ~= '' then
-		-- Re-entry never waits in the queue: the owner holds the lock already.
-		return reenter_hold(hash, owner, op, gen, lease)
+		return nil, nil
 	end
 	local cur
 	if extra then

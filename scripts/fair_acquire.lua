@@ -29,18 +29,21 @@
 -- to the first of them that still listens, as a release would hand it
 -- over: never to a newcomer. Idempotent under replay, as lock_acquire.
 local hash, owner, op = KEYS[1], ARGV[1], ARGV[2]
-local done, cur = reenter_or_replay(hash, owner, op, ARGV[3], ARGV[4])
+local done, cur = replay_or_read(hash, owner, op, ARGV[3], ARGV[4])
 if done then
 	return done
 end
-local held = cur[4] and not cur[1]
-if not held and redis.call('exists', KEYS[2]) == 0 then
+local held = cur and cur[4] and not cur[1]
+if cur and not held and redis.call('exists', KEYS[2]) == 0 then
 	-- Free (or the owner's own leftover) and nobody queued: the common
 	-- acquire, which needs none of the queue's or hand-over's helpers, made
 	-- only below.
 	return {1, grant_new(hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
 end
--- include here: queue_common handover_common fair_common
+-- include here: acquire_rare queue_common handover_common fair_common
+if not cur then
+	return reenter_hold(hash, owner, op, ARGV[3], ARGV[4])
+end
 local e = q_entry(op, ARGV[4], ARGV[5], owner)
 local place, last = Q_ABSENT, nil
 if ARGV[6] == '1' then

@@ -15,10 +15,13 @@ local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS
 if done then
 	return done
 end
-if free_alone(KEYS[1], ARGV[1], ARGV[2], cur, ARGV[6]) then
+if cur and free_alone(KEYS[1], ARGV[1], ARGV[2], cur, ARGV[6]) then
 	-- No mark: nobody queued behind this hold (see fair_common).
 	return 1
 end
--- include here: handover_common fair_common
+-- include here: release_rare handover_common fair_common
+if not cur then
+	return release_replay(KEYS[1], KEYS[1], ARGV[2])
+end
 free_hold(KEYS[1], KEYS[3], ARGV[2], KEYS[1], cur, ARGV[5], ARGV[6], ARGV[7], fz_reader(KEYS[1], KEYS[2], cur[4], ARGV[1]), ARGV[1])
 return 1

@@ -1,4 +1,4 @@
--- include: acquire_common release_common queue_common listener_common
+-- include: acquire_rare release_rare queue_common listener_common
 -- handover_common: the hand-over of an exclusive lock (Lock, and a Lock that
 -- is a MultiLock part) to its first queued waiter, prepended after
 -- acquire_common, release_common and queue_common to the scripts that free

@@ -28,16 +28,19 @@
 -- another generation (a hold the Client has ended already, or one resumed
 -- with WithOwner) takes it over as a new hold, with a new token.
 local hash, owner, op = KEYS[1], ARGV[1], ARGV[2]
-local done, cur = reenter_or_replay(hash, owner, op, ARGV[3], ARGV[4], '~@' .. op)
+local done, cur = replay_or_read(hash, owner, op, ARGV[3], ARGV[4], '~@' .. op)
 if done then
 	return done
 end
-if not cur[5] and (cur[1] or not cur[4]) then
+if cur and not cur[5] and (cur[1] or not cur[4]) then
 	-- Free (or the owner's own leftover) and nobody queued: the common
 	-- acquire, which needs none of the queue's helpers, made only below.
 	return {1, grant_new(hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
 end
--- include here: queue_common
+-- include here: acquire_rare queue_common
+if not cur then
+	return reenter_hold(hash, owner, op, ARGV[3], ARGV[4])
+end
 if not cur[1] and cur[4] then
 	local place = Q_ABSENT
 	if cur[6] then

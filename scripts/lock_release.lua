@@ -27,10 +27,13 @@ local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS
 if done then
 	return done
 end
-if free_alone(KEYS[1], ARGV[1], ARGV[2], cur, ARGV[6]) then
+if cur and free_alone(KEYS[1], ARGV[1], ARGV[2], cur, ARGV[6]) then
 	return 1
 end
--- Someone waits: the hand-over's helpers are made only here.
--- include here: handover_common
+-- A replay, or someone waits: the rarer helpers are made only here.
+-- include here: release_rare handover_common
+if not cur then
+	return release_replay(KEYS[1], KEYS[1], ARGV[2])
+end
 free_hold(KEYS[1], KEYS[2], ARGV[2], KEYS[1], cur, ARGV[5], ARGV[6], ARGV[7], qf_reader(KEYS[1], cur[4], ARGV[1]), ARGV[1])
 return 1

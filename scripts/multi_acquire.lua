@@ -1,4 +1,4 @@
--- include: acquire_common
+-- include: acquire_rare
 -- multi_acquire: take or re-enter several reentrant exclusive locks of one
 -- Client (and, on a Cluster, one slot) at once: all of them or none.
 --

@@ -1,4 +1,4 @@
--- include: handover_common release_common
+-- include: handover_common release_rare
 -- multi_release: release one hold on each of several reentrant exclusive
 -- locks of one Client (and, on a Cluster, one slot), each independently: a
 -- part that is not held does not keep the others from being released.
@@ -28,6 +28,8 @@ for i = 1, #KEYS / 2 do
 	local done, cur = release_hold(hash, owner, op, ARGV[4 + 2 * i], ARGV[5 + 2 * i], hash)
 	if done then
 		out[i] = done
+	elseif not cur then
+		out[i] = release_replay(hash, hash, op)
 	else
 		free_hold(hash, channel, op, hash, cur, ARGV[3], ARGV[4], ARGV[5], qf_reader(hash, cur[4], owner), owner)
 		out[i] = 1

@@ -31,17 +31,16 @@
 -- releases of the same lock have been recorded, or once the lock has had no
 -- release for the latch's time: a replay later than that reports the hold
 -- lost (-1), as a replay after the old latch key's expiry did.
-local LATCH_SLOTS = 64
 local LOCK_LATCH_SEG = 8
-local LOCK_LATCH_OLD = {'~p', '~p1', '~p2', '~p3'}
+local LOCK_LATCH_OLD = 4
 
 -- latch_add records op in a Lock's latch. The latch is segments of
 -- LOCK_LATCH_SEG op ids: ~r the newest, being filled, and the full ones in
--- the fields of LOCK_LATCH_OLD, written round-robin, so that a Lock
+-- LOCK_LATCH_OLD fields ~p0, ~p1, ..., written round-robin, so that a Lock
 -- remembers at least its last 32 final releases (4 full segments) and at
 -- most 40. A segment is each op id after a NUL, and a closing NUL (op ids
 -- never contain NUL: "<client id>:<n>"). ~n is two bytes: the count of ~r,
--- and the index in LOCK_LATCH_OLD that the next full ~r goes to. A release
+-- and the index of the ~p field that the next full ~r goes to. A release
 -- reads and rewrites ~r alone, a few hundred bytes at most: every byte a
 -- script reads or makes costs Redis (its copies, and Lua's garbage
 -- collector), and a segment per field, not one field per release, keeps
@@ -53,13 +52,13 @@ local function latch_add(r, n, op)
 	local c, i = 0, 0
 	if n then
 		c, i = string.byte(n, 1, 2)
-		i = (i or 0) % #LOCK_LATCH_OLD
+		i = (i or 0) % LOCK_LATCH_OLD
 	end
 	if r and c > 0 and c < LOCK_LATCH_SEG then
 		return r .. op .. '\0', string.char(c + 1, i)
 	end
 	if r and c > 0 then
-		return '\0' .. op .. '\0', string.char(1, (i + 1) % #LOCK_LATCH_OLD), LOCK_LATCH_OLD[i + 1], r
+		return '\0' .. op .. '\0', string.char(1, (i + 1) % LOCK_LATCH_OLD), '~p' .. string.char(48 + i), r
 	end
 	return '\0' .. op .. '\0', string.char(1, i)
 end
@@ -73,121 +72,6 @@ local function latch_hset(hash, r, n, op)
 	else
 		redis.call('hset', hash, '~r', r2, '~n', n2)
 	end
-end
-
--- release_replay answers a release request whose generation no longer holds:
--- 1 when the latch records op (it already freed the lock: this is a
--- replay), -1 otherwise (the hold was lost before the release; nothing is
--- changed). A Lock's latch is its hash's ~r (tail is hash); another kind's
--- is the slots of its tail, scanned: it is bounded, only a release that
--- finds its generation gone pays for it, and a lock that has had no release
--- for the latch's time (no tail) answers at once. Only the slots count:
--- their names are one character, and no other field's is.
-local function release_replay(hash, tail, op)
-	if tail == hash then
-		for _, r in ipairs(redis.call('hmget', hash, '~r', unpack(LOCK_LATCH_OLD))) do
-			if r and string.find(r, '\0' .. op .. '\0', 1, true) then
-				return 1
-			end
-		end
-		return -1
-	end
-	if redis.call('exists', tail) == 0 then
-		return -1
-	end
-	local f = redis.call('hgetall', tail)
-	for i = 1, #f, 2 do
-		if f[i + 1] == op and #f[i] == 1 then
-			return 1
-		end
-	end
-	return -1
-end
-
--- next_slot returns the latch slot of a tail key after s (the latch's
--- last, ~s: read from tail when nil; '' for none yet, followed by '0'),
--- round-robin.
-local function next_slot(tail, s)
-	s = s or redis.call('hget', tail, '~s') or ''
-	return string.char(48 + ((string.byte(s) or 47) - 47) % LATCH_SLOTS)
-end
-
--- owner_fields returns the owner fields of hash: every field that is not
--- metadata ('~'). HGETALL, not HKEYS: the least-privilege ACL of the
--- README allows the one relock uses elsewhere. For a clean-up that does not
--- know the hold's owner (a force release).
-local function owner_fields(hash)
-	local f, out = redis.call('hgetall', hash), {}
-	for i = 1, #f, 2 do
-		if string.sub(f[i], 1, 1) ~= '~' then
-			out[#out + 1] = f[i]
-		end
-	end
-	return out
-end
-
--- hdel_all deletes fields f of hash, in batches: Lua's unpack has a limit,
--- and a walk past hundreds of dead waiters takes their entries out (see
--- qf_reader).
-local function hdel_all(hash, f)
-	for i = 1, #f, 1000 do
-		redis.call('hdel', hash, unpack(f, i, math.min(i + 999, #f)))
-	end
-end
-
--- free_record ends the hold in a Lock's (or FairLock's) hash, which is its
--- own tail: it
--- deletes the hold's fields — owner (its count; nil when the caller does
--- not know it: every owner field), ~g, ~o, ~l and the queue's ~q and ~m —
--- keeping ~t, and the fields listed in more (the queue's entries taken
--- out, see qf_reader) — and records op (nil for none: a clean-up that
--- nobody replays) in the latch, r and n (the hash's ~r and ~n, which the
--- caller read with the hold's fields); the record then lives the latch's time, ms.
--- Every reader takes a hash without ~g as free.
-local function free_record(hash, owner, op, ms, r, n, more)
-	local f = more or {}
-	if owner then
-		f[#f + 1] = owner
-	else
-		for _, k in ipairs(owner_fields(hash)) do
-			f[#f + 1] = k
-		end
-	end
-	for _, k in ipairs({'~g', '~o', '~l', '~q', '~m'}) do
-		f[#f + 1] = k
-	end
-	hdel_all(hash, f)
-	if op then
-		latch_hset(hash, r, n, op)
-	end
-	redis.call('pexpire', hash, ms)
-end
-
--- end_hold writes the tail when a hold ends: op (nil for none: a clean-up
--- that nobody replays) joins the latch, and token (a token's text; '0', nil
--- or false for none) becomes the tail's last token; the tail then lives the
--- latch's time, ms, from now. s, when given, is the latch's last slot (~s)
--- as the hold carries it (see grant_new): then the tail is not read first.
--- Each case names its fields in one HSET rather than building a table for
--- unpack: this runs at every final release, and the table (garbage for
--- Redis's Lua collector) cost more than the branches.
-local function end_hold(tail, op, token, ms, s)
-	if token == '0' or token == 0 then
-		token = nil
-	end
-	if op then
-		s = next_slot(tail, s)
-		if token then
-			redis.call('hset', tail, s, op, '~s', s, '~t', token)
-		else
-			redis.call('hset', tail, s, op, '~s', s)
-		end
-	elseif token then
-		redis.call('hset', tail, '~t', token)
-	else
-		return
-	end
-	redis.call('pexpire', tail, ms)
 end
 
 -- free_alone frees the hold of owner whose fields are cur (as release_hold
@@ -210,13 +94,15 @@ end
 
 -- release_hold applies the rule every exclusive release (Lock, FairLock,
 -- MultiLock part) shares. It returns the reply when the request is settled
--- without freeing the lock — the generation is gone (-1, or 1 for a replay
--- that the tail's latch records), op already ran (0), or a re-entry's
--- release (0) — or nil and the hold's fields {~g, ~o, ~t, ~q, ~m, ~l, and
--- the latch's: ~r and ~n, a Lock's latch (tail is hash), or ~s, the slot
--- another kind's hold carries} when the caller must free the lock now. Each kind of release reads only
--- the fields it uses: every value HMGET finds costs Redis about 0.1 µs
--- (issue 29), and a final release has no use for the owner's count.
+-- without freeing the lock — op already ran (0), or a re-entry's release
+-- (0); nil and nil when the generation is gone (the caller answers with
+-- release_replay, release_rare, which the common release does not make);
+-- or nil and the hold's fields {~g, ~o, ~t, ~q, ~m, ~l, and the latch's:
+-- ~r and ~n, a Lock's latch (tail is hash), or ~s, the slot another kind's
+-- hold carries} when the caller must free the lock now. Each kind of
+-- release reads only the fields it uses: every value HMGET finds costs
+-- Redis about 0.1 µs, and a final release has no use for the owner's
+-- count.
 local function release_hold(hash, owner, op, gen, final, tail)
 	local cur
 	if final == '1' then
@@ -229,7 +115,7 @@ local function release_hold(hash, owner, op, gen, final, tail)
 		cur = redis.call('hmget', hash, '~g', '~o', owner)
 	end
 	if cur[1] ~= gen then
-		return release_replay(hash, tail, op)
+		return nil, nil
 	end
 	if cur[2] == op then
 		return 0

@@ -1,4 +1,4 @@
--- include: acquire_common release_common queue_common listener_common
+-- include: acquire_rare release_rare queue_common listener_common
 -- rw_common: helpers prepended to every rw_* script; not run on its own.
 -- Before this file, every rw_* script carries acquire_common (tokens),
 -- release_common (latches), queue_common (the queue's entries) and

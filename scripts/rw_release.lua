@@ -1,4 +1,4 @@
--- include: rw_common release_common
+-- include: rw_common release_rare
 -- rw_release: release one read or write hold of an owner; the release that
 -- frees the lock hands the write hold over to the first queued writer that
 -- still listens, in the same call (see rw_common).

@@ -1,4 +1,4 @@
--- include: acquire_common sema_common
+-- include: acquire_rare sema_common
 -- sema_abandon: a waiter that gave up leaves the queue; a grant that
 -- crossed its leaving is given back, and the permits it frees (or that a
 -- large request leaving the head lets through) go to the waiters they

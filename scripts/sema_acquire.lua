@@ -1,4 +1,4 @@
--- include: acquire_common sema_common
+-- include: acquire_rare sema_common
 -- sema_acquire: take n permits of a Semaphore, or queue for them.
 --
 -- KEYS[1]  semaphore hash (see sema_common)

@@ -1,4 +1,4 @@
--- include: acquire_common sema_common force_common
+-- include: acquire_rare sema_common force_common
 -- sema_force_release: free every hold of a Semaphore, whoever has it; the
 -- permits go to the waiters at the head of the queue they serve (see
 -- sema_serve), as on a release. The queue keeps its order.

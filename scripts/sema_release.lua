@@ -1,4 +1,4 @@
--- include: acquire_common sema_common
+-- include: acquire_rare sema_common
 -- sema_release: give back the permits of one hold of a Semaphore, and hand
 -- them on, in the same call, to the waiters at the head of the queue they
 -- serve (see sema_serve): only those wake.

@@ -1,4 +1,4 @@
--- include: acquire_common renew_common
+-- include: acquire_rare renew_common
 -- sema_renew: the watchdog's batch renewal (or check) of Semaphore holds;
 -- renew_common is prepended.
 --

@@ -1,4 +1,4 @@
--- include: acquire_common sema_common
+-- include: acquire_rare sema_common
 -- sema_set: change a Semaphore's capacity (SetPermits). More permits serve
 -- waiters at once; fewer let the holds go on and admit nobody until the
 -- permits in use fall below the new capacity, and refuse the waiters that

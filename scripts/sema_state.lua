@@ -1,4 +1,4 @@
--- include: acquire_common sema_common
+-- include: acquire_rare sema_common
 -- sema_state: read a Semaphore without writing (Available, inspection).
 --
 -- KEYS[1]  semaphore hash (see sema_common)
