@@ -14,23 +14,35 @@ local function fmt(n)
 end
 
 -- clock_token is next_token(nil, prev) for a new hold, returned both as a
--- number (for the reply) and as its decimal text (for the hash). When the
--- clock is above prev, as it nearly always is, the text is TIME's own two
--- strings, seconds and zero-padded microseconds: every number a script
--- turns into text (string.format, or a number passed to redis.call) costs
--- Redis a printf of a double, the dearest step of an uncontended acquire's
--- Lua after the commands themselves.
+-- token for the reply and as its decimal text (for the hash). prev is the
+-- last token as a number, or as the hash keeps it, its text (nil: none).
+-- When the clock is above prev, as it nearly always is, the text is TIME's
+-- own two strings, seconds and zero-padded microseconds, and for a prev
+-- given as text the token is that text too, compared with prev as text
+-- (decimal integers without leading zeros order by length, then
+-- character by character): every number a script turns into text
+-- (string.format, or a number passed to redis.call) costs Redis a printf
+-- of a double, and every text it turns into a number a strtod, the
+-- dearest steps of an uncontended acquire's Lua after the commands
+-- themselves. The Client reads a token replied as text as the integer.
 local function clock_token(prev)
 	local c = redis.call('time')
-	local now = c[1] * 1000000 + c[2]
-	if now <= prev then
-		return prev + 1, fmt(prev + 1)
-	end
 	local us = c[2]
 	if #us < 6 then
 		us = string.sub('00000' .. us, -6)
 	end
-	return now, c[1] .. us
+	local text = c[1] .. us
+	if type(prev) == 'number' then
+		local now = c[1] * 1000000 + c[2]
+		if now > prev then
+			return now, text
+		end
+	elseif not prev or #prev < #text or (#prev == #text and prev < text) then
+		return text, text
+	else
+		prev = tonumber(prev)
+	end
+	return prev + 1, fmt(prev + 1)
 end
 
 -- grant_new starts a new exclusive hold (Lock, FairLock, MultiLock part):
@@ -47,7 +59,7 @@ local function grant_new(hash, owner, op, lease, fencing, last)
 	-- see clock_token.
 	local token, text = 0, last or '0'
 	if fencing == '1' then
-		token, text = clock_token(tonumber(last or 0))
+		token, text = clock_token(last)
 	end
 	redis.call('hset', hash, owner, '1', '~g', op, '~t', text, '~l', lease)
 	redis.call('pexpire', hash, lease)
