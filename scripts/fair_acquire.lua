@@ -34,10 +34,15 @@ if done then
 	return done
 end
 local held = cur and cur[4] and not cur[1]
-if cur and not held and redis.call('exists', KEYS[2]) == 0 then
+if cur and not held and not cur[5] and (cur[3] or cur[4] or redis.call('exists', KEYS[2]) == 0) then
 	-- Free (or the owner's own leftover) and nobody queued: the common
 	-- acquire, which needs none of the queue's or hand-over's helpers, made
-	-- only below.
+	-- only below. A hash that Redis still has (a hold, or a free lock's
+	-- record: ~t) and no ~q says nobody queues without the queue's EXISTS:
+	-- a waiter queues only behind a hold, marking it (~q), and a release
+	-- or a hand-over that leaves the queue empty takes the mark away. Only
+	-- a lock whose hash is gone (its lease ran out, or Redis forgot) may
+	-- have waiters that no mark tells of.
 	return {1, grant_new(hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
 end
 -- include here: acquire_rare queue_common handover_common fair_common
