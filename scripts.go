@@ -23,9 +23,9 @@ import (
 // eval, evalReplicated, evalPipeline), which runs it, notes its fault and
 // wraps its error; the watchdog batches renewals into one call per
 // script. Only the funnel and the coalescer behind it call run. To add a
-// script: give its file a first line
-// "-- include: <helper> ..." naming the helpers (scripts/*_common.lua) it
-// calls, none if it calls none (or, for the helpers that only its rare
+// script: give its file a first line "-- include: <helper> ..." naming
+// the helpers (scripts/*_common.lua, *_rare.lua) it calls, none if it
+// calls none (or, for the helpers that only its rare
 // paths call, a line "-- include here: <helper> ..." where those paths
 // start: see includeHerePrefix); declare it with newScript("<name>") and
 // write its ...Call below, as lockForceReleaseCall does. The helpers'
@@ -235,9 +235,11 @@ func scriptSource(files fs.FS, names ...string) (string, error) {
 // be put at that line rather than before the script: "-- include here:
 // handover_common". Redis runs a script from its first line at every call,
 // creating each of its functions anew, so the helpers that only the rare
-// paths call (a hand-over, a queue) are placed after the common path has
+// paths call (a hand-over, a queue, a replay's answer, a re-entry:
+// acquire_rare, release_rare) are placed after the common path has
 // returned, and the common path does not pay for them. A helper already put
-// earlier is not repeated.
+// earlier is not repeated. The line stands at the script's top level, never
+// inside a block, where the helpers' locals would end with the block.
 const includeHerePrefix = "-- include here:"
 
 // writeBody writes the file body to src, adding (with add) the helpers that

@@ -134,7 +134,7 @@ local function extend(hash, df, lease, now)
 		redis.call('hset', hash, df, dl)
 	end
 	-- Written even when it changes nothing, so that a WAIT after a claim
-	-- (WithReplicas) covers the hand-over's writes (see reenter_or_replay in acquire_common).
+	-- (WithReplicas) covers the hand-over's writes (see replay_or_read in acquire_common).
 	redis.call('pexpire', hash, math.max(redis.call('pttl', hash), lease))
 end
 
