@@ -143,3 +143,29 @@ func TestLatchKeepsTheLastFinalReleases(t *testing.T) {
 		})
 	}
 }
+
+// A Lock's release recorded by the layout before segments, in its older
+// half ~p (32 op ids after NULs, count in a one-byte ~n), is still
+// recognised when it is replayed after an upgrade, and the next releases
+// write the segments beside it.
+func TestLatchReadsTheOlderHalfOfTheLayoutBefore(t *testing.T) {
+	srv := redistest.Start(t)
+	c := New(srv.Client())
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	k := latchKinds(c)[0]
+	hash := c.Lock("latched").keys.hash
+	old := c.id + ":before-upgrade"
+	require.NoError(t, c.rdb.HSet(ctx, hash, "~t", "1", "~p", "\x00"+old+"\x00", "~r", "\x00x:1\x00", "~n", "\x20").Err())
+	seq := 0
+	op := func() string { seq++; return fmt.Sprintf("%s:after%d", c.id, seq) }
+	for range 3 {
+		latchCycle(t, c, k, "other", op)
+	}
+	n, err := k.release(c, "first", old, c.id+":gone-gen").run(ctx, c.rdb).Int64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "the release recorded in the older layout's ~p is a replay")
+	n, err = k.release(c, "first", c.id+":never", c.id+":gone-gen").run(ctx, c.rdb).Int64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), n, "a release nobody recorded is a lost hold")
+}

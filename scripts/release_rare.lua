@@ -10,14 +10,16 @@ local LATCH_SLOTS = 64
 -- release_replay answers a release request whose generation no longer holds:
 -- 1 when the latch records op (it already freed the lock: this is a
 -- replay), -1 otherwise (the hold was lost before the release; nothing is
--- changed). A Lock's latch is its hash's ~r (tail is hash); another kind's
+-- changed). A Lock's latch is its hash's ~r and full segments (tail is
+-- hash; ~p too, the older half that the layout before segments wrote, so
+-- that a release replayed across an upgrade is still recognised); another kind's
 -- is the slots of its tail, scanned: it is bounded, only a release that
 -- finds its generation gone pays for it, and a lock that has had no release
 -- for the latch's time (no tail) answers at once. Only the slots count:
 -- their names are one character, and no other field's is.
 local function release_replay(hash, tail, op)
 	if tail == hash then
-		for _, r in ipairs(redis.call('hmget', hash, '~r', '~p0', '~p1', '~p2', '~p3')) do
+		for _, r in ipairs(redis.call('hmget', hash, '~r', '~p0', '~p1', '~p2', '~p3', '~p')) do
 			if r and string.find(r, '\0' .. op .. '\0', 1, true) then
 				return 1
 			end
