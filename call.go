@@ -2,7 +2,6 @@ package relock
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -50,27 +49,18 @@ func (r result) Int64Slice() ([]int64, error) {
 }
 
 // appendInt64s is Int64Slice appending to buf, which a caller keeps on its
-// stack: go-redis's Int64Slice allocates the slice at every reply. An
-// element may be an integer's decimal text: a script replies a fencing
-// token as the text it wrote (see clock_token in acquire_common.lua).
+// stack: go-redis's Int64Slice allocates the slice at every reply.
 func (r result) appendInt64s(buf []int64) ([]int64, error) {
 	v, err := r.cmd.Slice()
 	if err != nil {
 		return nil, wrapRedis(r.what, err)
 	}
 	for _, x := range v {
-		switch x := x.(type) {
-		case int64:
-			buf = append(buf, x)
-		case string:
-			n, err := strconv.ParseInt(x, 10, 64)
-			if err != nil {
-				return nil, wrapRedis(r.what, err)
-			}
-			buf = append(buf, n)
-		default: // go-redis converts it, or says why not
+		n, ok := x.(int64)
+		if !ok { // not a script's integer reply: go-redis converts it, or says why not
 			return r.Int64Slice()
 		}
+		buf = append(buf, n)
 	}
 	return buf, nil
 }

@@ -17,14 +17,14 @@ end
 -- token for the reply and as its decimal text (for the hash). prev is the
 -- last token as a number, or as the hash keeps it, its text (nil: none).
 -- When the clock is above prev, as it nearly always is, the text is TIME's
--- own two strings, seconds and zero-padded microseconds, and for a prev
--- given as text the token is that text too, compared with prev as text
--- (decimal integers without leading zeros order by length, then
--- character by character): every number a script turns into text
--- (string.format, or a number passed to redis.call) costs Redis a printf
--- of a double, and every text it turns into a number a strtod, the
--- dearest steps of an uncontended acquire's Lua after the commands
--- themselves. The Client reads a token replied as text as the integer.
+-- own two strings, seconds and zero-padded microseconds, and a prev given
+-- as text is compared with it as text (decimal integers without leading
+-- zeros order by length, then character by character): every number a
+-- script turns into text (string.format, or a number passed to
+-- redis.call) costs Redis a printf of a double, and every text it turns
+-- into a number a strtod, the dearest steps of an uncontended acquire's
+-- Lua after the commands themselves. The token is replied as a number: a
+-- text reply would cost the Client an allocation more per Lock.
 local function clock_token(prev)
 	local c = redis.call('time')
 	local us = c[2]
@@ -38,7 +38,7 @@ local function clock_token(prev)
 			return now, text
 		end
 	elseif not prev or #prev < #text or (#prev == #text and prev < text) then
-		return text, text
+		return c[1] * 1000000 + c[2], text
 	else
 		prev = tonumber(prev)
 	end
