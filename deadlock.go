@@ -16,7 +16,7 @@ import (
 
 // Deadlock detection (see WithDeadlockDetection and docs/internals.md).
 //
-// A waiter that has waited longer than the Client's delay publishes a wait
+// A waiter that has waited half the Client's delay publishes a wait
 // record: the key <prefix>:{dl:<owner>}, a string naming the lock its owner
 // waits for, with a lease it renews at every check. The key has a hash tag
 // of its own, so each record sits in any slot and is read with one command:
@@ -66,23 +66,29 @@ type deadlockWatch struct {
 	// search is when the next search for a cycle is due: a search that
 	// finds none puts the next one researchAfter delays later, while the
 	// record is still renewed every half-delay. A cycle's victim is its
-	// youngest wait, whose first search comes after every older member has
-	// published its record: the older waits' searches rarely matter, and a
-	// search reads the whole state of the lock waited for, which grows with
-	// its waiters.
+	// youngest wait, whose first search comes half a delay after every
+	// older member has published its record (see watchDeadlocks): the
+	// older waits' searches rarely matter, and a search reads the whole
+	// state of the lock waited for, which grows with its waiters.
 	search time.Time
 	id     string // the wait's id in its record ("" : no check yet)
 	record string // the record published ("" : none yet)
 }
 
 // watchDeadlocks starts the detection of a wait that began at start: its
-// first check comes at start plus the Client's delay.
+// first check, at half the Client's delay, publishes its record, and its
+// first search comes at the delay. Every older member of a cycle has then
+// published its record half a delay before the youngest, the victim,
+// searches: a check that a loaded machine runs late still makes it in
+// time, where a search that misses a record would find the cycle only
+// researchAfter delays later.
 func (c *Client) watchDeadlocks(spec waitSpec, start time.Time) deadlockWatch {
 	after := c.opts.deadlockAfter
 	if after == 0 || spec.owner == "" || spec.obs == nil {
 		return deadlockWatch{}
 	}
-	return deadlockWatch{c: c, owner: spec.owner, obs: spec.obs, start: start, until: spec.deadline(start), next: start.Add(after)}
+	return deadlockWatch{c: c, owner: spec.owner, obs: spec.obs, start: start, until: spec.deadline(start),
+		next: start.Add(after / 2), search: start.Add(after)}
 }
 
 // cap cuts a sleep of d at the next check.

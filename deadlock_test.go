@@ -442,3 +442,43 @@ func TestDeadlockProcesses(t *testing.T) {
 	assert.LessOrEqual(t, maxBreak, 2500, "each deadlock broken within 2 s of forming (a margin for this machine)")
 	requireOnlyExpiringLeftovers(t, srv.Client())
 }
+
+// A wait publishes its record at half the detection delay and searches at
+// the delay. Two waits of a cycle that begin within a few ms of each other
+// (two processes taking two locks in opposite orders) would otherwise
+// publish and search at the same instants: a check of the older one that
+// a loaded machine runs a little late misses the youngest's search, and the
+// cycle waits for the next one, 8 delays later (TestDeadlockProcesses saw
+// 9 s). Published at half the delay, every older member's record is there
+// half a delay before the youngest searches.
+func TestDeadlockRecordPublishedAtHalfTheDelay(t *testing.T) {
+	srv := redistest.Start(t)
+	const after = time.Second
+	c := relock.New(srv.Client(), relock.WithDeadlockDetection(after))
+	t.Cleanup(func() { _ = c.Close() })
+	holder := relock.New(srv.Client())
+	t.Cleanup(func() { _ = holder.Close() })
+	held, err := holder.Lock("dl-half").Lock(relock.NewOwner(context.Background()))
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(relock.NewOwner(context.Background()), 5*time.Second)
+	defer cancel()
+	started := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Lock("dl-half").Lock(ctx)
+		done <- err
+	}()
+	records := func() int {
+		keys, err := srv.Client().Keys(context.Background(), "relock:{dl:*").Result()
+		require.NoError(t, err)
+		return len(keys)
+	}
+	require.Eventually(t, func() bool { return records() == 1 }, 3*time.Second, time.Millisecond, "the wait published its record")
+	published := time.Since(started)
+	t.Logf("record published %v after the wait began", published)
+	assert.Less(t, published, after*85/100, "at half the delay, well before the first search")
+	cancel()
+	require.ErrorIs(t, <-done, relock.ErrNotObtained)
+	require.NoError(t, holder.Lock("dl-half").Unlock(held))
+}
