@@ -448,9 +448,9 @@ func TestDeadlockProcesses(t *testing.T) {
 // (two processes taking two locks in opposite orders) would otherwise
 // publish and search at the same instants: a check of the older one that
 // a loaded machine runs a little late misses the youngest's search, and the
-// cycle waits for the next one, 8 delays later (TestDeadlockProcesses saw
-// 9 s). Published at half the delay, every older member's record is there
-// half a delay before the youngest searches.
+// cycle waits for the next one, 8 delays later. Published at half the
+// delay, every older member's record is there half a delay before the
+// youngest searches.
 func TestDeadlockRecordPublishedAtHalfTheDelay(t *testing.T) {
 	srv := redistest.Start(t)
 	const after = time.Second

@@ -1,7 +1,7 @@
 -- include: acquire_rare release_rare queue_common listener_common
 -- handover_common: the hand-over of an exclusive lock (Lock, and a Lock that
 -- is a MultiLock part) to its first queued waiter, prepended after
--- acquire_common, release_common and queue_common to the scripts that free
+-- acquire_rare, release_rare and queue_common to the scripts that free
 -- a hold (release, abandon, force release) and to every FairLock script (a
 -- FairLock's acquire may find the lock free with others queued, and hand it
 -- to the first of them). Lock's acquire does without it: it never frees a
