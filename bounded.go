@@ -43,7 +43,7 @@ type reply[T any] struct {
 // which the call's reply arrives when it returns. A call that can never be
 // cut short (no bound) runs on the caller's goroutine, costing nothing.
 func awaitBounded[T any](ctx context.Context, until time.Time, call func() (T, error)) (v T, err error, late <-chan reply[T]) {
-	return awaitWith(nil, ctx, until, call)
+	return awaitWith(nil, nil, ctx, until, call)
 }
 
 // A boundedWait is what a bounded call is waited on with: the channel of
@@ -58,9 +58,10 @@ type boundedWait[T any] struct {
 var acquireWaits, releaseWaits sync.Pool
 
 // awaitWith is awaitBounded with its boundedWait from pool (nil: a new
-// one). A wait goes back to the pool only once its reply has been
-// received and its timer stopped; a late one is never reused.
-func awaitWith[T any](pool *sync.Pool, ctx context.Context, until time.Time, call func() (T, error)) (v T, err error, late <-chan reply[T]) {
+// one), running call on one of ws (nil: a goroutine of its own). A wait
+// goes back to the pool only once its reply has been received and its
+// timer stopped; a late one is never reused.
+func awaitWith[T any](ws *workers, pool *sync.Pool, ctx context.Context, until time.Time, call func() (T, error)) (v T, err error, late <-chan reply[T]) {
 	if ctx.Done() == nil && until.IsZero() {
 		v, err = call()
 		return v, err, nil
@@ -69,10 +70,10 @@ func awaitWith[T any](pool *sync.Pool, ctx context.Context, until time.Time, cal
 	if pool == &releaseWaits {
 		releaseGoroutines.Add(1)
 	}
-	go func() {
+	ws.run(func() {
 		v, err := call()
 		w.ch <- reply[T]{v, err}
-	}()
+	})
 	var timeout <-chan time.Time
 	if d, ok := ctx.Deadline(); !until.IsZero() && (!ok || until.Before(d)) {
 		timeout = w.arm(time.Until(until))

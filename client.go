@@ -55,12 +55,14 @@ type Client struct {
 	closeOnce sync.Once
 	closed    atomic.Bool
 	closing   chan struct{} // closed by Close; wakes every wait
+	workers   *workers      // run the bounded calls (workers.go)
 }
 
 // New returns a Client on rdb, any go-redis client; Close does not close it.
 // A nil rdb or an invalid option makes every call fail.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, id: newClientID(), opts: defaultOptions(), closing: make(chan struct{})}
+	c.workers = newWorkers(c.closing)
 	for _, opt := range opts {
 		if opt == nil {
 			c.err = fmt.Errorf("%w: nil option", ErrInvalidArgument)

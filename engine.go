@@ -464,7 +464,7 @@ func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (at
 		grace := max(cleanupGrace, k.t.traits().attemptBound)
 		until = later(until, time.Now().Add(grace))
 	}
-	a, err, late := awaitWith(&acquireWaits, ctx, until, func() (attempt, error) { return k.t.acquireParts(dctx, req, k.parts) })
+	a, err, late := awaitWith(k.c.workers, &acquireWaits, ctx, until, func() (attempt, error) { return k.t.acquireParts(dctx, req, k.parts) })
 	if late != nil {
 		k.late, k.lateOp = late, req.op
 		return attempt{}, k.c.overrun(ctx)
