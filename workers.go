@@ -11,7 +11,8 @@ import (
 // (runtime.copystack was 7% of the CPU of 64 Clients each locking and
 // unlocking its own key), and starting one costs too.
 
-// workerIdle is how long an idle worker waits for a call before it ends.
+// workerIdle is how long an idle worker waits for a call before it ends
+// (up to twice that: see work).
 const workerIdle = time.Second
 
 // workers is a Client's idle worker goroutines. The zero value (or nil)
@@ -41,21 +42,28 @@ func (w *workers) run(f func()) {
 	}
 }
 
-// work runs f, then the calls run hands it, until it has waited workerIdle
-// for one or the Client closes.
+// work runs f, then the calls run hands it, until it has waited a whole
+// workerIdle (between one and two of them) for one, or the Client closes.
+// The timer is reset once per workerIdle, not per call: timers are what
+// callers of a shared Client contend for.
 func (w *workers) work(f func()) {
 	f()
 	t := time.NewTimer(workerIdle)
 	defer t.Stop()
+	busy := false
 	for {
 		select {
 		case f = <-w.idle:
+			f()
+			busy = true
 		case <-w.closing:
 			return
 		case <-t.C:
-			return
+			if !busy {
+				return
+			}
+			busy = false
+			t.Reset(workerIdle)
 		}
-		f()
-		t.Reset(workerIdle) // Go 1.23 timers: no stale tick survives Reset
 	}
 }

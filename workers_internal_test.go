@@ -40,7 +40,7 @@ func TestWorkersReuseAnIdleWorkerAndEndAtClose(t *testing.T) {
 	close(closing) // VerifyNone: every worker ends
 }
 
-// An idle worker ends by itself after workerIdle.
+// An idle worker ends by itself after workerIdle (up to twice that).
 func TestWorkerEndsWhenIdle(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	w := newWorkers(make(chan struct{})) // never closed
