@@ -453,3 +453,33 @@ func startLeasedWaiter(t *testing.T, srv *redistest.Server, open func(*relock.Cl
 	}
 	return out, c
 }
+
+// A free name of every kind is at most one Redis key (per part, for a
+// MultiLock's two), however many holds it had: what a lock keeps for its
+// next hold (its last token, the release latch) lives in one key, and a
+// queue only while waiters do. A latch counted down by its setter alone
+// keeps its mark.
+func TestContractFreeNameIsOneKey(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	c := relock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	for _, k := range contractKinds {
+		t.Run(k.name, func(t *testing.T) {
+			name := "free:" + k.name
+			v := k.open(c, name)
+			for range 3 {
+				hctx := hold(t, v)
+				require.NoError(t, release(v, hctx))
+			}
+			keys, err := rdb.Keys(context.Background(), "*"+name+"*").Result()
+			require.NoError(t, err)
+			limit := 1
+			if k.name == "MultiLock" {
+				limit = 2
+			}
+			assert.LessOrEqual(t, len(keys), limit, "keys of a free %s: %v", k.name, keys)
+			assert.NotEmpty(t, keys, "the free name keeps its record (token, latch)")
+		})
+	}
+}
