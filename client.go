@@ -125,6 +125,7 @@ func (c *Client) Close() error {
 		c.dog.close()
 		until := time.Now().Add(c.opts.unlockTimeout)
 		c.subs.close()
+		c.endContexts()
 		c.releaseHolds(until)
 		c.cancelAll(ErrClientClosed)
 		c.bgMu.Lock()

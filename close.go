@@ -16,6 +16,31 @@ import (
 // wraps ErrClientClosed, and an Unlock of such a hold returns nil.
 var errClosedReleased = fmt.Errorf("%w: the hold was released by Close", ErrClientClosed)
 
+// errClosing is the cause a hold's context ends with when Close begins: it
+// wraps ErrClientClosed. Close ends every hold's context before it sends
+// any release (endContexts), so that a waiter elsewhere whom the release
+// serves never acquires while the holder may still believe it holds.
+var errClosing = fmt.Errorf("%w: Close releases the hold", ErrClientClosed)
+
+// endContexts ends the context of every live hold's entries with
+// errClosing. The holds stay live in the registry: releaseHolds releases
+// them and ends them as their releases tell (errClosedReleased, which a
+// later Unlock reads), and one whose release fails is still released by
+// its Unlock.
+func (c *Client) endContexts() {
+	r := &c.holds
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.m {
+		if h.gen == "" {
+			continue
+		}
+		for e := h.entries; e != nil; e = e.next {
+			e.cancel(errClosing)
+		}
+	}
+}
+
 // releasedByClose reports whether cause is that of a hold Close released.
 func releasedByClose(cause error) bool { return errors.Is(cause, errClosedReleased) }
 

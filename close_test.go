@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -186,4 +188,68 @@ func TestCloseIsBoundedWhileACutShortAcquireSettles(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, c.Close())
 	require.Less(t, time.Since(start), time.Second, "Close is bounded by the unlock timeout (300 ms), not go-redis's read timeouts (3 s, retried)")
+}
+
+// Close ends its holds' contexts before it releases them in Redis, for
+// every kind: a waiter elsewhere whom the release serves never acquires
+// while the closing holder may still believe it holds. The closing
+// Client's replies are delayed 300 ms, so that its release has run in Redis
+// (and served the waiter) long before the reply is back.
+func TestCloseEndsHoldContextsBeforeTheReleaseServesAWaiter(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, k := range contractKinds {
+		if k.name == "CountDownLatch" || k.name == "ReadLock" { // no hold a waiter waits out
+			continue
+		}
+		t.Run(k.name, func(t *testing.T) {
+			faults := redistest.NewConnFaults()
+			rdbA := srv.Client()
+			rdbA.AddHook(faults)
+			a := relock.New(rdbA)
+			waiting := make(chan struct{}, 1)
+			b := relock.New(srv.Client(), relock.WithObserver(&relock.Observer{
+				WaitStarted: func(context.Context, relock.LockInfo) {
+					select {
+					case waiting <- struct{}{}:
+					default:
+					}
+				},
+			}))
+			t.Cleanup(func() { _ = b.Close() })
+			open := k.open
+			if k.one != nil {
+				open = k.one
+			}
+			name := "close-first:" + k.name
+			heldA := hold(t, open(a, name))
+			vB := open(b, name)
+			got := make(chan callResult, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				got <- contractCall(vB, blockingAcquire(vB), ctx, 0, 0)
+			}()
+			select {
+			case <-waiting:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the other Client's acquire never waited")
+			}
+			faults.SetDelay(redistest.CommandConn, 300*time.Millisecond)
+			go func() { _ = a.Close() }()
+			r := <-got
+			require.NoError(t, r.err)
+			assert.Error(t, heldA.Err(), "the closing holder's context had ended when the waiter acquired")
+			assert.ErrorIs(t, context.Cause(heldA), relock.ErrClientClosed)
+			require.NoError(t, release(vB, r.hctx))
+		})
+	}
+}
+
+// blockingAcquire is the name of v's acquire that waits: Lock, or a
+// Semaphore's Acquire.
+func blockingAcquire(v any) string {
+	if reflect.ValueOf(v).MethodByName("Lock").IsValid() {
+		return "Lock"
+	}
+	return "Acquire"
 }

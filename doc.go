@@ -69,8 +69,8 @@
 //
 // Close releases every hold of the Client in Redis, so that waiters
 // elsewhere are served at once, within the unlock timeout (after a watchdog
-// renewal in flight, if any). The holds'
-// contexts end with ErrClientClosed, without a loss reported, and a later
+// renewal in flight, if any). The holds' contexts end first, with
+// ErrClientClosed and without a loss reported, and a later
 // Unlock of them returns nil; a release Redis did not confirm leaves its
 // hold to its lease. Then acquires fail with ErrClientClosed; Unlock,
 // Release and the queries still work.

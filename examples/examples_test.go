@@ -97,7 +97,7 @@ var stories = map[string][]string{
 		`B\s+waits for "orders"`,
 		`B\s+got it, then unlocked`,
 		`A\s+its context ended: relock: lock lost: lease expired`,
-		`B\s+closed its Client: the lock was released and the hold's context ended with relock: client closed: the hold was released by Close`,
+		`B\s+closed its Client: the lock was released and the hold's context ended with relock: client closed: Close releases the hold`,
 	},
 }
 
