@@ -58,11 +58,12 @@ func (c *Client) leaveQueue(ctx context.Context, call scriptCall) {
 }
 
 // retryInBackground runs op until it succeeds, fails for good, the Client
-// closes or until has passed. Once Close has stopped the background work
-// (its wait for these goroutines has begun), op runs once, here, instead:
-// a clean-up asked for by a call that ends after Close (a Lock whose grant
-// came back late, an Unlock) still gets its attempt, and Close never waits
-// for more than the attempts already running.
+// closes (after one last attempt) or until has passed. Once Close has
+// stopped the background work (its wait for these goroutines has begun), op
+// runs once, here, instead: a clean-up asked for by a call that ends after
+// Close (a Lock whose grant came back late, an Unlock) still gets its
+// attempt, and Close never waits for more than the attempts already
+// running.
 func (c *Client) retryInBackground(op func(context.Context) error, until time.Time) {
 	started := c.goBackground(func() { c.retryUntil(op, until) })
 	if !started {
@@ -71,7 +72,8 @@ func (c *Client) retryInBackground(op func(context.Context) error, until time.Ti
 }
 
 // retryUntil runs op, on the calling goroutine, until it succeeds, fails
-// for good, the Client closes or until has passed (see retryInBackground).
+// for good, the Client closes (after one last attempt then) or until has
+// passed (see retryInBackground).
 func (c *Client) retryUntil(op func(context.Context) error, until time.Time) {
 	for n := 1; ; n++ {
 		err := op(context.Background())
@@ -84,6 +86,9 @@ func (c *Client) retryUntil(op func(context.Context) error, until time.Time) {
 		}
 		select {
 		case <-c.closing:
+			// One last attempt, which Close waits for within its bound:
+			// Close hands back at once what the Client held.
+			_ = op(context.Background())
 			return
 		case <-time.After(pause):
 		}

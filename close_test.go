@@ -253,3 +253,29 @@ func blockingAcquire(v any) string {
 	}
 	return "Acquire"
 }
+
+// A release that failed and is being retried in the background gets one
+// last attempt at Close, within Close's bound, instead of leaving its hold
+// to its lease: Close hands everything the Client held back at once.
+func TestCloseMakesALastAttemptAtAFailedUnlocksRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	faults := redistest.NewConnFaults()
+	rdbA := srv.Client()
+	rdbA.AddHook(faults)
+	a := relock.New(rdbA)
+	b := relock.New(srv.Client())
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := context.Background()
+	held, err := a.Lock("last-attempt").Lock(ctx)
+	require.NoError(t, err)
+	faults.CutBefore(redistest.CommandConn, "EVALSHA", 1000)
+	err = a.Lock("last-attempt").Unlock(held)
+	require.ErrorIs(t, err, relock.ErrNotConfirmed)
+	// The Unlock's release and a background retry have failed; the next
+	// retry waits out its backoff.
+	require.Eventually(t, func() bool { return faults.Cuts() >= 2 }, 5*time.Second, time.Millisecond)
+	faults.StopCutting()
+	require.NoError(t, a.Close())
+	_, err = b.Lock("last-attempt").TryLock(ctx, 0, 0)
+	require.NoError(t, err, "the lock is free once Close has returned, not at the end of its 30 s lease")
+}

@@ -58,12 +58,12 @@
 // Unlock and Release work with a cancelled context and return within the
 // unlock timeout (WithUnlockTimeout, default 1 s); a release Redis did not
 // confirm by then returns ErrNotConfirmed and ErrUnavailable, ends the hold
-// for the caller, and is retried in the background until it is confirmed
-// or the lease runs out. Every other call returns when its context ends,
-// wrapping context.Cause(ctx) and ErrUnavailable; a change cut short may
-// still apply if it was sent (the error says whether). A request go-redis
-// resends after losing its reply answers as its first run did. Invalid
-// input returns ErrInvalidArgument before anything is sent.
+// for the caller, and is retried until confirmed, the lease ends or
+// Close tries it once more. Any other call returns when its
+// context ends, wrapping context.Cause(ctx) and ErrUnavailable; a change cut
+// short may still apply if it was sent (the error says whether). A request
+// go-redis resends after losing its reply answers as its first run did.
+// Invalid input returns ErrInvalidArgument before anything is sent.
 //
 // # Close
 //

@@ -73,6 +73,15 @@ func (f *ConnFaults) CutBefore(kind ConnKind, command string, n int) {
 	f.mu.Unlock()
 }
 
+// StopCutting drops the cuts CutBefore asked for that have not happened.
+func (f *ConnFaults) StopCutting() {
+	f.mu.Lock()
+	for k := range f.cutNext {
+		clear(f.cutNext[k])
+	}
+	f.mu.Unlock()
+}
+
 // Cut closes every open connection of kind now.
 func (f *ConnFaults) Cut(kind ConnKind) {
 	f.mu.Lock()
