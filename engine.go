@@ -346,9 +346,8 @@ func (k *lockCall) grant(a attempt, started time.Time) context.Context {
 		source = k.source
 	}
 	for i, p := range k.parts {
-		gen, token := a.grantOf(i)
 		c := p.h.client()
-		next := c.grant(p.h, hctx, source, gen, token, k.lease, started)
+		next := c.grant(p.h, hctx, source, a.grantOf(i), k.lease, started)
 		if next == nil {
 			k.ungrant(hctx, i)
 			return nil

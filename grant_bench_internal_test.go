@@ -20,7 +20,7 @@ func BenchmarkGrantEnd(b *testing.B) {
 	c := New(rdb)
 	b.Cleanup(func() { _ = c.Close() })
 	cycle := func(h *hold) {
-		if c.grant(h, context.Background(), context.Background(), "gen", 1, 0, time.Now()) == nil {
+		if c.grant(h, context.Background(), context.Background(), partGrant{gen: "gen", token: 1}, 0, time.Now()) == nil {
 			b.Fatal("not granted")
 		}
 		c.end(h, "gen", ErrUnlocked)

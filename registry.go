@@ -22,8 +22,12 @@ type hold struct {
 	sem chan struct{}
 
 	// Guarded by registry.mu.
-	gen   string   // the generation in Redis; "" while not held
-	token int64    // fencing token of the generation
+	gen   string // the generation in Redis; "" while not held
+	token int64  // fencing token of the generation
+	// at is the position in the lock's queue from which the generation
+	// was handed over (0: none known), so that its release reads the
+	// entry after it, the likely head, with the hold (lock_release.lua).
+	at    int64
 	since monoTime // when the generation was granted
 	// expiresAt is when the lease ends by this Client's clock (measured from
 	// before the script that set it was sent, less a drift margin, so never
@@ -234,7 +238,7 @@ func (r *registry) tracked(id, owner string) bool {
 // Close's cancelAll takes after marking the Client closed, so a grant is
 // either recorded before cancelAll (which cancels it) or refused. The hold
 // context is made before the lock is taken: the lock is the whole Client's.
-func (c *Client) grant(h *hold, from, parent context.Context, gen string, token int64, lease time.Duration, started time.Time) context.Context {
+func (c *Client) grant(h *hold, from, parent context.Context, g partGrant, lease time.Duration, started time.Time) context.Context {
 	ctx, cancel := context.WithCancelCause(from)
 	e := &entry{Context: ctx, h: h, lease: lease, cancel: cancel, parent: parent}
 	life := safeLease(c.leaseFor(lease))
@@ -247,7 +251,7 @@ func (c *Client) grant(h *hold, from, parent context.Context, gen string, token 
 		return nil
 	}
 	if h.gen == "" {
-		h.gen, h.token, h.drift, h.since = gen, token, drift, monoOf(started)
+		h.gen, h.token, h.at, h.drift, h.since = g.gen, g.token, g.at, drift, monoOf(started)
 		h.told.Store(false)
 	}
 	e.gen, e.next, h.entries = h.gen, h.entries, e

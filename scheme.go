@@ -215,6 +215,9 @@ func (r *acquireReq) newOp(c *Client) {
 type releaseReq struct {
 	owner, op, gen string
 	final          bool
+	// ahead: the position of a Lock's queue that a final release expects
+	// at its head (0: none; see hold.at).
+	ahead int64
 	// until is when the hold's lease ends at the latest (zero: unknown): a
 	// scheme that retries part of a release in the background stops then.
 	until time.Time
@@ -238,6 +241,10 @@ type attempt struct {
 	retryIn time.Duration // busy: the remaining lease of the holder (< 0: unknown)
 	channel string        // busy: where the holder's release is announced ("" to poll at retryIn)
 	place   queuePlace    // busy: where the attempt left the waiter in the lock's queue (see wait.go)
+	// at: busy, the waiter's position in a Lock's queue (0: none known);
+	// acquired, the position the waiter held when the lock was handed to
+	// it (see hold.at).
+	at int64
 	// busy: which Client's subscriber carries channel (nil: the waiting
 	// Client's) — a part of a MultiLock may belong to another Client.
 	subs *subscriber
@@ -255,14 +262,15 @@ type attempt struct {
 type partGrant struct {
 	gen   string
 	token int64
+	at    int64 // see attempt.at
 }
 
 // grantOf is what a granted attempt gave part i.
-func (a attempt) grantOf(i int) (gen string, token int64) {
+func (a attempt) grantOf(i int) partGrant {
 	if a.grants != nil {
-		return a.grants[i].gen, a.grants[i].token
+		return a.grants[i]
 	}
-	return a.gen, a.token
+	return partGrant{gen: a.gen, token: a.token, at: a.at}
 }
 
 type releaseOutcome int
@@ -286,7 +294,7 @@ type renewal struct {
 }
 
 // parseAcquire reads the reply shared by the acquire scripts: {1, token,
-// count}, {0, pttl, place} or {-1, 0}.
+// count}, {0, pttl, place[, at]} or {-1, 0}.
 func parseAcquire(res []int64, channel string) (attempt, error) {
 	if len(res) < 2 {
 		return attempt{}, fmt.Errorf("relock: acquire script returned %d values, want 2 or 3", len(res))
@@ -298,6 +306,9 @@ func parseAcquire(res []int64, channel string) (attempt, error) {
 		a := attempt{outcome: busy, retryIn: leaseLeft(res[1]), channel: channel}
 		if len(res) > 2 {
 			a.place = queuePlace(res[2])
+		}
+		if len(res) > 3 {
+			a.at = res[3]
 		}
 		return a, nil
 	case -1:

@@ -298,8 +298,20 @@ func lockAcquireCall(c *Client, k lockKeys, owner string, r acquireReq, queue bo
 // keys are k; a final release hands the lock over to its first queued waiter.
 func lockReleaseCall(c *Client, k lockKeys, owner string, r releaseReq) scriptCall {
 	return newCall(lockReleaseScript, k.releaseKeys,
-		strArg(owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
+		strArg(owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), flagArg(r.final), c.args.publish, c.args.latch, c.args.blind,
+		positionArg(r.ahead))
 }
+
+// positionArg is a queue position as a script argument ("" for none,
+// boxed once: an uncontended release has none).
+func positionArg(at int64) any {
+	if at <= 0 {
+		return argNone
+	}
+	return at
+}
+
+var argNone any = ""
 
 // fairAcquireCall takes, re-enters or queues for (request r) the FairLock
 // whose keys are k.

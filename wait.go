@@ -89,8 +89,8 @@ func (c *Client) waitFrom(ctx context.Context, spec waitSpec, tried time.Time, a
 		var handed bool
 		var h attempt
 		if h, handed, err = c.sleep(ctx, spec, w, timer, sleep, tried, check, &dl); handed {
-			a = h
-			return a, slept, nil
+			h.at = a.at // the position it was handed from
+			return h, slept, nil
 		}
 		if err != nil {
 			return a, slept, afterFault(err, faults.last)
@@ -100,6 +100,9 @@ func (c *Client) waitFrom(ctx context.Context, spec waitSpec, tried time.Time, a
 		a, err = try()
 		check.saw(a, err)
 		if err == nil && a.outcome != busy {
+			if a.outcome == acquired && a.at == 0 {
+				a.at = prev.at // the claim of a grant from the queue
+			}
 			return a, slept, nil
 		}
 		if err != nil {

@@ -22,11 +22,17 @@ local QF_BATCH = 8
 -- lists the fields of the entries taken out, for a release that frees the
 -- lock after nobody took it (see free_record); wake(pub) tells the Clients
 -- of the entries left (see wake_queue); none() is called when the walk
--- found nobody to grant, every entry gone.
-local function qf_reader(hash, qv, holder)
+-- found nobody to grant, every entry gone. at and e (nil: none) are a
+-- position of the queue and its entry, read already by the caller's HMGET
+-- (see release_hold): when at is the head, the walk starts from e, and a
+-- hand-over to the head's waiter reads no more of the queue.
+local function qf_reader(hash, qv, holder, at, e)
 	local h, t, c = qf_state(qv)
 	local gone = {'~o'}
 	local buf, base = {}, h
+	if e and tonumber(at) == h then
+		buf[1] = e
+	end
 	local r = {}
 	function r.next()
 		while c > 0 and h <= t do

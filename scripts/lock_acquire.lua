@@ -17,9 +17,10 @@
 --          hand-over, see queue_common), absent or "" not to (RedLock)
 --
 -- Returns {1, token, count}  acquired (count: the owner's holds now)
---         {0, pttl, place}   held by another owner; pttl is its lease left,
---                            place where the caller stands in the queue
---                            (Q_KEPT, Q_ANEW or Q_ABSENT, see queue_common)
+--         {0, pttl, place, at}  held by another owner; pttl is its lease
+--                            left, place where the caller stands in the
+--                            queue (Q_KEPT, Q_ANEW or Q_ABSENT, see
+--                            queue_common), at its position (0: none)
 --         {-1, 0}            the caller's generation no longer holds: lost
 --
 -- Idempotent under replay: a request whose op id is the last applied already
@@ -42,14 +43,14 @@ if not cur then
 	return reenter_hold(hash, owner, op, ARGV[3], ARGV[4])
 end
 if not cur[1] and cur[4] then
-	local place = Q_ABSENT
+	local place, at = Q_ABSENT, 0
 	if cur[6] then
 		place = Q_KEPT
 	end
 	if ARGV[6] == '1' then
-		place = enqueue(hash, cur[5], cur[6], op, ARGV[4], ARGV[5], owner)
+		place, at = enqueue(hash, cur[5], cur[6], op, ARGV[4], ARGV[5], owner)
 	end
-	return {0, redis.call('pttl', hash), place}
+	return {0, redis.call('pttl', hash), place, at}
 end
 dequeue(hash, cur[5], cur[6], op)
 return {1, grant_new(hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}

@@ -15,6 +15,11 @@
 --          record (its token and the latch, see release_common) lives
 -- ARGV[7]  "1" to hand over without trusting PUBLISH's receiver count
 --          (classic pub/sub on a Cluster), "0" otherwise
+-- ARGV[8]  the queue position the Client expects at the head when this
+--          hold ends: the one after the waiter's own, for a hold handed
+--          over from the queue ("" or absent: none). A guess, checked
+--          against ~q: its entry is read with the hold's fields, and a
+--          hand-over to it reads no more of the queue (see qf_reader).
 --
 -- Returns  1  the caller's hold is over: the lock is free or handed over
 --          0  one hold released, the owner still holds the rest
@@ -23,7 +28,12 @@
 --
 -- Idempotent under replay: a request whose op id is the last applied, or
 -- that the latch records, already ran.
-local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[1])
+local at = ARGV[8]
+local ahead
+if at and at ~= '' then
+	ahead = '~#' .. at
+end
+local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS[1], ahead)
 if done then
 	return done
 end
@@ -35,5 +45,5 @@ end
 if not cur then
 	return release_replay(KEYS[1], KEYS[1], ARGV[2])
 end
-free_hold(KEYS[1], KEYS[2], ARGV[2], KEYS[1], cur, ARGV[5], ARGV[6], ARGV[7], qf_reader(KEYS[1], cur[4], ARGV[1]), ARGV[1])
+free_hold(KEYS[1], KEYS[2], ARGV[2], KEYS[1], cur, ARGV[5], ARGV[6], ARGV[7], qf_reader(KEYS[1], cur[4], ARGV[1], at, cur[9]), ARGV[1])
 return 1

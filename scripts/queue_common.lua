@@ -69,10 +69,11 @@ end
 
 -- enqueue adds waiter w at the end of the queue of hash (qv: its ~q, at:
 -- w's ~@ field, read by the caller's HMGET), unless it is queued: a waiter
--- keeps its place across its attempts. It returns Q_KEPT or Q_ANEW.
+-- keeps its place across its attempts. It returns Q_KEPT or Q_ANEW, and
+-- w's position.
 local function enqueue(hash, qv, at, w, lease, fencing, owner)
 	if at then
-		return Q_KEPT
+		return Q_KEPT, tonumber(at)
 	end
 	local h, t, c = qf_state(qv)
 	t = t + 1
@@ -80,7 +81,7 @@ local function enqueue(hash, qv, at, w, lease, fencing, owner)
 		h = t
 	end
 	redis.call('hset', hash, '~q', qf_text(h, t, c + 1), '~#' .. t, q_entry(w, lease, fencing, owner), '~@' .. w, tostring(t))
-	return Q_ANEW
+	return Q_ANEW, t
 end
 
 -- dequeue takes waiter w (at: its ~@ field) out of the queue of hash (qv:

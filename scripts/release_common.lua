@@ -102,11 +102,15 @@ end
 -- hold carries} when the caller must free the lock now. Each kind of
 -- release reads only the fields it uses: every value HMGET finds costs
 -- Redis about 0.1 µs, and a final release has no use for the owner's
--- count.
-local function release_hold(hash, owner, op, gen, final, tail)
+-- count. ahead (a Lock's release; nil: none) is one more field read by the
+-- same HMGET, at cur[9]: the queue entry the hold's Client expects at the
+-- head (see qf_reader), which saves a hand-over its second HMGET.
+local function release_hold(hash, owner, op, gen, final, tail, ahead)
 	local cur
 	if final == '1' then
-		if tail == hash then
+		if ahead then
+			cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~r', '~n', ahead)
+		elseif tail == hash then
 			cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~r', '~n')
 		else
 			cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~s')
