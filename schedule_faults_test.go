@@ -72,7 +72,15 @@ func (r *scheduleRun) sampleSema(ctx context.Context, s *schedule.Sample) {
 		s.Known = false
 		return
 	}
-	s.Sema = schedule.SemaSample{Permits: st.Permits, Used: st.Used, Waiters: st.Waiters}
+	s.Sema = schedule.SemaSample{Permits: st.Permits, Used: st.Used, Waiters: st.Waiters, Owners: map[string]bool{}}
+	switch sema, err := r.inspect[0].Inspect(ctx, schedule.ResA); {
+	case err != nil:
+		s.Sema.Owners = nil // not known: the summed check judges
+	case sema.Semaphore != nil:
+		for _, h := range sema.Semaphore.Holders {
+			s.Sema.Owners[h.Owner] = true
+		}
+	}
 	if st.Used == 0 && st.Waiters == 0 {
 		s.Sema.Permits = 0 // nothing in Redis, no capacity recorded: State reports this Semaphore's
 	}

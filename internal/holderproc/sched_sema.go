@@ -100,7 +100,7 @@ func (w *schedWorker) semaHolds(stop context.Context, rep *judge.Reporter, h *se
 			continue
 		}
 		holds++
-		if err := semaCritical(rep, s, hctx, n, hd.Hold); err != nil {
+		if err := semaCritical(rep, s, ownerField(h.c, hctx), hctx, n, hd.Hold); err != nil {
 			return holds, err
 		}
 		sleepCtx(stop, hd.Think)
@@ -108,8 +108,18 @@ func (w *schedWorker) semaHolds(stop context.Context, rep *judge.Reporter, h *se
 	return holds, nil
 }
 
-// semaCritical is one hold of n permits, reported with n as its token.
-func semaCritical(rep *judge.Reporter, s *relock.Semaphore, hctx context.Context, n int, d time.Duration) error {
+// ownerField is the owner field under which c records the holds of hctx.
+func ownerField(c *relock.Client, hctx context.Context) string {
+	id, ok := relock.OwnerOf(hctx)
+	if !ok {
+		return ""
+	}
+	return c.ID() + ":" + id
+}
+
+// semaCritical is one hold of n permits, reported with n as its token and
+// with owner, the field Redis records it under.
+func semaCritical(rep *judge.Reporter, s *relock.Semaphore, owner string, hctx context.Context, n int, d time.Duration) error {
 	if hctx.Err() != nil {
 		if err := rep.Void(time.Now(), context.Cause(hctx)); err != nil {
 			return err
@@ -117,7 +127,7 @@ func semaCritical(rep *judge.Reporter, s *relock.Semaphore, hctx context.Context
 		_ = s.Release(hctx)
 		return nil
 	}
-	return holdFor(rep, int64(n), hctx, d, s.Release)
+	return holdForAs(rep, int64(n), owner, hctx, d, s.Release)
 }
 
 // crowd starts Crowd waiters at once, spread over CrowdClients Clients on

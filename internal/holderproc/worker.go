@@ -177,7 +177,13 @@ func (w *worker) critical(l exclusive, hctx context.Context, rep *judge.Reporter
 // unless it is lost meanwhile (then it stops at once: that is the signal),
 // reports the exit or the loss, and ends it with release.
 func holdFor(rep *judge.Reporter, tok int64, hctx context.Context, d time.Duration, release func(context.Context) error) error {
-	if err := rep.Enter(tok, time.Now()); err != nil {
+	return holdForAs(rep, tok, "", hctx, d, release)
+}
+
+// holdForAs is holdFor for a hold that Redis records under owner ("": not
+// reported).
+func holdForAs(rep *judge.Reporter, tok int64, owner string, hctx context.Context, d time.Duration, release func(context.Context) error) error {
+	if err := rep.EnterAs(tok, time.Now(), owner); err != nil {
 		return err
 	}
 	timer := time.NewTimer(d)

@@ -52,6 +52,9 @@ type Sample struct {
 // records none (an idle Semaphore leaves nothing).
 type SemaSample struct {
 	Permits, Used, Waiters int
+	// Owners are the owner fields of the holds Redis records (nil: not
+	// read).
+	Owners map[string]bool
 }
 
 // Verdict is the judgement of one run.

@@ -195,3 +195,61 @@ func TestCheckSemaRefusal(t *testing.T) {
 		t.Fatalf("a real mismatch: got %v", v.Problems)
 	}
 }
+
+// Where holds report their owners, a permit held by nobody is judged hold
+// by hold: two streams of grants, each grant reaching its waiter 300 ms
+// late, so that one is always in flight, are no orphan (the summed check
+// reads them as one); one hold that its owner never enters is.
+func TestCheckSemaOrphansHoldByHold(t *testing.T) {
+	span := int((2*Bound + time.Second) / time.Millisecond)
+	const late, hold = 300, 500 // ms
+	offsets := []int{0, hold / 2}
+	// Stream k's hold i is granted in Redis at off+i*hold, its waiter
+	// inside from off+i*hold+late until the next grant's waiter enters,
+	// when Redis releases it.
+	var events []judge.Event
+	for k, off := range offsets {
+		for i := 0; off+(i+1)*hold+late <= span; i++ {
+			p := fmt.Sprintf("p%d.%d", k, i)
+			events = append(events, ev(p, judge.KindWait, 0, 0, ""),
+				ev(p, judge.KindEnter, 1, off+i*hold+late, fmt.Sprintf("c%d:%d", k, i)),
+				ev(p, judge.KindExit, 1, off+(i+1)*hold+late, ""))
+		}
+	}
+	samples := func(stranded bool) []Sample {
+		var out []Sample
+		for ms := 0; ms <= span; ms += 20 {
+			owners := map[string]bool{}
+			for k, off := range offsets {
+				if ms < off {
+					continue
+				}
+				i := (ms - off) / hold
+				owners[fmt.Sprintf("c%d:%d", k, i)] = true
+				if i > 0 && ms < off+i*hold+late {
+					owners[fmt.Sprintf("c%d:%d", k, i-1)] = true
+				}
+			}
+			if stranded {
+				owners["c9:stranded"] = true
+			}
+			out = append(out, Sample{At: atMs(ms), Known: true, Held: map[string]bool{ResA: true},
+				Sema: SemaSample{Permits: 5, Used: len(owners), Owners: owners}})
+		}
+		return out
+	}
+	h := NewHistory(semaPlan(), events, atMs(span))
+	if v := Check(semaPlan(), h, samples(false), nil, nil, t0); strings.Contains(v.Broken(), RuleOrphan) {
+		t.Fatalf("grants each known to its waiter within %d ms: got %v", late, v.Problems)
+	}
+	if v := Check(semaPlan(), h, samples(true), nil, nil, t0); !strings.Contains(v.Broken(), RuleOrphan) {
+		t.Fatalf("a hold whose owner never came: want %q, got %v", RuleOrphan, v.Problems)
+	}
+	unreported := samples(false)
+	for i := range unreported {
+		unreported[i].Sema.Owners = nil
+	}
+	if v := Check(semaPlan(), h, unreported, nil, nil, t0); !strings.Contains(v.Broken(), RuleOrphan) {
+		t.Fatalf("the summed check reads the streams as one orphan: want %q, got %v", RuleOrphan, v.Problems)
+	}
+}

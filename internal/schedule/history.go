@@ -20,8 +20,9 @@ const (
 type Interval struct {
 	Proc      string
 	Res       []string
-	Read      bool  // a read hold: reads may overlap reads
-	Token     int64 // 0: the type has none (ReadLock, MultiLock)
+	Read      bool   // a read hold: reads may overlap reads
+	Token     int64  // 0: the type has none (ReadLock, MultiLock)
+	Owner     string // the owner field Redis records the hold under ("": not reported)
 	Enter     time.Time
 	End       time.Time
 	Ended     string // judge.KindExit, judge.KindLost, or "open"
@@ -119,7 +120,7 @@ func newInterval(plan *Plan, e judge.Event) Interval {
 		role = pr.Role
 	}
 	return Interval{Proc: e.Proc, Res: Resources(role), Read: role == RoleRead, Token: e.Token,
-		Enter: e.At, Ended: "open"}
+		Owner: e.Detail, Enter: e.At, Ended: "open"}
 }
 
 func shares(a, b []string) bool {
