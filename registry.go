@@ -263,6 +263,16 @@ func (c *Client) grant(h *hold, from, parent context.Context, g partGrant, lease
 	return e
 }
 
+// next is the queue position that h's final release expects at the head of
+// the lock's queue (0: none known; see hold.at). The caller holds
+// registry.mu.
+func (h *hold) next() int64 {
+	if h.at <= 0 {
+		return 0
+	}
+	return h.at + 1
+}
+
 // client is the Client that keeps h.
 func (h *hold) client() *Client { return h.scheme.client() }
 

@@ -297,7 +297,7 @@ type renewal struct {
 // count}, {0, pttl, place[, at]} or {-1, 0}.
 func parseAcquire(res []int64, channel string) (attempt, error) {
 	if len(res) < 2 {
-		return attempt{}, fmt.Errorf("relock: acquire script returned %d values, want 2 or 3", len(res))
+		return attempt{}, fmt.Errorf("relock: acquire script returned %d values, want 2 to 4", len(res))
 	}
 	switch res[0] {
 	case 1:

@@ -135,8 +135,8 @@ func (k *unlockCall) prepare() (fails []partFailure, live int) {
 		}
 		p.live = true
 		p.req = releaseReq{owner: h.key.owner, gen: p.e.gen, final: h.entries != nil && h.entries.next == nil}
-		if p.req.final && h.at > 0 {
-			p.req.ahead = h.at + 1
+		if p.req.final {
+			p.req.ahead = h.next()
 		}
 		h.releasing = p.req.final
 		p.until, p.since = h.expiresAt.time(), h.since.time()
