@@ -163,7 +163,7 @@ func TestHandOverCommandsPerAcquisitionAcrossClients(t *testing.T) {
 		// the latch that the lock's hash keeps, PEXPIRE); above 11, each
 		// Client's first wait (SUBSCRIBE, and the attempt after it) and a
 		// hold not handed from the queue (a second HMGET, of the queue's
-		// head: 12.1 before releases read it with the hold). FairLock
+		// head). FairLock
 		// 15.9: its hash keeps its token and
 		// latch as a Lock's, and its queue is a key of its own (the
 		// waiter's ZADD and the queue's lifetime, the hand-over's ZRANGE

@@ -100,7 +100,7 @@ func (c *Client) waitFrom(ctx context.Context, spec waitSpec, tried time.Time, a
 		a, err = try()
 		check.saw(a, err)
 		if err == nil && a.outcome != busy {
-			if a.outcome == acquired && a.at == 0 {
+			if a.outcome == acquired {
 				a.at = prev.at // the claim of a grant from the queue
 			}
 			return a, slept, nil

@@ -158,25 +158,18 @@ func (v *Verdict) checkOwnersInRedis(holds []Interval, samples []Sample) {
 	}
 	for _, o := range slices.Sorted(maps.Keys(seen)) {
 		in := inside[o]
-		for _, s := range stretches(samples, func(s Sample) bool { return s.Sema.Owners[o] && !covers(in, s.At) }) {
-			d := s.End.Sub(s.Start)
-			v.MaxOrphan = max(v.MaxOrphan, d)
-			if d > Bound {
-				v.AddProblem(RuleOrphan, "from %s to %s (%v) Redis recorded a hold of %s, who was not inside it",
-					v.rel(s.Start), v.rel(s.End), d.Round(time.Millisecond), o)
+		sortSpans(in)
+		for _, held := range stretches(samples, func(s Sample) bool { return s.Sema.Owners[o] }) {
+			for _, gap := range uncovered(held, in) {
+				d := gap.End.Sub(gap.Start)
+				v.MaxOrphan = max(v.MaxOrphan, d)
+				if d > Bound {
+					v.AddProblem(RuleOrphan, "from %s to %s (%v) Redis recorded a hold of %s, who was not inside it",
+						v.rel(gap.Start), v.rel(gap.End), d.Round(time.Millisecond), o)
+				}
 			}
 		}
 	}
-}
-
-// covers reports whether a span of spans covers at.
-func covers(spans []Span, at time.Time) bool {
-	for _, sp := range spans {
-		if !sp.Start.After(at) && sp.End.After(at) {
-			return true
-		}
-	}
-	return false
 }
 
 // refusedSame matches the refusal of an Acquire whose Semaphore has the
