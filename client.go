@@ -30,8 +30,11 @@ type Client struct {
 	sharded atomic.Bool
 	detect  detector
 	// deadlines: rdb bounds every command by its context's deadline itself
-	// (see honoursDeadlines), so Unlock runs its release inline.
-	deadlines bool
+	// (see honoursDeadlines). pastDeadline is how long a command rdb has
+	// begun may run past its context's deadline (see pastDeadline): Unlock
+	// runs its release inline when that fits in the unlock timeout.
+	deadlines    bool
+	pastDeadline time.Duration
 
 	holds    registry
 	coalesce coalescer // lock calls issued at the same time share a round trip
@@ -80,6 +83,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		c.err = checkReplicaTimeout(rdb, c.opts.replicaTimeout)
 	}
 	c.deadlines = honoursDeadlines(rdb)
+	c.pastDeadline = pastDeadline(rdb)
 	c.initMode()
 	if c.opts.logger == nil {
 		c.opts.logger = slog.Default()

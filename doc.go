@@ -59,7 +59,13 @@
 // unlock timeout (WithUnlockTimeout, default 1 s); a release Redis did not
 // confirm by then returns ErrNotConfirmed and ErrUnavailable, ends the hold
 // for the caller, and is retried until confirmed, the lease ends or
-// Close tries it once more. Any other call returns when its
+// Close tries it once more. They run the release on the caller's goroutine
+// when go-redis itself ends it by then: a client with
+// ContextTimeoutEnabled, or one whose WriteTimeout + ReadTimeout is at most
+// half the unlock timeout. On the latter, a connection go-redis opens for
+// the release (or a Cluster slot map it reloads) whose set-up Redis answers
+// slowly can carry the release past the unlock timeout by those round
+// trips, each within go-redis's timeouts. Any other call returns when its
 // context ends, wrapping context.Cause(ctx) and ErrUnavailable; a change cut
 // short may still apply if it was sent (the error says whether). A request
 // go-redis resends after losing its reply answers as its first run did.

@@ -85,3 +85,7 @@ func (l *FairLock) QueueKey() string { return l.keys.queue }
 
 // Locks returns the parts in the order they are acquired.
 func (m *MultiLock) Locks() []*Lock { return slices.Clone(m.parts) }
+
+// ReleaseGoroutines counts the releases Unlock ran on a goroutine of its
+// own rather than on the caller's (see inline.go).
+func ReleaseGoroutines() uint64 { return releaseGoroutines.Load() }

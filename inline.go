@@ -2,28 +2,48 @@ package relock
 
 // Unlock's release on the caller's goroutine.
 //
-// Unlock is always bounded (WithUnlockTimeout). By default go-redis ignores
-// a context's deadline, so relock bounds a release by running it on a
-// goroutine of its own and waiting for it at most the unlock timeout
-// (bounded.go). Handing the call to another goroutine wakes a second P: on
-// a small machine, where redis-server competes for the cores, that cost an
-// uncontended Lock+Unlock ~20-30% (BenchmarkUncontendedParts/client 155-173
-// µs/op against 112-134 inline, on 2 cores).
+// Unlock is always bounded (WithUnlockTimeout). Handing a call to another
+// goroutine and its reply back wakes a second P each way: on a small
+// machine, where redis-server competes for the cores, that cost an
+// uncontended Lock+Unlock ~20-30% of its time and 40% of the Client's CPU
+// (BenchmarkUncontendedParts/client 148-154 µs/op and 97-102 client-µs/op
+// against 107-111 and 59-61 inline, on 2 cores). So Unlock runs its release
+// on the caller's goroutine whenever go-redis's own bounds end it by the
+// unlock timeout:
 //
-// A go-redis client made with ContextTimeoutEnabled bounds the pool wait,
-// the dial, the write and the read by the context's deadline itself
-// (honoursDeadlines). Unlock then runs its release on the caller's
-// goroutine, under a context whose deadline is the unlock bound, derived
-// from the caller's (detached) context so that its values reach hooks. A
-// release cut short there — the deadline passed, a network error: its
-// outcome is unknown, it may still run in Redis — is settled as one that
-// overran the bound on the other path: the caller is told ErrNotConfirmed
-// (ErrUnavailable) and the same request, with the same op id, is retried in
-// the background (the release scripts recognise a replay by op id and the
-// tail's latch). The hold records' semaphores stay taken until that retry
-// is done, so the owner's next request on the lock is sent only once its
-// release has been settled in Redis (it cannot, say, take its own stale
-// hold over ahead of the waiters the release hands the lock to).
+//   - A go-redis client made with ContextTimeoutEnabled bounds the pool
+//     wait, the dial, the write and the read by the context's deadline
+//     itself (honoursDeadlines). The release runs under a context whose
+//     deadline is the unlock bound.
+//   - Without it, go-redis still stops its pool wait, its dial and its
+//     retries at the context's deadline, but a write and a read it has
+//     begun run to their own timeouts (pastDeadline: WriteTimeout +
+//     ReadTimeout). Where that is at most half the unlock timeout (a client
+//     with timeouts of 250 ms or less each, for the default 1 s), the
+//     release runs under a context that ends that much before the bound,
+//     so that a request begun by then is over by the bound. With go-redis's
+//     default timeouts (3 s each) the release runs on a goroutine of
+//     relock's and the caller waits for it at most the unlock timeout
+//     (bounded.go).
+//
+// The context is derived from the caller's (detached) context so that its
+// values reach hooks. A release cut short — the deadline passed, a network
+// error: its outcome is unknown, it may still run in Redis — is settled as
+// one that overran the bound on the other path: the caller is told
+// ErrNotConfirmed (ErrUnavailable) and the same request, with the same op
+// id, is retried in the background (the release scripts recognise a replay
+// by op id and the tail's latch). The hold records' semaphores stay taken
+// until that retry is done, so the owner's next request on the lock is sent
+// only once its release has been settled in Redis (it cannot, say, take its
+// own stale hold over ahead of the waiters the release hands the lock to).
+//
+// The limit, without ContextTimeoutEnabled: a connection that go-redis
+// opens for the release, or a Cluster's slot map it reloads, costs round
+// trips of their own (HELLO, CLIENT SETINFO, CLUSTER SLOTS), each bounded
+// by the same timeouts and not by the deadline. Such a step that is slow
+// but answered can carry the release past the bound by those round trips;
+// one that fails (a paused or unreachable Redis) ends the attempt by its
+// timeout, within the bound.
 //
 // Lock keeps its detached request (bounded.go): an acquire cut short by
 // go-redis may still run in Redis later and leave a hold that nobody knows
@@ -35,6 +55,8 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // releaseGoroutines counts the releases Unlock ran on a goroutine of its
@@ -118,4 +140,39 @@ func cutCause(err error) error {
 		return nil
 	}
 	return err
+}
+
+// pastDeadline is how long a command that rdb has begun may run past its
+// context's deadline: 0 where rdb ends it at the deadline
+// (honoursDeadlines); else, for go-redis's own clients, its write and read
+// timeouts, which bound a write and a read begun before the deadline (the
+// pool wait, the dial and the retries stop at the deadline); -1 when they
+// are unbounded or rdb is not one of go-redis's clients.
+func pastDeadline(rdb redis.UniversalClient) time.Duration {
+	if honoursDeadlines(rdb) {
+		return 0
+	}
+	var read, write time.Duration
+	switch r := rdb.(type) {
+	case *redis.Client:
+		read, write = r.Options().ReadTimeout, r.Options().WriteTimeout
+	case *redis.ClusterClient:
+		read, write = r.Options().ReadTimeout, r.Options().WriteTimeout
+	case *redis.Ring:
+		read, write = r.Options().ReadTimeout, r.Options().WriteTimeout
+	default:
+		return -1
+	}
+	if read <= 0 || write <= 0 {
+		return -1
+	}
+	return read + write
+}
+
+// inlineWithin reports whether a call bounded by bound can run on the
+// caller's goroutine, go-redis ending it by then: rdb honours deadlines,
+// or what it may run past one leaves at least half the bound to send the
+// request in.
+func (c *Client) inlineWithin(bound time.Duration) bool {
+	return c.pastDeadline == 0 || (c.pastDeadline > 0 && 2*c.pastDeadline <= bound)
 }

@@ -15,24 +15,29 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// With a go-redis client that enforces context deadlines, Unlock runs its
-// release on the caller's goroutine: no goroutine of relock's is started
-// for it. With a default client (deadlines ignored) every Unlock still
-// starts one, which is how its bound holds (TestCallsReturnByTheCallersBound
-// checks the bound itself). Not parallel: the counter is the package's.
-func TestUnlockRunsInlineWhenGoRedisEnforcesDeadlines(t *testing.T) {
+// Unlock runs its release on the caller's goroutine, with no goroutine of
+// relock's started for it, when go-redis ends the release by the unlock
+// timeout itself: with ContextTimeoutEnabled, or with write and read
+// timeouts that together fit in half of it. With go-redis's default
+// timeouts (3 s each) every Unlock still starts one, which is how its bound
+// holds (TestCallsReturnByTheCallersBound checks the bound itself). Not
+// parallel: the counter is the package's.
+func TestUnlockRunsInlineWhenGoRedisEndsItByTheBound(t *testing.T) {
 	srv := redistest.Start(t)
 	const cycles = 20
 	for _, tc := range []struct {
 		name      string
-		enforced  bool
+		opts      func(*redis.Options)
 		spawnsPer uint64
-	}{{"ContextTimeoutEnabled", true, 0}, {"Default", false, 1}} {
+	}{
+		{"ContextTimeoutEnabled", func(o *redis.Options) { o.ContextTimeoutEnabled = true }, 0},
+		{"ShortTimeouts", func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = 250*time.Millisecond, 250*time.Millisecond }, 0},
+		{"TimeoutsBeyondHalfTheBound", func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = 300*time.Millisecond, 250*time.Millisecond }, 1},
+		{"Default", func(*redis.Options) {}, 1},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rdb := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = tc.enforced })
-			c := New(rdb)
+			c := New(srv.Client(tc.opts), WithUnlockTimeout(time.Second))
 			t.Cleanup(func() { _ = c.Close() })
-			require.Equal(t, tc.enforced, c.deadlines)
 			kinds := []interface {
 				Lock(context.Context) (context.Context, error)
 				Unlock(context.Context) error
@@ -44,8 +49,39 @@ func TestUnlockRunsInlineWhenGoRedisEnforcesDeadlines(t *testing.T) {
 					require.NoError(t, err)
 					require.NoError(t, l.Unlock(held))
 				}
+				s := c.Semaphore("inline-sema", 2)
+				held, err := s.Acquire(context.Background(), 1)
+				require.NoError(t, err)
+				require.NoError(t, s.Release(held))
 			}
-			assert.Equal(t, tc.spawnsPer*cycles*uint64(len(kinds)), releaseGoroutines.Load()-before)
+			assert.Equal(t, tc.spawnsPer*cycles*uint64(len(kinds)+1), releaseGoroutines.Load()-before)
+		})
+	}
+}
+
+// pastDeadline is 0 where go-redis ends a command at its context's
+// deadline, its write and read timeouts where it does not, and unknown
+// (-1) where they are unbounded or the client is not go-redis's own.
+func TestPastDeadlineReadsTheTimeouts(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name string
+		rdb  redis.UniversalClient
+		want time.Duration
+	}{
+		{"ContextTimeoutEnabled", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, ReadTimeout: 5 * ms}), 0},
+		{"Default", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), 6 * time.Second},
+		{"ReadOnlySet", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: 100 * ms}), 200 * ms},
+		{"Both", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: 100 * ms, WriteTimeout: 50 * ms}), 150 * ms},
+		{"NoReadTimeout", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: -1}), -1},
+		{"NoDeadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: -2}), -1},
+		{"Cluster", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ReadTimeout: 100 * ms, WriteTimeout: 100 * ms}), 200 * ms},
+		{"Ring", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, ReadTimeout: 100 * ms, WriteTimeout: 100 * ms}), 200 * ms},
+		{"Wrapper", wrapped{redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: 100 * ms})}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tc.rdb.Close()
+			assert.Equal(t, tc.want, pastDeadline(tc.rdb))
 		})
 	}
 }

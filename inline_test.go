@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,48 +15,118 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// With a go-redis client that enforces context deadlines, Unlock runs its
-// release on the caller's goroutine, bounded by go-redis alone. On a hung
-// Redis (SIGSTOP) it still returns by the unlock timeout, not confirmed;
-// once Redis answers again, the release retried in the background (or the
-// one cut short, which Redis may still run: the same op id) frees the lock
-// and hands it to the waiter of another Client at once — not at the end of
-// the holder's lease (30 s), the fallback.
+// Unlock runs its release on the caller's goroutine where go-redis ends it
+// by the unlock timeout itself: with ContextTimeoutEnabled, or with write
+// and read timeouts that fit in half the bound (the release's context
+// then ends that much earlier, see inline.go). On a hung Redis (SIGSTOP)
+// it still returns by the unlock timeout, not confirmed; once Redis answers
+// again, the release retried in the background (or the one cut short,
+// which Redis may still run: the same op id) frees the lock and hands it to
+// the waiter of another Client at once — not at the end of the holder's
+// lease (30 s), the fallback.
 func TestInlineUnlockOnAHungRedisReturnsByItsBoundAndHandsOver(t *testing.T) {
-	eachKind(t, func(t *testing.T, k lockKind) {
-		t.Parallel()
-		srv := redistest.Start(t)
-		rdb := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-		holder := relock.New(rdb, relock.WithUnlockTimeout(callBound), relock.WithLogger(quietLogger()))
-		t.Cleanup(func() { _ = holder.Close() })
-		waiter := relock.New(srv.Client(), append(farWaiter, relock.WithLogger(quietLogger()))...)
-		t.Cleanup(func() { _ = waiter.Close() })
+	for _, setup := range []struct {
+		name  string
+		opts  func(*redis.Options)
+		bound time.Duration // the unlock timeout
+		least time.Duration // what ends the release first: the bound, or go-redis's read timeout
+	}{
+		{"ContextTimeoutEnabled", func(o *redis.Options) { o.ContextTimeoutEnabled = true }, callBound, callBound},
+		{"ShortTimeouts", func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond }, time.Second, 200 * time.Millisecond},
+	} {
+		t.Run(setup.name, func(t *testing.T) {
+			eachKind(t, func(t *testing.T, k lockKind) {
+				t.Parallel()
+				unlockOnAHungRedis(t, k, setup.opts, setup.bound, setup.least)
+			})
+		})
+	}
+}
 
-		l := k.open(holder, "hung")
-		hctx, err := l.Lock(context.Background())
-		require.NoError(t, err)
-		got := lockAsync(k.open(waiter, "hung"))
-		require.Eventually(t, func() bool { return queuedWaiters(t, srv.Client(), k, k.keyOf(holder, "hung")) == 1 },
-			5*time.Second, time.Millisecond, "the waiter queues, to be handed the lock")
+func unlockOnAHungRedis(t *testing.T, k lockKind, opts func(*redis.Options), bound, least time.Duration) {
+	srv := redistest.Start(t)
+	holder := relock.New(srv.Client(opts), relock.WithUnlockTimeout(bound), relock.WithLogger(quietLogger()))
+	t.Cleanup(func() { _ = holder.Close() })
+	// The waiter's releases run inline too: the counter of release
+	// goroutines is the package's, and its sibling subtests run meanwhile.
+	waiter := relock.New(srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true }), append(farWaiter, relock.WithLogger(quietLogger()))...)
+	t.Cleanup(func() { _ = waiter.Close() })
 
-		srv.Pause()
-		start := time.Now()
-		err = l.Unlock(hctx)
-		took := time.Since(start)
-		require.ErrorIs(t, err, relock.ErrNotConfirmed)
-		require.ErrorIs(t, err, relock.ErrUnavailable)
-		assert.Less(t, took, callBound+boundSlack, "Unlock returns by its bound")
-		assert.GreaterOrEqual(t, took, callBound, "Redis never answered: only the bound ended it")
-		mustNotGet(t, got)
+	l := k.open(holder, "hung")
+	hctx, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	got := lockAsync(k.open(waiter, "hung"))
+	require.Eventually(t, func() bool { return queuedWaiters(t, srv.Client(), k, k.keyOf(holder, "hung")) == 1 },
+		5*time.Second, time.Millisecond, "the waiter queues, to be handed the lock")
 
-		resumed := time.Now()
-		srv.Resume()
-		wctx := mustGet(t, got, 20*time.Second)
-		handOff := time.Since(resumed)
-		t.Logf("Unlock returned after %v; the waiter had the lock %v after Redis resumed", took, handOff)
-		assert.Less(t, handOff, 5*time.Second, "handed over by the release, not by the lease's end (30 s)")
-		require.NoError(t, k.open(waiter, "hung").Unlock(wctx))
+	goroutines := relock.ReleaseGoroutines()
+	srv.Pause()
+	start := time.Now()
+	err = l.Unlock(hctx)
+	took := time.Since(start)
+	require.ErrorIs(t, err, relock.ErrNotConfirmed)
+	require.ErrorIs(t, err, relock.ErrUnavailable)
+	assert.Equal(t, goroutines, relock.ReleaseGoroutines(), "the release ran on the caller's goroutine")
+	assert.Less(t, took, bound+boundSlack, "Unlock returns by its bound")
+	assert.GreaterOrEqual(t, took, least, "Redis never answered: only the bound, or go-redis's timeout, ended it")
+	mustNotGet(t, got)
+
+	resumed := time.Now()
+	srv.Resume()
+	wctx := mustGet(t, got, 20*time.Second)
+	handOff := time.Since(resumed)
+	t.Logf("Unlock returned after %v; the waiter had the lock %v after Redis resumed", took, handOff)
+	assert.Less(t, handOff, 5*time.Second, "handed over by the release, not by the lease's end (30 s)")
+	require.NoError(t, k.open(waiter, "hung").Unlock(wctx))
+}
+
+// Without ContextTimeoutEnabled go-redis retries a request whose read timed
+// out (MaxRetries), each time on another pooled connection, and it stops
+// retrying at the context's deadline only. An inline release's context
+// ends early by the write and read timeouts, so that the attempt in flight
+// then is over by the unlock bound: here go-redis would retry on each of 24
+// open connections, 100 ms each, 2.4 s against a bound of 1 s.
+func TestInlineUnlockStopsGoRedisRetriesByItsBound(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(func(o *redis.Options) {
+		o.ReadTimeout, o.WriteTimeout = 100*time.Millisecond, 100*time.Millisecond
+		o.MaxRetries, o.MinRetryBackoff, o.MaxRetryBackoff = 30, time.Millisecond, 2*time.Millisecond
+		o.PoolSize = 32
 	})
+	const bound = time.Second
+	c := relock.New(rdb, relock.WithUnlockTimeout(bound), relock.WithLogger(quietLogger()))
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.Lock("retries")
+	hctx, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	openConnections(t, rdb, 24)
+
+	goroutines := relock.ReleaseGoroutines()
+	srv.Pause()
+	start := time.Now()
+	err = l.Unlock(hctx)
+	took := time.Since(start)
+	srv.Resume()
+	t.Logf("Unlock returned after %v: %v", took, err)
+	require.ErrorIs(t, err, relock.ErrNotConfirmed)
+	assert.Equal(t, goroutines, relock.ReleaseGoroutines(), "the release ran on the caller's goroutine")
+	assert.GreaterOrEqual(t, took, bound-200*time.Millisecond, "go-redis retried until the release's context ended")
+	assert.Less(t, took, bound+boundSlack, "Unlock returns by its bound")
+	check := srv.Client()
+	require.Eventually(t, func() bool { return !check.HExists(context.Background(), l.Key(), "~g").Val() },
+		5*time.Second, 10*time.Millisecond, "the release retried in the background frees the lock")
+}
+
+// openConnections has rdb open and set up n connections, left idle in its
+// pool: n commands that each block 50 ms, at once.
+func openConnections(t *testing.T, rdb *redis.Client, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { rdb.BLPop(context.Background(), 50*time.Millisecond, fmt.Sprintf("relock-test-nothing-%d", i)) })
+	}
+	wg.Wait()
+	require.GreaterOrEqual(t, int(rdb.PoolStats().IdleConns), n)
 }
 
 // The same holder's next Lock on the lock waits for its release retried in

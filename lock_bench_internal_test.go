@@ -20,6 +20,9 @@ import (
 //   - client: Lock and Unlock, as a caller runs them;
 //   - inline: the same on a go-redis client with ContextTimeoutEnabled,
 //     where Unlock runs its release on the caller's goroutine (inline.go);
+//   - timeouts: the same on a go-redis client without it but with write
+//     and read timeouts of 250 ms, which end a release within the unlock
+//     timeout: Unlock runs inline there too;
 //   - unfenced: the same with WithFencingTokens(false): no clock read, no
 //     tail (3 nested commands less), the price of strictly increasing tokens;
 //   - scripts: the same two script calls with the same keys and arguments
@@ -42,12 +45,19 @@ import (
 // Redis spent inside EVALSHA per cycle (INFO commandstats), the server's
 // own measure of what the scripts cost, which the round trips and the
 // client do not blur.
-var partsVariants = []string{"client", "inline", "unfenced", "scripts", "fair", "stubs", "seed", "floor"}
+var partsVariants = []string{"client", "inline", "timeouts", "unfenced", "scripts", "fair", "stubs", "seed", "floor"}
 
 // partsRedis returns the go-redis client variant runs on, closed when b
-// ends: one with ContextTimeoutEnabled for inline.
+// ends: one with ContextTimeoutEnabled for inline; one with 250 ms write
+// and read timeouts for timeouts (Unlock inline without
+// ContextTimeoutEnabled, see inline.go).
 func partsRedis(srv *redistest.Server, variant string) *redis.Client {
-	return srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = variant == "inline" })
+	return srv.Client(func(o *redis.Options) {
+		o.ContextTimeoutEnabled = variant == "inline"
+		if variant == "timeouts" {
+			o.ReadTimeout, o.WriteTimeout = 250*time.Millisecond, 250*time.Millisecond
+		}
+	})
 }
 
 // partsClient returns the Client variant runs on rdb.
@@ -93,7 +103,7 @@ func partsCycle(c *Client, rdb redis.UniversalClient, variant, name string) func
 		}
 	case "seed":
 		return seedCycle(rdb, "seed:"+name, owner)
-	case "client", "inline", "unfenced":
+	case "client", "inline", "timeouts", "unfenced":
 		return func(ctx context.Context) error {
 			held, err := l.Lock(ctx)
 			if err != nil {
@@ -120,7 +130,7 @@ func BenchmarkUncontendedParts(b *testing.B) {
 	for _, variant := range partsVariants {
 		b.Run(variant, func(b *testing.B) {
 			rdb := rdb
-			if variant == "inline" {
+			if variant == "inline" || variant == "timeouts" {
 				rdb = partsRedis(srv, variant)
 			}
 			c := partsClient(rdb, variant)

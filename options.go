@@ -145,6 +145,10 @@ func WithWaiterTimeout(d time.Duration) Option {
 }
 
 // WithUnlockTimeout sets the bound of Unlock, Release and Close (1 s).
+// Unlock and Release run on the caller's goroutine, which is cheaper, when
+// the go-redis client ends a request by the bound itself: with
+// ContextTimeoutEnabled, or with WriteTimeout + ReadTimeout at most half of
+// it; otherwise on a goroutine of the Client's (see the package doc).
 func WithUnlockTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock timeout", d); err != nil {

@@ -201,8 +201,8 @@ func (k *unlockCall) settle() []partFailure {
 }
 
 // releaseBounded runs the release of the live parts, bounded by the
-// Client's unlock timeout: inline when go-redis enforces that bound itself
-// (see inline.go), else on a goroutine of its own. The call in flight then
+// Client's unlock timeout: inline when go-redis ends it by that bound
+// itself (see inline.go), else on a goroutine of its own. The call in flight then
 // works on its own copy of the parts. On overrun each live part's error is errUnlockTimeout, and the
 // returned channel (else nil) gets a reply when the release in flight has
 // returned; late then holds its outcome per part, to finish with in the
@@ -265,15 +265,16 @@ func (k *unlockCall) unlockLater(ctx context.Context, taken int) error {
 }
 
 // inline reports whether the Unlock's release can run on the caller's
-// goroutine: every part's Client honours deadlines, and the scheme sends
-// nothing through other Clients (a RedLock fans out on goroutines anyway,
-// bounded by its node timeout, not by the unlock timeout).
+// goroutine: go-redis ends every part's request by the unlock timeout
+// (Client.inlineWithin), and the scheme sends nothing through other
+// Clients (a RedLock fans out on goroutines anyway, bounded by its node
+// timeout, not by the unlock timeout).
 func (k *unlockCall) inline() bool {
 	if k.t.traits().otherClients {
 		return false
 	}
 	for i := range k.parts {
-		if !k.parts[i].e.h.client().deadlines {
+		if !k.parts[i].e.h.client().inlineWithin(k.c.opts.unlockTimeout) {
 			return false
 		}
 	}
@@ -282,9 +283,15 @@ func (k *unlockCall) inline() bool {
 
 // releaseInline runs the release of the live parts on the caller's
 // goroutine, until the unlock bound at the latest, and marks the parts
-// whose release was cut short (see the top of this file).
+// whose release was cut short (see inline.go). The context ends early by
+// what go-redis may run past it (Client.pastDeadline), so that a request
+// begun by then is over by the bound.
 func (k *unlockCall) releaseInline(dctx context.Context, until time.Time) {
-	bctx := newDeadlineCtx(dctx, until)
+	var past time.Duration
+	for i := range k.parts {
+		past = max(past, k.parts[i].e.h.client().pastDeadline)
+	}
+	bctx := newDeadlineCtx(dctx, until.Add(-past))
 	k.t.releaseParts(bctx, k.parts)
 	bctx.release()
 	for i := range k.parts {
