@@ -382,3 +382,89 @@ func pipelinedCycle(c *Client, variant string) func(context.Context, redis.Pipel
 		rel.evalSha(ctx, pipe)
 	}
 }
+
+// BenchmarkScriptTimeParts takes BenchmarkScriptTime's Lock cycle apart:
+// each variant runs the two scripts with one part of what a guarantee
+// costs taken out (the clock read behind the fencing token, the latch's
+// write, the PEXPIRE that gives the free record the latch's lifetime), or
+// returning once their helpers are made, or whole on a Redis that keeps
+// the lock's hash a listpack however long the latch's values (listpack),
+// and reports Redis's time in them per cycle. The variants are for
+// measuring only: they break what they take out.
+func BenchmarkScriptTimeParts(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client()
+	ctx := context.Background()
+	acqSrc, relSrc := scriptSourceOf(lockAcquireScript), scriptSourceOf(lockReleaseScript)
+	const free = "	latch_hset(hash, cur[7], cur[8], op)\n	redis.call('pexpire', hash, ms)"
+	for _, v := range []struct {
+		name             string
+		acqCut, acqPaste string
+		relCut, relPaste string
+	}{
+		{"whole", "", "", "", ""},
+		{"listpack", "", "", "", ""},
+		{"no-clock", "	if fencing == '1' then\n		token, text = clock_token(last)", "	if false then\n		token, text = clock_token(last)", "", ""},
+		{"no-latch-write", "", "", free, "	redis.call('pexpire', hash, ms)"},
+		{"no-latch-lifetime", "", "", free, "	latch_hset(hash, cur[7], cur[8], op)"},
+		{"helpers-only", "local hash, owner, op = KEYS[1], ARGV[1], ARGV[2]\n", "if true then return {1, 1, 1} end\nlocal hash, owner, op = KEYS[1], ARGV[1], ARGV[2]\n",
+			"local at = ARGV[8]\n", "if true then return 1 end\nlocal at = ARGV[8]\n"},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			if v.name == "listpack" {
+				setHashListpackValue(b, rdb, "1024")
+				b.Cleanup(func() { setHashListpackValue(b, rdb, "64") })
+			}
+			acq, rel := redis.NewScript(cutPaste(b, acqSrc, v.acqCut, v.acqPaste)), redis.NewScript(cutPaste(b, relSrc, v.relCut, v.relPaste))
+			for _, s := range []*redis.Script{acq, rel} {
+				if err := s.Load(ctx, rdb).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			c := New(rdb)
+			b.Cleanup(func() { _ = c.Close() })
+			owner, l, lease := c.id+":bench", c.Lock("script-parts-"+v.name), c.opts.watchdogLease
+			pipe := rdb.Pipeline()
+			calls0, usec0 := evalshaStats(b, rdb)
+			n := 0
+			for b.Loop() {
+				op := c.newOp()
+				a := lockAcquireCall(c, l.keys, owner, acquireReq{op: op, lease: lease}, true)
+				r := lockReleaseCall(c, l.keys, owner, releaseReq{op: c.newOp(), gen: op, final: true})
+				a.script, r.script, a.argv, r.argv = acq, rel, nil, nil
+				a.evalSha(ctx, pipe)
+				r.evalSha(ctx, pipe)
+				if n++; n%100 == 0 {
+					if _, err := pipe.Exec(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+			calls1, usec1 := evalshaStats(b, rdb)
+			b.ReportMetric((usec1-usec0)/float64(b.N), "script-µs/op")
+			b.ReportMetric((calls1-calls0)/float64(b.N), "evalsha/op")
+		})
+	}
+}
+
+// setHashListpackValue sets Redis's hash-max-listpack-value.
+func setHashListpackValue(tb testing.TB, rdb redis.UniversalClient, v string) {
+	if err := rdb.ConfigSet(context.Background(), "hash-max-listpack-value", v).Err(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// cutPaste replaces cut in src by paste ("" cut: src as it is), failing tb
+// when src no longer has cut.
+func cutPaste(tb testing.TB, src, cut, paste string) string {
+	if cut == "" {
+		return src
+	}
+	if !strings.Contains(src, cut) {
+		tb.Fatalf("the script no longer has %q", cut)
+	}
+	return strings.Replace(src, cut, paste, 1)
+}
