@@ -64,7 +64,7 @@ func runSchedule(planJSON, id, judgeAddr, addrs string) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proc", id)
 	w := &schedWorker{plan: plan, proc: proc, logger: logger}
 	for _, addr := range strings.Split(addrs, ",") {
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		rdb := redis.NewClient(redisOptions(addr, proc.Client))
 		defer rdb.Close()
 		f, counter := redistest.NewConnFaults(), &evalshaCounter{}
 		counter.faults = f
@@ -250,6 +250,19 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// redisOptions are the options of a go-redis client of addr made as the
+// plan's setup says (schedule.Proc.Client).
+func redisOptions(addr, setup string) *redis.Options {
+	o := &redis.Options{Addr: addr}
+	switch setup {
+	case schedule.ClientContextTimeout:
+		o.ContextTimeoutEnabled = true
+	case schedule.ClientShortTimeouts:
+		o.ReadTimeout, o.WriteTimeout = schedule.ShortTimeout, schedule.ShortTimeout
+	}
+	return o
 }
 
 func clientOptions(proc *schedule.Proc, logger *slog.Logger) []relock.Option {

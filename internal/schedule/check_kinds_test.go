@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -251,5 +252,32 @@ func TestCheckSemaOrphansHoldByHold(t *testing.T) {
 	}
 	if v := Check(semaPlan(), h, unreported, nil, nil, t0); !strings.Contains(v.Broken(), RuleOrphan) {
 		t.Fatalf("the summed check reads the streams as one orphan: want %q, got %v", RuleOrphan, v.Problems)
+	}
+}
+
+// Every kind's plans mix the three go-redis client setups, the same ones
+// for the same seed, and the setups are drawn apart from the rest of the
+// plan: a seed's holds and faults do not depend on them.
+func TestGenerateMixesClientSetups(t *testing.T) {
+	for _, kind := range Kinds {
+		seen := map[string]int{}
+		for seed := range int64(20) {
+			p := Generate(seed, kind, Default)
+			for i, pr := range p.Procs {
+				seen[pr.Client]++
+				if again := Generate(seed, kind, Default).Procs[i].Client; again != pr.Client {
+					t.Fatalf("%s/%d: %s drew %q, then %q", kind, seed, pr.ID, pr.Client, again)
+				}
+				p.Procs[i].Client = ClientDefault
+			}
+			if !reflect.DeepEqual(p, generate(seed, kind, Default)) {
+				t.Fatalf("%s/%d: the setups changed the rest of the plan", kind, seed)
+			}
+		}
+		for _, setup := range []string{ClientDefault, ClientContextTimeout, ClientShortTimeouts} {
+			if seen[setup] == 0 {
+				t.Errorf("%s: no process with setup %q in 20 seeds", kind, setup)
+			}
+		}
 	}
 }

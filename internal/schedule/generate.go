@@ -37,6 +37,22 @@ const MaxPause = 700 * time.Millisecond
 
 // Generate draws the plan of one run of kind from seed.
 func Generate(seed int64, kind string, size Size) *Plan {
+	p := generate(seed, kind, size)
+	drawClients(seed, p)
+	return p
+}
+
+// drawClients gives each process of p a go-redis client setup, from a
+// random stream of its own: the rest of a seed's plan is what it was
+// before processes had setups.
+func drawClients(seed int64, p *Plan) {
+	r := rand.New(rand.NewPCG(uint64(seed), 0xc11e))
+	for i := range p.Procs {
+		p.Procs[i].Client = pick(r, []string{ClientDefault, ClientContextTimeout, ClientShortTimeouts})
+	}
+}
+
+func generate(seed int64, kind string, size Size) *Plan {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
 	p := &Plan{Seed: seed, Kind: kind}
 	switch kind {

@@ -88,7 +88,25 @@ type Proc struct {
 	Crowd, CrowdClients int `json:",omitempty"`
 	// Latch is what a RoleLatch process does, in time order.
 	Latch []LatchOp `json:",omitempty"`
+	// Client is how the process's go-redis clients are made: ClientDefault,
+	// ClientContextTimeout or ClientShortTimeouts. Each makes relock bound
+	// its calls another way (an Unlock detached, or inline under go-redis's
+	// own bound).
+	Client string `json:",omitempty"`
 }
+
+// go-redis client setups (Proc.Client).
+const (
+	ClientDefault        = ""           // go-redis's defaults: 3 s timeouts
+	ClientContextTimeout = "ctxtimeout" // ContextTimeoutEnabled
+	ClientShortTimeouts  = "timeouts"   // 200 ms read and write timeouts, no ContextTimeoutEnabled
+)
+
+// ShortTimeout is ClientShortTimeouts' read and write timeout: together
+// within half of relock's default unlock timeout, so that Unlock runs
+// inline. A plan's reply delay holds a read once it has data, which the
+// read deadline does not cut; a reply read in two parts can time out.
+const ShortTimeout = 200 * time.Millisecond
 
 // Hold is one acquisition: TryLock with Lease (0: the watchdog's), stay
 // inside for Hold, Unlock, then pause Think before the next. Permits is the
@@ -217,6 +235,9 @@ func (p *Plan) Describe() string {
 			leases = append(leases, fmt.Sprintf("%v/%v", h.Lease, h.Hold))
 		}
 		fmt.Fprintf(&b, "\n  %s %s", pr.ID, pr.Role)
+		if pr.Client != ClientDefault {
+			fmt.Fprintf(&b, " (go-redis: %s)", pr.Client)
+		}
 		if len(leases) > 0 {
 			fmt.Fprintf(&b, " holds(lease/hold) %s", strings.Join(leases, " "))
 		}
