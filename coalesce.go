@@ -203,7 +203,8 @@ func poolTimeout(rdb redis.UniversalClient) time.Duration {
 	case *redis.ClusterClient:
 		pool, read = r.Options().PoolTimeout, r.Options().ReadTimeout
 	case *redis.Ring:
-		pool, read = r.Options().PoolTimeout, r.Options().ReadTimeout
+		pool = r.Options().PoolTimeout
+		read, _ = ringTimeouts(r.Options())
 	}
 	switch {
 	case pool > 0:

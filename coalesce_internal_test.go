@@ -252,3 +252,30 @@ func TestQueuedCallWithoutDeadlineLeavesAtThePoolTimeout(t *testing.T) {
 	assert.Zero(t, after["eval"]-before["eval"])
 	assert.Zero(t, co.one.inFlight)
 }
+
+// poolTimeout is go-redis's own wait for a connection, as each client
+// applies it: a Ring keeps its options as given and its shards set the
+// defaults.
+func TestPoolTimeoutAsGoRedisAppliesIt(t *testing.T) {
+	ring := func(o redis.RingOptions) *redis.Ring {
+		o.Addrs = map[string]string{"a": "127.0.0.1:1"}
+		return redis.NewRing(&o)
+	}
+	for _, tc := range []struct {
+		name string
+		rdb  redis.UniversalClient
+		want time.Duration
+	}{
+		{"Client", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), 4 * time.Second},
+		{"ClientSet", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolTimeout: time.Second}), time.Second},
+		{"Ring", ring(redis.RingOptions{}), 4 * time.Second},
+		{"RingRead", ring(redis.RingOptions{ReadTimeout: time.Second}), 2 * time.Second},
+		{"RingNoRead", ring(redis.RingOptions{ReadTimeout: -1}), 30 * time.Second},
+		{"Cluster", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}), 4 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tc.rdb.Close()
+			assert.Equal(t, tc.want, poolTimeout(tc.rdb))
+		})
+	}
+}

@@ -159,7 +159,7 @@ func pastDeadline(rdb redis.UniversalClient) time.Duration {
 	case *redis.ClusterClient:
 		read, write = r.Options().ReadTimeout, r.Options().WriteTimeout
 	case *redis.Ring:
-		read, write = r.Options().ReadTimeout, r.Options().WriteTimeout
+		read, write = ringTimeouts(r.Options())
 	default:
 		return -1
 	}
@@ -167,6 +167,24 @@ func pastDeadline(rdb redis.UniversalClient) time.Duration {
 		return -1
 	}
 	return read + write
+}
+
+// ringTimeouts are the read and write timeouts a Ring's shards apply: a
+// Ring keeps its options as given, and each shard's client sets go-redis's
+// defaults (0: a 3 s read, a write as long as the read) and its "none"
+// (-1, -2: returned as 0).
+func ringTimeouts(o *redis.RingOptions) (read, write time.Duration) {
+	applied := func(d, def time.Duration) time.Duration {
+		switch {
+		case d == 0:
+			return def
+		case d < 0:
+			return 0
+		}
+		return d
+	}
+	read = applied(o.ReadTimeout, 3*time.Second)
+	return read, applied(o.WriteTimeout, read)
 }
 
 // inlineWithin reports whether a call bounded by bound can run on the

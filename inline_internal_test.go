@@ -77,6 +77,11 @@ func TestPastDeadlineReadsTheTimeouts(t *testing.T) {
 		{"NoDeadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: -2}), -1},
 		{"Cluster", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ReadTimeout: 100 * ms, WriteTimeout: 100 * ms}), 200 * ms},
 		{"Ring", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, ReadTimeout: 100 * ms, WriteTimeout: 100 * ms}), 200 * ms},
+		{"ClusterDefault", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}), 6 * time.Second},
+		{"RingDefault", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}}), 6 * time.Second},
+		{"RingReadOnlySet", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, ReadTimeout: 100 * ms}), 200 * ms},
+		{"RingNoTimeout", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, ReadTimeout: -1}), -1},
+		{"Failover", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}, ReadTimeout: 100 * ms}), 200 * ms},
 		{"Wrapper", wrapped{redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: 100 * ms})}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
