@@ -29,11 +29,10 @@ type Client struct {
 	// detect decides (detect.go).
 	sharded atomic.Bool
 	detect  detector
-	// deadlines: rdb bounds every command by its context's deadline itself
-	// (see honoursDeadlines). pastDeadline is how long a command rdb has
-	// begun may run past its context's deadline (see pastDeadline): Unlock
-	// runs its release inline when that fits in the unlock timeout.
-	deadlines    bool
+	// pastDeadline is how long a command rdb has begun may run past its
+	// context's deadline (0: rdb ends it there, see pastDeadline; -1:
+	// unbounded): Unlock runs its release inline when that fits in the
+	// unlock timeout.
 	pastDeadline time.Duration
 
 	holds    registry
@@ -82,7 +81,6 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	} else if c.opts.replicas > 0 && c.err == nil {
 		c.err = checkReplicaTimeout(rdb, c.opts.replicaTimeout)
 	}
-	c.deadlines = honoursDeadlines(rdb)
 	c.pastDeadline = pastDeadline(rdb)
 	c.initMode()
 	if c.opts.logger == nil {

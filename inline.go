@@ -5,9 +5,9 @@ package relock
 // Unlock is always bounded (WithUnlockTimeout). Handing a call to another
 // goroutine and its reply back wakes a second P each way: on a small
 // machine, where redis-server competes for the cores, that cost an
-// uncontended Lock+Unlock ~20-30% of its time and 40% of the Client's CPU
-// (BenchmarkUncontendedParts/client 148-154 µs/op and 97-102 client-µs/op
-// against 107-111 and 59-61 inline, on 2 cores). So Unlock runs its release
+// uncontended Lock+Unlock ~25% of its time and a third of the Client's CPU
+// (BenchmarkUncontendedParts/client 139-143 µs/op and 94-97 client-µs/op
+// against 106-118 and 61-65 inline and timeouts, on 2 cores). So Unlock runs its release
 // on the caller's goroutine whenever go-redis's own bounds end it by the
 // unlock timeout:
 //
