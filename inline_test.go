@@ -118,12 +118,12 @@ func TestInlineUnlockStopsGoRedisRetriesByItsBound(t *testing.T) {
 }
 
 // openConnections has rdb open and set up n connections, left idle in its
-// pool: n commands that each block 50 ms, at once.
+// pool: n commands that each block 300 ms, at once.
 func openConnections(t *testing.T, rdb *redis.Client, n int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { rdb.BLPop(context.Background(), 50*time.Millisecond, fmt.Sprintf("relock-test-nothing-%d", i)) })
+		wg.Go(func() { rdb.BLPop(context.Background(), 300*time.Millisecond, fmt.Sprintf("relock-test-nothing-%d", i)) })
 	}
 	wg.Wait()
 	require.GreaterOrEqual(t, int(rdb.PoolStats().IdleConns), n)
