@@ -123,7 +123,9 @@ func openConnections(t *testing.T, rdb *redis.Client, n int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { rdb.BLPop(context.Background(), 300*time.Millisecond, fmt.Sprintf("relock-test-nothing-%d", i)) })
+		wg.Go(func() {
+			rdb.BLPop(context.Background(), 300*time.Millisecond, fmt.Sprintf("relock-test-nothing-%d", i))
+		})
 	}
 	wg.Wait()
 	require.GreaterOrEqual(t, int(rdb.PoolStats().IdleConns), n)
