@@ -83,17 +83,19 @@ func unlockOnAHungRedis(t *testing.T, k lockKind, opts func(*redis.Options), bou
 // Without ContextTimeoutEnabled go-redis retries a request whose read timed
 // out (MaxRetries), each time on another pooled connection, and it stops
 // retrying at the context's deadline only. An inline release's context
-// ends early by the write and read timeouts, so that the attempt in flight
-// then is over by the unlock bound: here go-redis would retry on each of 24
-// open connections, 100 ms each, 2.4 s against a bound of 1 s.
+// ends early by the write and read timeouts (here 400 ms before the 1 s
+// bound), so that the attempt in flight then is over by the bound: go-redis
+// would retry on each of 24 open connections, 200 ms each, for 4.8 s; with
+// the context ending at the bound itself, the attempt in flight would end
+// up to 200 ms past it.
 func TestInlineUnlockStopsGoRedisRetriesByItsBound(t *testing.T) {
 	srv := redistest.Start(t)
+	const timeout, bound = 200 * time.Millisecond, time.Second
 	rdb := srv.Client(func(o *redis.Options) {
-		o.ReadTimeout, o.WriteTimeout = 100*time.Millisecond, 100*time.Millisecond
+		o.ReadTimeout, o.WriteTimeout = timeout, timeout
 		o.MaxRetries, o.MinRetryBackoff, o.MaxRetryBackoff = 30, time.Millisecond, 2*time.Millisecond
 		o.PoolSize = 32
 	})
-	const bound = time.Second
 	c := relock.New(rdb, relock.WithUnlockTimeout(bound), relock.WithLogger(quietLogger()))
 	t.Cleanup(func() { _ = c.Close() })
 	l := c.Lock("retries")
@@ -110,8 +112,8 @@ func TestInlineUnlockStopsGoRedisRetriesByItsBound(t *testing.T) {
 	t.Logf("Unlock returned after %v: %v", took, err)
 	require.ErrorIs(t, err, relock.ErrNotConfirmed)
 	assert.Equal(t, goroutines, relock.ReleaseGoroutines(), "the release ran on the caller's goroutine")
-	assert.GreaterOrEqual(t, took, bound-200*time.Millisecond, "go-redis retried until the release's context ended")
-	assert.Less(t, took, bound+boundSlack, "Unlock returns by its bound")
+	assert.GreaterOrEqual(t, took, bound-2*timeout-50*time.Millisecond, "go-redis retried until the release's context ended")
+	assert.Less(t, took, bound, "Unlock returns by its bound")
 	check := srv.Client()
 	require.Eventually(t, func() bool { return !check.HExists(context.Background(), l.Key(), "~g").Val() },
 		5*time.Second, 10*time.Millisecond, "the release retried in the background frees the lock")
