@@ -1,6 +1,7 @@
 package relock_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"strings"
@@ -36,10 +37,12 @@ import (
 // the table RELIABILITY.md shows; -schedule.seed and -schedule.kind replay
 // one.
 var (
-	scheduleLong = flag.Bool("schedule.long", false, "TestFaultSchedule: run -schedule.runs fresh seeds and print the table")
-	scheduleSeed = flag.Int64("schedule.seed", 0, "TestFaultSchedule: replay this seed (with -schedule.kind); with -schedule.long: the first seed")
-	scheduleKind = flag.String("schedule.kind", "", "TestFaultSchedule: lock kind of -schedule.seed: lock, fair, rw, multi, sema or latch (default: every kind)")
-	scheduleRuns = flag.Int("schedule.runs", 40, "TestFaultSchedule: runs of -schedule.long")
+	scheduleLong   = flag.Bool("schedule.long", false, "TestFaultSchedule: run -schedule.runs fresh seeds and print the table")
+	scheduleSeed   = flag.Int64("schedule.seed", 0, "TestFaultSchedule: replay this seed (with -schedule.kind); with -schedule.long: the first seed")
+	scheduleKind   = flag.String("schedule.kind", "", "TestFaultSchedule: lock kind of -schedule.seed: lock, fair, rw, multi, sema or latch (default: every kind)")
+	scheduleRuns   = flag.Int("schedule.runs", 40, "TestFaultSchedule: runs of -schedule.long")
+	scheduleClient = flag.String("schedule.client", "", "TestFaultSchedule: give every process this go-redis setup (default, ctxtimeout or timeouts) instead of the plan's draw")
+	scheduleDump   = flag.Bool("schedule.dump", false, "TestFaultSchedule: on a failure, print each process's log and every key left in Redis")
 )
 
 // scheduleCISeeds are the seeds of the CI run, each found by a fresh-seed
@@ -87,6 +90,7 @@ func TestFaultSchedule(t *testing.T) {
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/seed=%d", c.kind, c.seed), func(t *testing.T) {
 			plan := schedule.Generate(c.seed, c.kind, size)
+			setClients(plan, *scheduleClient)
 			began := time.Now()
 			run := newScheduleRun(t, bin, plan, size)
 			run.stopEarly = !*scheduleLong
@@ -94,6 +98,9 @@ func TestFaultSchedule(t *testing.T) {
 			rows = append(rows, scheduleRow(v, time.Since(began)))
 			if c.kind == schedule.KindSema {
 				t.Logf("longest queue seen: %d waiters", v.MaxQueue)
+			}
+			if v.Failed() && *scheduleDump {
+				run.dump(t)
 			}
 			if v.Failed() {
 				t.Errorf("fault schedule %s failed: %s\nreplay: %s\n%s\n%s", c.kind, v.Broken(), replayCommand(c),
@@ -160,3 +167,33 @@ func scheduleTable(rows []string) string {
 }
 
 func msOf(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
+
+// setClients gives every process of plan the go-redis setup named (""
+// keeps the plan's draw; "default" is go-redis's defaults).
+func setClients(plan *schedule.Plan, setup string) {
+	if setup == "" {
+		return
+	}
+	if setup == "default" {
+		setup = schedule.ClientDefault
+	}
+	for i := range plan.Procs {
+		plan.Procs[i].Client = setup
+	}
+}
+
+// dump logs each process's log and every key left on the run's servers,
+// with its fields and PTTL: who holds what a failed run left behind.
+func (r *scheduleRun) dump(t *testing.T) {
+	for id, p := range r.procs {
+		t.Logf("%s log:\n%s", id, p.stderr.tail(60))
+	}
+	ctx := context.Background()
+	for i, srv := range r.servers {
+		rc := srv.Client()
+		keys, _ := rc.Keys(ctx, "*").Result()
+		for _, k := range keys {
+			t.Logf("server %d: %s (PTTL %v, %s): %q", i, k, rc.PTTL(ctx, k).Val(), rc.Type(ctx, k).Val(), rc.HGetAll(ctx, k).Val())
+		}
+	}
+}
