@@ -43,7 +43,7 @@ type reply[T any] struct {
 // which the call's reply arrives when it returns. A call that can never be
 // cut short (no bound) runs on the caller's goroutine, costing nothing.
 func awaitBounded[T any](ctx context.Context, until time.Time, call func() (T, error)) (v T, err error, late <-chan reply[T]) {
-	return awaitWith(nil, nil, ctx, until, call)
+	return awaitWith(nil, nil, ctx, until, nil, call)
 }
 
 // A boundedWait is what a bounded call is waited on with: the channel of
@@ -58,10 +58,12 @@ type boundedWait[T any] struct {
 var acquireWaits, releaseWaits sync.Pool
 
 // awaitWith is awaitBounded with its boundedWait from pool (nil: a new
-// one), running call on one of ws (nil: a goroutine of its own). A wait
-// goes back to the pool only once its reply has been received and its
-// timer stopped; a late one is never reused.
-func awaitWith[T any](ws *workers, pool *sync.Pool, ctx context.Context, until time.Time, call func() (T, error)) (v T, err error, late <-chan reply[T]) {
+// one), running call on one of ws (nil: a goroutine of its own), and
+// ending the wait as its bound does when stop is closed (nil: never; a
+// Lock's is its Client's Close, see Client.calls). A wait goes back to the
+// pool only once its reply has been received and its timer stopped; a
+// late one is never reused.
+func awaitWith[T any](ws *workers, pool *sync.Pool, ctx context.Context, until time.Time, stop <-chan struct{}, call func() (T, error)) (v T, err error, late <-chan reply[T]) {
 	if ctx.Done() == nil && until.IsZero() {
 		v, err = call()
 		return v, err, nil
@@ -84,6 +86,7 @@ func awaitWith[T any](ws *workers, pool *sync.Pool, ctx context.Context, until t
 		return r.v, r.err, nil
 	case <-ctx.Done():
 	case <-timeout:
+	case <-stop:
 	}
 	select { // a reply that came with the bound still counts
 	case r := <-w.ch:
@@ -132,6 +135,9 @@ func (w *boundedWait[T]) done(pool *sync.Pool) {
 // TryLock's wait, and Redis was the reason.
 func (c *Client) overrun(ctx context.Context) error {
 	why := c.unanswered("the request may still run; it is undone in the background")
+	if c.closed.Load() {
+		return fmt.Errorf("%w: %w: %w", ErrNotObtained, ErrClientClosed, why)
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w: %w: %w", ErrNotObtained, context.Cause(ctx), why)
 	}

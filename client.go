@@ -57,6 +57,7 @@ type Client struct {
 	closeOnce sync.Once
 	closed    atomic.Bool
 	closing   chan struct{} // closed by Close; wakes every wait
+	calls     lockCalls     // Lock calls in flight, which Close waits for (calls.go)
 	workers   *workers      // run the bounded calls (workers.go)
 }
 
@@ -89,6 +90,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c.log = c.opts.logger.With("client", c.id)
 	c.args = c.newScriptArgs()
 	c.holds.init()
+	c.calls.init()
 	c.subs = newSubscriber(c)
 	c.dog = newWatchdog(c)
 	return c
@@ -130,6 +132,7 @@ func (c *Client) Close() error {
 		c.endContexts()
 		c.releaseHolds(until)
 		c.cancelAll(ErrClientClosed)
+		c.calls.drain(until)
 		c.bgMu.Lock()
 		c.bgStopped = true
 		c.bgMu.Unlock()

@@ -279,3 +279,70 @@ func TestCloseMakesALastAttemptAtAFailedUnlocksRelease(t *testing.T) {
 	_, err = b.Lock("last-attempt").TryLock(ctx, 0, 0)
 	require.NoError(t, err, "the lock is free once Close has returned, not at the end of its 30 s lease")
 }
+
+// Close waits, within its bound, for a Lock whose request is in flight:
+// the closing Client's replies are delayed 300 ms, so that its acquire has
+// run in Redis when Close begins and its reply is still out. Once Close
+// has returned, what the acquire took is released in Redis, for every
+// exclusive kind and a MultiLock's parts: a process that ends right after
+// Close leaves nothing held for a lease (fault schedule multi/931003).
+func TestCloseSettlesAnAcquireInFlight(t *testing.T) {
+	srv := redistest.Start(t)
+	check := srv.Client()
+	type subject struct {
+		name string
+		open func(c *relock.Client) interface {
+			TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error)
+		}
+		keys    []string
+		holders func(testing.TB, map[string]string) map[string]string
+	}
+	var subjects []subject
+	for _, k := range exclusiveKinds {
+		name := "close-in-flight:" + k.name
+		subjects = append(subjects, subject{k.name, func(c *relock.Client) interface {
+			TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error)
+		} {
+			return k.open(c, name)
+		}, []string{k.keyOf(relock.New(check), name)}, k.holders})
+	}
+	subjects = append(subjects, subject{"MultiLock", func(c *relock.Client) interface {
+		TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error)
+	} {
+		return relock.NewMultiLock(c.Lock("close-in-flight:A"), c.Lock("close-in-flight:B"))
+	}, []string{"relock:{close-in-flight:A}", "relock:{close-in-flight:B}"}, ownersOf})
+	for _, s := range subjects {
+		t.Run(s.name, func(t *testing.T) {
+			faults := redistest.NewConnFaults()
+			rdb := srv.Client()
+			rdb.AddHook(faults)
+			a := relock.New(rdb, relock.WithLogger(quietLogger()))
+			l := s.open(a)
+			held := func() int {
+				n := 0
+				for _, key := range s.keys {
+					n += len(s.holders(t, check.HGetAll(context.Background(), key).Val()))
+				}
+				return n
+			}
+			faults.SetDelay(redistest.CommandConn, 300*time.Millisecond)
+			got := make(chan error, 1)
+			go func() {
+				_, err := l.TryLock(context.Background(), 10*time.Second, 0)
+				got <- err
+			}()
+			require.Eventually(t, func() bool { return held() == len(s.keys) }, 5*time.Second, time.Millisecond,
+				"the acquire has run in Redis")
+
+			start := time.Now()
+			require.NoError(t, a.Close())
+			took := time.Since(start)
+			assert.Zero(t, held(), "nothing the acquire took is left held once Close has returned")
+			assert.Less(t, took, time.Second+boundSlack, "Close is bounded by its unlock timeout")
+			err := <-got
+			require.ErrorIs(t, err, relock.ErrNotObtained)
+			assert.ErrorIs(t, err, relock.ErrClientClosed)
+			t.Logf("Close took %v; TryLock: %v", took, err)
+		})
+	}
+}

@@ -78,8 +78,15 @@
 // renewal in flight, if any). The holds' contexts end first, with
 // ErrClientClosed and without a loss reported, and a later
 // Unlock of them returns nil; a release Redis did not confirm leaves its
-// hold to its lease. Then acquires fail with ErrClientClosed; Unlock,
-// Release and the queries still work.
+// hold to its lease. An acquire waiting with a context that can end, or a
+// TryLock wait, returns ErrNotObtained and ErrClientClosed, and Close
+// waits, within the same bound, until what its request in flight took has
+// been released, so that a process that ends right after Close leaves
+// nothing held. An acquire with neither (Lock with context.Background)
+// runs its request on its caller's goroutine: it fails with ErrClientClosed
+// and releases what it took itself, after Close has returned. Then
+// acquires fail with ErrClientClosed; Unlock, Release and the queries still
+// work.
 //
 // # Limits and fencing tokens
 //

@@ -43,6 +43,12 @@ func lockWith(ctx context.Context, t target, wait, lease time.Duration) (context
 	}
 	parent, o := withNewOwner(ctx, t.client())
 	k := &lockCall{t: t, c: t.client(), queue: t.traits().queue, parent: parent, lease: lease, until: waitEnd(wait)}
+	if !k.unbounded(ctx) { // its requests run detached: Close waits for it (calls.go)
+		if err := k.c.calls.enter(); err != nil {
+			return ctx, err
+		}
+		defer k.c.calls.leave()
+	}
 	if n > 1 { // a MultiLock's
 		k.parts = make([]lockPart, n)
 	} else {
@@ -463,7 +469,7 @@ func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (at
 		grace := max(cleanupGrace, k.t.traits().attemptBound)
 		until = later(until, time.Now().Add(grace))
 	}
-	a, err, late := awaitWith(k.c.workers, &acquireWaits, ctx, until, func() (attempt, error) { return k.t.acquireParts(dctx, req, k.parts) })
+	a, err, late := awaitWith(k.c.workers, &acquireWaits, ctx, until, k.c.closing, func() (attempt, error) { return k.t.acquireParts(dctx, req, k.parts) })
 	if late != nil {
 		k.late, k.lateOp = late, req.op
 		return attempt{}, k.c.overrun(ctx)

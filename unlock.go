@@ -218,7 +218,7 @@ func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[stru
 	// captures t, not k, which would keep the unlockCall on the heap.
 	parts := append(k.parts[len(k.parts):], k.parts...)
 	t := k.t
-	_, _, ch := awaitWith(k.c.workers, &releaseWaits, context.Background(), until, func() (struct{}, error) {
+	_, _, ch := awaitWith(k.c.workers, &releaseWaits, context.Background(), until, nil, func() (struct{}, error) {
 		t.releaseParts(dctx, parts)
 		return struct{}{}, nil
 	})
