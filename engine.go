@@ -429,8 +429,11 @@ func tokenOf(ctx context.Context, s scheme) (int64, error) {
 	if o == nil {
 		return 0, ErrNotHeld
 	}
-	gen, token, _ := c.holds.find(s.holdID(), o.field(c))
-	if gen == "" {
+	gen, token, until := c.holds.find(s.holdID(), o.field(c))
+	if gen == "" || (!until.IsZero() && !time.Now().Before(until)) {
+		// A hold whose lease has run out by the Client's clock is over,
+		// though the lease heap's timer that ends its record and its
+		// context may fire a little later.
 		return 0, ErrNotHeld
 	}
 	return token, nil

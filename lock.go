@@ -84,6 +84,8 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 // Token returns the fencing token of ctx's hold: greater than every earlier
 // acquisition's of the name while no Redis host's clock steps back (or lags
 // its master's) by more than the time since the acquisition Redis forgot.
+// A hold whose lease has run out by the Client's clock returns ErrNotHeld,
+// even in the moment before its context ends.
 func (l *Lock) Token(ctx context.Context) (int64, error) { return l.token(ctx, lockScheme{l}) }
 
 // lockScheme runs Lock's scripts.
