@@ -15,7 +15,9 @@ import (
 // (c.bg), not a goroutine that a process ending after Close cuts short,
 // leaving a part it took held for its lease. An unbounded call runs its
 // requests on the caller's goroutine and settles them there before it
-// returns; Close does not wait for it.
+// returns; Close does not wait for it. A MultiLock over several Clients
+// counts with, and wakes at the Close of, the Client of its first part,
+// which also runs its settlement.
 type lockCalls struct {
 	n       atomic.Int64
 	stopped atomic.Bool
