@@ -165,25 +165,6 @@ func (c *Client) goSettle(f func()) {
 	}
 }
 
-// honoursDeadlines reports whether rdb bounds a command by its context's
-// deadline itself: go-redis's own clients with ContextTimeoutEnabled, which
-// then bound the pool wait, the dial, the write and the read by it (without
-// it they ignore the context's deadline: baseClient.context returns
-// Background). A failover (Sentinel) client is a *redis.Client. Anything
-// else — a user's wrapper — is not known to, so its calls are bounded by a
-// goroutine of relock's own (bounded.go).
-func honoursDeadlines(rdb redis.UniversalClient) bool {
-	switch r := rdb.(type) {
-	case *redis.Client:
-		return r.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return r.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return r.Options().ContextTimeoutEnabled
-	}
-	return false
-}
-
 // errNilClient is what every call on a nil *Client returns: a caller's
 // mistake, not a Client that was closed.
 var errNilClient = fmt.Errorf("%w: nil *relock.Client", ErrInvalidArgument)

@@ -196,21 +196,15 @@ func (co *coalescer) init(rdb redis.UniversalClient) {
 // go-redis sets it (ReadTimeout + 1 s unless set; go-redis's default for a
 // client it does not know).
 func poolTimeout(rdb redis.UniversalClient) time.Duration {
-	pool, read := time.Duration(0), 3*time.Second
-	switch r := rdb.(type) {
-	case *redis.Client:
-		pool, read = r.Options().PoolTimeout, r.Options().ReadTimeout
-	case *redis.ClusterClient:
-		pool, read = r.Options().PoolTimeout, r.Options().ReadTimeout
-	case *redis.Ring:
-		pool = r.Options().PoolTimeout
-		read, _ = ringTimeouts(r.Options())
+	t, ok := timeoutsOf(rdb)
+	if !ok {
+		t.read = 3 * time.Second
 	}
 	switch {
-	case pool > 0:
-		return pool
-	case read > 0:
-		return read + time.Second
+	case t.pool > 0:
+		return t.pool
+	case t.read > 0:
+		return t.read + time.Second
 	}
 	return 30 * time.Second
 }

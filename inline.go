@@ -149,42 +149,16 @@ func cutCause(err error) error {
 // pool wait, the dial and the retries stop at the deadline); -1 when they
 // are unbounded or rdb is not one of go-redis's clients.
 func pastDeadline(rdb redis.UniversalClient) time.Duration {
-	if honoursDeadlines(rdb) {
+	t, ok := timeoutsOf(rdb)
+	switch {
+	case !ok:
+		return -1
+	case t.deadlines:
 		return 0
-	}
-	var read, write time.Duration
-	switch r := rdb.(type) {
-	case *redis.Client:
-		read, write = r.Options().ReadTimeout, r.Options().WriteTimeout
-	case *redis.ClusterClient:
-		read, write = r.Options().ReadTimeout, r.Options().WriteTimeout
-	case *redis.Ring:
-		read, write = ringTimeouts(r.Options())
-	default:
+	case t.read <= 0 || t.write <= 0:
 		return -1
 	}
-	if read <= 0 || write <= 0 {
-		return -1
-	}
-	return read + write
-}
-
-// ringTimeouts are the read and write timeouts a Ring's shards apply: a
-// Ring keeps its options as given, and each shard's client sets go-redis's
-// defaults (0: a 3 s read, a write as long as the read) and its "none"
-// (-1, -2: returned as 0).
-func ringTimeouts(o *redis.RingOptions) (read, write time.Duration) {
-	applied := func(d, def time.Duration) time.Duration {
-		switch {
-		case d == 0:
-			return def
-		case d < 0:
-			return 0
-		}
-		return d
-	}
-	read = applied(o.ReadTimeout, 3*time.Second)
-	return read, applied(o.WriteTimeout, read)
+	return t.read + t.write
 }
 
 // inlineWithin reports whether a call bounded by bound can run on the
