@@ -34,6 +34,13 @@
 // of a hold that ended returns ErrNotHeld and changes nothing. A re-entry
 // stays held until it is unlocked itself.
 //
+// The hold context's Err reads the lease end by the Client's clock at each
+// call: once the lease has run out it reports the hold lost (and ends it)
+// even if the timer that ends it fires late, as timers do on a loaded
+// machine. Check Err (or Token) right before each write the lock guards;
+// Done closes at the timer, and so do contexts derived from the hold
+// context.
+//
 // # Leases
 //
 // A hold taken without a lease time has the watchdog lease (30 s,

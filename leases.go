@@ -20,8 +20,10 @@ type leaseHeap struct {
 	armed monoTime
 }
 
-func (l *leaseHeap) Len() int           { return len(l.holds) }
-func (l *leaseHeap) Less(i, j int) bool { return l.holds[i].expiresAt < l.holds[j].expiresAt }
+func (l *leaseHeap) Len() int { return len(l.holds) }
+func (l *leaseHeap) Less(i, j int) bool {
+	return l.holds[i].expiresAt.get() < l.holds[j].expiresAt.get()
+}
 
 func (l *leaseHeap) Swap(i, j int) {
 	l.holds[i], l.holds[j] = l.holds[j], l.holds[i]
@@ -51,10 +53,10 @@ func (l *leaseHeap) Pop() any {
 // registry lock held.
 func (c *Client) extendLocked(h *hold, until time.Time) {
 	end := monoOf(until)
-	if end <= h.expiresAt {
+	if end <= h.expiresAt.get() {
 		return
 	}
-	h.expiresAt = end
+	h.expiresAt.set(end)
 	l := &c.holds.leases
 	if h.slot == 0 {
 		heap.Push(l, h)
@@ -70,7 +72,7 @@ func (c *Client) dropLeaseLocked(h *hold) {
 	if h.slot != 0 {
 		heap.Remove(&c.holds.leases, int(h.slot-1))
 	}
-	h.expiresAt = 0
+	h.expiresAt.set(0)
 }
 
 // armLeasesLocked arms the timer for the first lease end, unless it fires
@@ -80,7 +82,7 @@ func (c *Client) armLeasesLocked() {
 	if len(l.holds) == 0 {
 		return
 	}
-	next := l.holds[0].expiresAt
+	next := l.holds[0].expiresAt.get()
 	if l.armed != 0 && next >= l.armed {
 		return
 	}
@@ -101,7 +103,7 @@ func (c *Client) expireLeases() {
 	l := &r.leases
 	l.armed = 0
 	now := monoOf(time.Now())
-	for len(l.holds) > 0 && now >= l.holds[0].expiresAt {
+	for len(l.holds) > 0 && now >= l.holds[0].expiresAt.get() {
 		h := heap.Pop(l).(*hold)
 		reason := LossExpired
 		if h.watched {

@@ -85,7 +85,8 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 // acquisition's of the name while no Redis host's clock steps back (or lags
 // its master's) by more than the time since the acquisition Redis forgot.
 // A hold whose lease has run out by the Client's clock returns ErrNotHeld,
-// even in the moment before its context ends.
+// even before the timer that ends its context fires (the context's Err
+// reads the lease end too).
 func (l *Lock) Token(ctx context.Context) (int64, error) { return l.token(ctx, lockScheme{l}) }
 
 // lockScheme runs Lock's scripts.

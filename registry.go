@@ -32,8 +32,9 @@ type hold struct {
 	// expiresAt is when the lease ends by this Client's clock (measured from
 	// before the script that set it was sent, less a drift margin, so never
 	// later than Redis's); the Client's lease heap (leases.go) ends the hold
-	// then unless a renewal or re-entry moved it.
-	expiresAt monoTime
+	// then unless a renewal or re-entry moved it. Written under
+	// registry.mu; the hold context's Err reads it without (entry.Err).
+	expiresAt atomicMono
 	drift     time.Duration // how much sooner than its lease the hold counts as gone (traits.drift)
 	entries   *entry        // live hold contexts, newest first (entry.next)
 	users     int32         // goroutines between enter and exit
@@ -61,6 +62,13 @@ func monoOf(t time.Time) monoTime {
 	}
 	return monoTime(t.Sub(epoch))
 }
+
+// An atomicMono is a monoTime read and written atomically.
+type atomicMono struct{ v atomic.Int64 }
+
+func (a *atomicMono) get() monoTime   { return monoTime(a.v.Load()) }
+func (a *atomicMono) set(m monoTime)  { a.v.Store(int64(m)) }
+func (a *atomicMono) time() time.Time { return a.get().time() }
 
 func (m monoTime) time() time.Time {
 	if m == 0 {
@@ -90,10 +98,50 @@ type entry struct {
 }
 
 func (e *entry) Value(key any) any {
-	if k, ok := key.(entryKey); ok && k.c == e.h.client() {
+	switch k := key.(type) {
+	case entryKey:
+		if k.c == e.h.client() {
+			return e
+		}
+	case anyEntryKey:
 		return e
 	}
 	return e.Context.Value(key)
+}
+
+// anyEntryKey finds, in a hold context, the nearest entry of any Client.
+type anyEntryKey struct{}
+
+// Err is nil while the hold lives, and its end's error once it has ended:
+// unlocked, lost, or its lease run out by its Client's clock. The lease
+// end is read at each call, the hold's and those of the holds whose
+// contexts this one was made from (a MultiLock's other parts, an outer
+// hold), not only left to the lease heap's timer, which fires late on a
+// loaded machine: a holder that checks Err before each write never writes
+// past its lease because the timer was late. Err then ends the hold itself,
+// as the timer would (its Lost event included), so that Done is closed when
+// Err reports the end, as context.Context requires. A context derived from
+// a hold context (context.WithCancel) ends when Done closes, at the timer:
+// its own Err does not read the lease end.
+func (e *entry) Err() error {
+	if err := e.Context.Err(); err != nil {
+		return err
+	}
+	now := monoOf(time.Now())
+	for x := e; x != nil; x = x.up() {
+		if end := x.h.expiresAt.get(); end != 0 && now >= end {
+			x.h.client().expireLeases()
+			return e.Context.Err()
+		}
+	}
+	return nil
+}
+
+// up is the nearest entry, of any Client, in the context e's context was
+// made from (nil: none).
+func (e *entry) up() *entry {
+	u, _ := e.Context.Value(anyEntryKey{}).(*entry)
+	return u
 }
 
 func (e *entry) String() string { return "relock.holdContext(" + e.h.key.id + ")" }
