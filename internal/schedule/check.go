@@ -96,7 +96,7 @@ func Check(plan *Plan, h *History, samples []Sample, pauses []Span, takenAway []
 		v.checkLatch(plan, h.Calls, samples, pauses)
 	default:
 		v.checkOverlaps(h.Holds, taken)
-		v.checkTokens(h.Holds)
+		v.checkTokens(h.Holds, taken)
 		v.checkOversleep(plan, h.Waits, samples, pauses)
 		v.checkOrphans(h.Holds, samples)
 	}
@@ -121,7 +121,9 @@ func (v *Verdict) rel(t time.Time) string {
 // have one) and the earlier holder was told. A hold taken away on purpose
 // (ForceUnlock, a restored snapshot) is told only at its next renewal or
 // Unlock, which a fault may keep from telling: there the tokens alone must
-// order the overlap.
+// order the overlap. A hold taken away before its holder entered it (a
+// grant whose message came late) is told the same way, and its token is the
+// smaller: see takenBeforeEntry.
 func (v *Verdict) checkOverlaps(holds []Interval, takenAway []time.Time) {
 	for i, a := range holds {
 		for _, b := range holds[i+1:] {
@@ -132,7 +134,7 @@ func (v *Verdict) checkOverlaps(holds []Interval, takenAway []time.Time) {
 				continue
 			}
 			ordered := a.Token == 0 || b.Token == 0 || b.Token > a.Token
-			if ordered && (a.Told() || within(takenAway, a.Enter, b.Enter)) {
+			if ordered && (a.Told() || within(takenAway, a.Enter, b.Enter)) || takenBeforeEntry(a, b, takenAway) {
 				v.Overlaps++
 				continue
 			}
@@ -145,6 +147,23 @@ func (v *Verdict) checkOverlaps(holds []Interval, takenAway []time.Time) {
 				b.Proc, b.Token, v.rel(b.Enter), a.Res)
 		}
 	}
+}
+
+// takenBeforeEntry reports whether b, which entered while a held, is a
+// hold taken away (ForceUnlock, a restored snapshot) before b entered it: a
+// grant older than a's (the smaller token), whose message reached b late,
+// taken away after it was granted and before a was. Its holder learns that
+// at its next renewal or Unlock (b told), as any holder whose hold was
+// taken away does, and a fenced resource refuses its writes, a's token
+// being the larger. A token is the server's clock in µs at the grant (the
+// schedule runs on one machine: the reports' clock too), so a take-away
+// that may fall between the two grants is one reported between b's grant
+// and b's entry.
+func takenBeforeEntry(a, b Interval, takenAway []time.Time) bool {
+	if a.Token == 0 || b.Token == 0 || b.Token >= a.Token || !b.Told() {
+		return false
+	}
+	return within(takenAway, time.UnixMicro(b.Token), b.Enter)
 }
 
 // within reports whether one of ts lies in [from, to].
@@ -160,15 +179,21 @@ func unlockNote(err string) string {
 }
 
 // checkTokens: the tokens of exclusive holds of one resource increase in
-// enter order, across every fault (a restored snapshot included).
-func (v *Verdict) checkTokens(holds []Interval) {
+// enter order, across every fault (a restored snapshot included), but for
+// a hold taken away before its holder entered it (takenBeforeEntry), whose
+// token is smaller than the one before it.
+func (v *Verdict) checkTokens(holds []Interval, takenAway []time.Time) {
 	last := map[string]Interval{}
 	for _, iv := range holds {
 		if iv.Token == 0 || iv.Read || len(iv.Res) != 1 {
 			continue
 		}
 		r := iv.Res[0]
-		if prev, ok := last[r]; ok && iv.Token <= prev.Token {
+		prev, ok := last[r]
+		if ok && takenBeforeEntry(prev, iv, takenAway) {
+			continue
+		}
+		if ok && iv.Token <= prev.Token {
 			v.AddProblem(RuleToken, "%s entered %s at %s with token %d, not above %s's %d (entered %s)",
 				iv.Proc, r, v.rel(iv.Enter), iv.Token, prev.Proc, prev.Token, v.rel(prev.Enter))
 		}

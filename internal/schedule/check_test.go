@@ -42,6 +42,50 @@ func TestCheckAllowsAnOrderedToldOverlap(t *testing.T) {
 	}
 }
 
+// A grant whose message reaches its waiter late, taken away (ForceUnlock)
+// after it was granted and before the next holder's grant: the late waiter
+// enters while the next holder holds, with the smaller token, and learns at
+// its Unlock that the hold was gone. That passes only with the take-away
+// reported between its grant (its token, the server's clock) and its entry,
+// and the late holder told (fault schedule fair/1130013).
+func TestCheckAllowsAHoldTakenAwayBeforeItsEntry(t *testing.T) {
+	micros := func(ms int) int64 { return atMs(ms).UnixMicro() }
+	late, next := micros(100), micros(140) // the grants: late's first
+	events := func(lateTold bool) []judge.Event {
+		out := []judge.Event{
+			ev("p2", judge.KindEnter, next, 150, ""),
+			ev("p4", judge.KindEnter, late, 500, ""),
+			ev("p2", judge.KindExit, next, 600, ""),
+			ev("p4", judge.KindExit, late, 700, ""),
+		}
+		if lateTold {
+			return append(out, ev("p4", judge.KindUnlockErr, late, 701, "relock: lock lost: the hold was gone when Unlock ran"))
+		}
+		return out
+	}
+	check := func(lateTold bool, forces ...int) *Verdict {
+		var taken []time.Time
+		for _, ms := range forces {
+			taken = append(taken, atMs(ms))
+		}
+		evs := events(lateTold)
+		return Check(lockPlan(), NewHistory(lockPlan(), evs, atMs(800)), nil, nil, taken, t0)
+	}
+	if v := check(true, 145); v.Failed() {
+		t.Fatalf("taken away between the grants: want a pass, got %v", v.Problems)
+	}
+	for name, v := range map[string]*Verdict{
+		"no take-away":                check(true),
+		"taken away before its grant": check(true, 90),
+		"taken away after its entry":  check(true, 510),
+		"the late holder not told":    check(false, 145),
+	} {
+		if !strings.Contains(v.Broken(), RuleUnordered) || !strings.Contains(v.Broken(), RuleToken) {
+			t.Errorf("%s: want %q and %q, got %q", name, RuleUnordered, RuleToken, v.Broken())
+		}
+	}
+}
+
 // A waiter asleep while the lock is free past Bound fails; the same wait
 // with the lock held passes, and so does a free stretch during which the
 // test had the waiter paused.
