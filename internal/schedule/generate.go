@@ -43,8 +43,8 @@ func Generate(seed int64, kind string, size Size) *Plan {
 }
 
 // drawClients gives each process of p a go-redis client setup, from a
-// random stream of its own: the rest of a seed's plan is what it was
-// before processes had setups.
+// random stream of its own, so that a seed's holds and faults do not depend
+// on the setups drawn.
 func drawClients(seed int64, p *Plan) {
 	r := rand.New(rand.NewPCG(uint64(seed), 0xc11e))
 	for i := range p.Procs {
