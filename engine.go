@@ -219,13 +219,19 @@ func (k *lockCall) queueAs(req *acquireReq, wait time.Duration) (waitAs string, 
 
 // waitResultErr is the error a finished wait ends acquireNew with: err, an
 // outcome other than acquired made one, and the last attempt's cause added
-// when it was a RedLock whose masters did not answer.
+// when it was a RedLock whose masters did not answer or whose grants did not
+// reach their replicas (WithReplicas).
 func waitResultErr(a attempt, err error) error {
 	if err == nil && a.outcome != acquired {
 		return fmt.Errorf("relock: unexpected acquire outcome %d", a.outcome)
 	}
-	if err != nil && errors.Is(a.cause, ErrUnavailable) && !errors.Is(err, ErrUnavailable) {
-		return fmt.Errorf("%w (last attempt: %w)", err, a.cause)
+	if err == nil || errors.Is(err, a.cause) {
+		return err
+	}
+	for _, why := range []error{ErrUnavailable, ErrNotReplicated} {
+		if errors.Is(a.cause, why) && !errors.Is(err, why) {
+			return fmt.Errorf("%w (last attempt: %w)", err, a.cause)
+		}
 	}
 	return err
 }

@@ -165,16 +165,18 @@ func (t multiTarget) leftover(ctx context.Context, req acquireReq, parts []lockP
 
 // acquireParts is one attempt: every group in order, each in one script
 // call. On anything but success it releases the groups it took and says
-// why; on success the attempt has each part's generation and token.
+// why; on success the attempt has each part's generation and token, and
+// why a group's grant did not reach its Client's replicas (WithReplicas).
 func (t multiTarget) acquireParts(ctx context.Context, r acquireReq, parts []lockPart) (attempt, error) {
 	m := t.m
 	grants := make([]partGrant, len(parts))
+	var unreplicated []error
 	for gi, g := range m.groups {
 		if err := g.c.usable(); err != nil {
 			return attempt{}, t.rollback(ctx, parts, grants, gi, r.lease, err)
 		}
 		op, lease := g.c.newOp(), g.c.leaseFor(r.lease)
-		res, err := t.acquireGroup(ctx, g, parts, op, lease)
+		res, repl, err := t.acquireGroup(ctx, g, parts, op, lease)
 		if err != nil {
 			if outcomeUnknown(err) {
 				t.cleanUp(g, parts, op, lease)
@@ -184,6 +186,9 @@ func (t multiTarget) acquireParts(ctx context.Context, r acquireReq, parts []loc
 		if res[0] == 1 {
 			for j, i := range g.parts {
 				grants[i] = partGrant{gen: cmp.Or(parts[i].held, op), token: res[1+j]}
+			}
+			if repl != nil {
+				unreplicated = append(unreplicated, repl)
 			}
 			continue
 		}
@@ -197,7 +202,11 @@ func (t multiTarget) acquireParts(ctx context.Context, r acquireReq, parts []loc
 		l.c.end(p.h, p.held, err)
 		return attempt{}, t.rollback(ctx, parts, grants, gi, r.lease, err)
 	}
-	return attempt{outcome: acquired, grants: grants}, nil
+	// A group whose grant did not reach its Client's replicas fails the
+	// whole grant, which the engine then takes back (as for a Lock): the
+	// groups after it are still taken, so that the take-back finds every
+	// part's generation.
+	return attempt{outcome: acquired, grants: grants, replication: errors.Join(unreplicated...)}, nil
 }
 
 // cleanUp frees, in the background, the new parts of a group call whose
@@ -224,22 +233,28 @@ func (t multiTarget) freeInBackground(g multiGroup, parts []lockPart, grants []p
 	}
 }
 
-func (t multiTarget) acquireGroup(ctx context.Context, g multiGroup, parts []lockPart, op string, lease time.Duration) ([]int64, error) {
+// acquireGroup runs group g's acquire script and returns its reply and,
+// when g's Client asks for WithReplicas and the script granted, why the
+// grant did not reach the replicas (nil: it did).
+func (t multiTarget) acquireGroup(ctx context.Context, g multiGroup, parts []lockPart, op string, lease time.Duration) (res []int64, repl, err error) {
 	ks := make([]lockKeys, len(g.parts))
 	held := make([]string, len(g.parts))
 	for j, i := range g.parts {
 		ks[j], held[j] = t.m.parts[i].keys, parts[i].held
 	}
 	owner := parts[g.parts[0]].h.key.owner
-	res, err := g.c.eval(ctx, "multilock acquire", multiAcquireCall(g.c, ks, held, owner, op, lease)).Int64Slice()
-	if err != nil {
-		return nil, err
+	r, repl := g.c.evalReplicated(ctx, "multilock acquire", multiAcquireCall(g.c, ks, held, owner, op, lease))
+	if res, err = r.Int64Slice(); err != nil {
+		return nil, nil, err
 	}
 	if want := 1 + len(g.parts); (res[0] == 1 && len(res) != want) || (res[0] != 1 && len(res) != 3) ||
 		(res[0] != 1 && (res[1] < 1 || int(res[1]) > len(g.parts))) {
-		return nil, fmt.Errorf("relock: multilock acquire script returned %v", res)
+		return nil, nil, fmt.Errorf("relock: multilock acquire script returned %v", res)
 	}
-	return res, nil
+	if res[0] != 1 {
+		repl = nil // a WAIT after a script that granted nothing says nothing
+	}
+	return res, repl, nil
 }
 
 // rollback releases what this attempt took (grants) on groups before upto

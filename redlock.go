@@ -13,7 +13,9 @@ import (
 
 // RedLock is the Redlock algorithm over independent masters, one Client
 // each: held while a majority (Quorum) granted it within its validity. Its
-// safety rests on timing and on masters that keep their data.
+// safety rests on timing and on masters that keep their data. A master
+// whose Client was made WithReplicas counts only once its grant reached
+// those replicas.
 type RedLock struct {
 	nodes  []*Lock
 	home   *Client
@@ -140,7 +142,13 @@ func (r *RedLock) TryLock(ctx context.Context, wait, lease time.Duration) (conte
 	return lockWith(ctx, soleOf(redScheme{r}), wait, lease)
 }
 
-// Unlock is Lock.Unlock on every master; it succeeds when one released.
+// Unlock is Lock.Unlock on every master, in parallel. It ends the hold
+// whatever the masters answer, and succeeds when a majority confirmed the
+// release. It returns ErrLockLost when a majority no longer had the hold.
+// Otherwise the masters that did not confirm may still grant the hold, so
+// no other caller can reach a quorum yet: it returns ErrNotConfirmed (with
+// ErrUnavailable), and each such master is released in the background,
+// until the lease ends.
 func (r *RedLock) Unlock(ctx context.Context) error {
 	if r.err != nil {
 		return r.err
@@ -294,10 +302,16 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 			return nil, err // a closed master's Client takes part in no new round
 		}
 		// The home Client decides fencing; no master queues a waiter (no
-		// single master can hand a RedLock over).
-		res, err := l.c.eval(ctx, "acquire", lockAcquireCall(r.home, l.keys, field, req, false)).Int64Slice()
-		if err == nil && len(res) < 2 {
+		// single master can hand a RedLock over). A grant that did not reach
+		// the replicas its master's Client asks for (WithReplicas) does not
+		// count: a failover there could lose it.
+		out, repl := l.c.evalReplicated(ctx, "acquire", lockAcquireCall(r.home, l.keys, field, req, false))
+		res, err := out.Int64Slice()
+		switch {
+		case err == nil && len(res) < 2:
 			err = fmt.Errorf("acquire script returned %d values, want 2 or 3", len(res))
+		case err == nil && res[0] == 1 && repl != nil:
+			err = repl
 		}
 		return res, err
 	})
