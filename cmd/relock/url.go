@@ -45,14 +45,44 @@ func (t *target) client() redis.UniversalClient {
 //
 // For Sentinel, user:pass are the primary's credentials; the Sentinels' own
 // go in the query as sentinel_username and sentinel_password.
+//
+// Its error never shows a password, whole or in part: the parsers' errors
+// quote the URL or a piece of it, so a URL with a password that fails is
+// parsed again with its passwords masked (redact), and that error, which
+// quotes only the masked URL, is the one returned. When the masked URL
+// parses, the fault is in a password, and the error says so without
+// showing it.
 func parseTarget(raw string) (*target, error) {
 	raw = strings.TrimSpace(raw)
+	t, err := parseURL(raw)
+	if err == nil {
+		return t, nil
+	}
+	masked := redact(raw)
+	if masked == raw {
+		return nil, err
+	}
+	if _, err := parseURL(masked); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("a password in %s is not valid in a URL (it is not shown): percent-encode its special characters, e.g. %% as %%25, / as %%2F, ? as %%3F, # as %%23", masked)
+}
+
+// parseURL is parseTarget on raw as it is: its error may quote raw.
+func parseURL(raw string) (*target, error) {
 	if raw == "" {
 		return nil, errors.New("no Redis given: use --redis URL or set REDIS_URL")
 	}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
 		return hostsTarget(raw)
+	}
+	// go-redis drops a query pair it cannot unescape, a password too,
+	// without a word: refuse it here.
+	if _, query, ok := strings.Cut(rest, "?"); ok {
+		if _, err := url.ParseQuery(query); err != nil {
+			return nil, fmt.Errorf("bad query %q: %w", query, err)
+		}
 	}
 	switch scheme {
 	case "redis", "rediss", "unix":
@@ -191,18 +221,28 @@ func hostList(s string) ([]string, error) {
 	return out, nil
 }
 
-// redact hides the passwords of a URL, for messages.
+// redact hides the passwords of a URL, for messages: the userinfo's, and
+// the password and sentinel_password query values. It reads a malformed URL
+// too, the one that needs it most: the userinfo ends at the last '@' before
+// the query, or at the last '@' of all when a '?' comes before every '@'
+// (an unescaped '?', '/' or '#' in the password).
 func redact(raw string) string {
 	out := raw
-	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
-		end := strings.IndexAny(rest, "/?")
-		if end < 0 {
-			end = len(rest)
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		scheme, rest = "", raw
+	} else {
+		scheme += "://"
+	}
+	at := strings.LastIndexByte(rest, '@')
+	if q := strings.IndexByte(rest, '?'); q >= 0 {
+		if before := strings.LastIndexByte(rest[:q], '@'); before >= 0 {
+			at = before
 		}
-		if at := strings.LastIndexByte(rest[:end], '@'); at >= 0 {
-			if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass {
-				out = scheme + "://" + user + ":xxxxx" + rest[at:]
-			}
+	}
+	if at >= 0 {
+		if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass {
+			out = scheme + user + ":xxxxx" + rest[at:]
 		}
 	}
 	for _, key := range []string{"sentinel_password=", "password="} {
