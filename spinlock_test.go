@@ -88,3 +88,30 @@ func TestSpinLockWithoutPubSub(t *testing.T) {
 	}))
 	requireOnlyExpiringLeftovers(t, admin)
 }
+
+// A SpinLock is a lock of its own, not a way to wait for the Lock of the same
+// name: each has its own key, so two owners hold both at once, and Inspect
+// shows the name held as both kinds. (Only a RedLock and a Lock of one name
+// share a key, on each master.)
+func TestSpinLockAndLockOfOneNameDoNotExclude(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	a, b := relock.New(rdb), relock.New(srv.Client())
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	ctx := context.Background()
+	const name = "both"
+
+	lctx, err := a.Lock(name).Lock(ctx)
+	require.NoError(t, err)
+	sctx, err := b.SpinLock(name).TryLock(ctx, 0, 0)
+	require.NoError(t, err, "the SpinLock is free while the Lock is held")
+	assert.NotEqual(t, a.Lock(name).Key(), b.SpinLock(name).Key())
+	assert.Equal(t, map[string]string{ownerField(t, a, lctx): "1"}, owners(t, rdb, a.Lock(name).Key()))
+	assert.Equal(t, map[string]string{ownerField(t, b, sctx): "1"}, owners(t, rdb, b.SpinLock(name).Key()))
+	st, err := a.Inspect(ctx, name)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []inspect.Kind{inspect.KindLock, inspect.KindSpinLock}, st.Kinds())
+
+	require.NoError(t, b.SpinLock(name).Unlock(sctx))
+	require.NoError(t, a.Lock(name).Unlock(lctx))
+}
