@@ -2,16 +2,11 @@ package relock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/relock-go/relock/inspect"
 )
 
 // Deadlock detection (see WithDeadlockDetection and docs/internals.md).
@@ -22,18 +17,18 @@ import (
 // of its own, so each record sits in any slot and is read with one command:
 // a chain of them crosses a Cluster's slots one hop at a time. The waiter
 // then follows the chain in its sleep, from the holders of its own lock,
-// through their records, to the holders of theirs, and so on. A record is
-// trusted only while its lease runs and only for an owner that holds, in
-// Redis, what the previous hop waits for; a cycle back to the waiter's own
-// owner is read a second time, and only the same cycle, record for record,
-// confirms it. Every member of a cycle that finds it picks the same victim
-// from the records alone: the wait that began last, the greater owner on a
-// tie; only the victim gives up.
+// through their records, to the holders of theirs, and so on (the search:
+// deadlock_search.go). A record is trusted only while its lease runs and
+// only for an owner that holds, in Redis, what the previous hop waits for;
+// a deadlock found is read a second time, and only the same members, record
+// for record, confirm it. Every member of a deadlock that finds it picks
+// the same victim from the records alone: the wait that began last, the
+// greater owner on a tie; only the victim gives up.
 
 const (
-	// deadlockMaxDepth bounds the owners a chain is followed through.
-	deadlockMaxDepth = 16
-	// deadlockMaxReads bounds the Redis reads of one pass over a chain.
+	// deadlockMaxOwners bounds the waiting owners one pass follows.
+	deadlockMaxOwners = 16
+	// deadlockMaxReads bounds the Redis reads of one pass.
 	deadlockMaxReads = 64
 	// deadlockLeases is a record's lease in detection delays: it outlives
 	// several renewals (every half delay) but not a waiter that is gone for
@@ -143,8 +138,10 @@ func (d *deadlockWatch) check(ctx context.Context) error {
 	self := waitRecord{owner: d.owner, id: d.id, start: d.start.UnixMilli(), lock: lock}
 	value := self.encode()
 	searching := !time.Now().Before(d.search)
-	cycle, err := queryBounded(d.c, cctx, "deadlock check", func() ([]waitRecord, error) {
-		return c.findCycle(cctx, self, value, searching)
+	var stuck bool
+	cycle, err := queryBounded(d.c, cctx, "deadlock check", func() (cycle []waitRecord, err error) {
+		cycle, stuck, err = c.findCycle(cctx, self, value, searching)
+		return cycle, err
 	})
 	d.record = value // published, or maybe: end deletes it either way
 	if err != nil {
@@ -156,7 +153,10 @@ func (d *deadlockWatch) check(ctx context.Context) error {
 		return nil
 	}
 	d.failed = 0
-	if searching && cycle == nil {
+	if searching && !stuck {
+		// A wait found deadlocked searches again at its next check: the
+		// victim gives up within a delay, and what is left (a cycle that
+		// overlapped the one broken, a wait stuck behind it) is found then.
 		d.search = time.Now().Add(researchAfter * after)
 	}
 	if cycle == nil || victim(cycle) != self.id {
@@ -167,21 +167,22 @@ func (d *deadlockWatch) check(ctx context.Context) error {
 }
 
 // findCycle renews self's record (value) and, when search, returns the
-// confirmed cycle through self, nil when there is none.
-func (c *Client) findCycle(ctx context.Context, self waitRecord, value string, search bool) ([]waitRecord, error) {
+// confirmed deadlock whose victim self's wait may be (nil: none), and
+// whether self's wait is deadlocked at all (see cycleSearch.run).
+func (c *Client) findCycle(ctx context.Context, self waitRecord, value string, search bool) ([]waitRecord, bool, error) {
 	lease := deadlockLeases * c.opts.deadlockAfter
 	if _, err := request(c, "deadlock record", c.rdb.Set(ctx, c.deadlockKey(self.owner), value, lease).Result); err != nil || !search {
-		return nil, err
+		return nil, false, err
 	}
-	first, err := newCycleSearch(c, ctx, self).run()
+	first, stuck, err := newCycleSearch(c, ctx, self).run()
 	if first == nil || err != nil {
-		return nil, err
+		return nil, stuck, err
 	}
-	second, err := newCycleSearch(c, ctx, self).run()
+	second, _, err := newCycleSearch(c, ctx, self).run()
 	if err != nil || !sameCycle(first, second) {
-		return nil, err
+		return nil, stuck, err
 	}
-	return second, nil
+	return second, stuck, nil
 }
 
 // end deletes the wait's record, if it published one, waiting at most
@@ -226,246 +227,6 @@ func parseWaitRecord(owner, v string) (waitRecord, bool) {
 		return waitRecord{}, false
 	}
 	return waitRecord{owner: owner, id: f[1], start: start, lock: LockInfo{Name: f[3], Kind: Kind(f[2])}}, true
-}
-
-// A cycleSearch is one pass over the chain from self, each record and each
-// lock's holders read at most once.
-type cycleSearch struct {
-	c       *Client
-	ctx     context.Context
-	self    waitRecord
-	reads   int
-	records map[string]*waitRecord // nil: the owner does not wait
-	holders map[LockInfo][]string
-	path    []string
-}
-
-func newCycleSearch(c *Client, ctx context.Context, self waitRecord) *cycleSearch {
-	return &cycleSearch{c: c, ctx: ctx, self: self, records: map[string]*waitRecord{}, holders: map[LockInfo][]string{}}
-}
-
-// errSearchBound ends a pass that reached deadlockMaxReads: no cycle.
-var errSearchBound = errors.New("relock: deadlock search bound reached")
-
-// run returns the cycle through self, its members once each, nil when
-// there is none.
-func (s *cycleSearch) run() ([]waitRecord, error) {
-	members, ok, err := s.from(s.self, 0)
-	if errors.Is(err, errSearchBound) {
-		return nil, nil
-	}
-	if err != nil || !ok {
-		return nil, err
-	}
-	out := []waitRecord{s.self}
-	for _, m := range members {
-		if !slices.ContainsFunc(out, func(o waitRecord) bool { return o.owner == m.owner }) {
-			out = append(out, m)
-		}
-	}
-	return out, nil
-}
-
-// from reports whether r's wait leads back to self: for an exclusive wait
-// (Lock, FairLock, RWLock), through any holder of its lock, which the
-// waiter needs gone; for a Semaphore, through every holder, since any
-// other's release may free enough permits. It returns the records met on
-// the way. An owner that holds what it waits for is not waiting: its wait
-// has just been granted.
-func (s *cycleSearch) from(r waitRecord, depth int) ([]waitRecord, bool, error) {
-	holders, err := s.holdersOf(r.lock)
-	if err != nil {
-		return nil, false, err
-	}
-	if slices.Contains(holders, r.owner) {
-		// The owner holds what its record says it waits for: it got it
-		// and its wait is ending (the record goes once the wait loop has
-		// returned). A Semaphore waiter that holds permits of it already
-		// is taken as not waiting either.
-		return nil, false, nil
-	}
-	all := r.lock.Kind == KindSemaphore
-	if len(holders) == 0 {
-		return nil, false, nil
-	}
-	var members []waitRecord
-	for _, h := range holders {
-		sub, ok, err := s.through(h, depth)
-		if err != nil {
-			return nil, false, err
-		}
-		switch {
-		case ok && !all:
-			return sub, true, nil
-		case !ok && all:
-			return nil, false, nil
-		}
-		members = append(members, sub...)
-	}
-	return members, all, nil
-}
-
-// through reports whether holder h leads back to self.
-func (s *cycleSearch) through(h string, depth int) ([]waitRecord, bool, error) {
-	if h == s.self.owner {
-		return nil, true, nil
-	}
-	if depth+1 >= deadlockMaxDepth || slices.Contains(s.path, h) {
-		return nil, false, nil // too deep, or a cycle that self is not part of
-	}
-	rec, err := s.recordOf(h)
-	if rec == nil || err != nil {
-		return nil, false, err
-	}
-	s.path = append(s.path, h)
-	sub, ok, err := s.from(*rec, depth+1)
-	s.path = s.path[:len(s.path)-1]
-	if !ok || err != nil {
-		return nil, false, err
-	}
-	return append([]waitRecord{*rec}, sub...), true, nil
-}
-
-// read counts one Redis read of the pass against its bound.
-func (s *cycleSearch) read() error {
-	if s.reads++; s.reads > deadlockMaxReads {
-		return errSearchBound
-	}
-	return nil
-}
-
-// recordOf reads owner's wait record (nil: none, or not one).
-func (s *cycleSearch) recordOf(owner string) (*waitRecord, error) {
-	if r, ok := s.records[owner]; ok {
-		return r, nil
-	}
-	if err := s.read(); err != nil {
-		return nil, err
-	}
-	c := s.c
-	v, err := request(c, "deadlock check", func() (string, error) {
-		v, err := c.rdb.Get(s.ctx, c.deadlockKey(owner)).Result()
-		if errors.Is(err, redis.Nil) {
-			return "", nil
-		}
-		return v, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	var rec *waitRecord
-	if r, ok := parseWaitRecord(owner, v); ok {
-		rec = &r
-	}
-	s.records[owner] = rec
-	return rec, nil
-}
-
-// holdersOf reads the owners that lock's waiter waits for: the holders of
-// a Lock, FairLock or Semaphore; the writer and the writers queued ahead
-// of a reader; the writer and the readers of a writer.
-func (s *cycleSearch) holdersOf(lock LockInfo) ([]string, error) {
-	if h, ok := s.holders[lock]; ok {
-		return slices.Clone(h), nil
-	}
-	if err := s.read(); err != nil {
-		return nil, err
-	}
-	ks, err := newKeyspace(s.c.opts.prefix, lock.Name)
-	if err != nil {
-		return nil, err
-	}
-	var h []string
-	if lock.Kind == KindSemaphore {
-		h, err = s.semaphoreHolders(ks)
-	} else {
-		h, err = s.inspectHolders(ks, lock.Kind)
-	}
-	if err != nil {
-		return nil, err
-	}
-	s.holders[lock] = h
-	return slices.Clone(h), nil
-}
-
-// inspectHolders reads the owners a waiter of kind waits for from the
-// whole state of the lock name (the inspect script).
-func (s *cycleSearch) inspectHolders(ks keyspace, kind Kind) ([]string, error) {
-	res, err := s.c.eval(s.ctx, "deadlock check", inspectCall(ks)).Slice()
-	if err != nil {
-		return nil, err
-	}
-	st, err := parseInspect(ks, res)
-	if err != nil {
-		return nil, err
-	}
-	return waitedFor(st, kind), nil
-}
-
-// semaphoreHolders reads the owners of a Semaphore's live holds: its holds
-// by deadline, then their values, so that a search costs O(holds) where
-// the whole state would also read every waiter's. Holds whose deadline
-// passed on the server's clock are left out, as Inspect leaves them.
-func (s *cycleSearch) semaphoreHolders(ks keyspace) ([]string, error) {
-	ctx, rdb := s.ctx, s.c.rdb
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		return nil, err
-	}
-	live, err := rdb.ZRangeByScore(ctx, ks.key("sema:d"), &redis.ZRangeBy{Min: "(" + strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"}).Result()
-	if err != nil || len(live) == 0 {
-		return nil, err
-	}
-	fields := make([]string, len(live))
-	for i, gen := range live {
-		fields[i] = "h:" + gen
-	}
-	vals, err := rdb.HMGet(ctx, ks.key("sema"), fields...).Result()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, v := range vals {
-		str, _ := v.(string)
-		if _, owner, ok := strings.Cut(str, ":"); ok && !slices.Contains(out, owner) {
-			out = append(out, owner)
-		}
-	}
-	return out, nil
-}
-
-// waitedFor picks, from a lock's state, the owners a waiter of kind waits
-// for, each once.
-func waitedFor(st *inspect.State, kind Kind) []string {
-	hs := holdersOf(st, kind)
-	if kind == KindReadLock || kind == KindWriteLock {
-		hs = rwWaitedFor(st.RWLock, kind)
-	}
-	var out []string
-	for _, h := range hs {
-		if !slices.Contains(out, h.Owner) {
-			out = append(out, h.Owner)
-		}
-	}
-	return out
-}
-
-// rwWaitedFor is waitedFor of an RWLock.
-func rwWaitedFor(rw *inspect.RW, kind Kind) []inspect.Holder {
-	if rw == nil {
-		return nil
-	}
-	var hs []inspect.Holder
-	if rw.Writer != nil {
-		hs = append(hs, *rw.Writer)
-	}
-	if kind == KindWriteLock {
-		return append(hs, rw.Readers...)
-	}
-	for _, w := range rw.WritersWaiting {
-		hs = append(hs, inspect.Holder{Owner: w.Owner})
-	}
-	return hs
 }
 
 // sameCycle reports whether two passes found the same cycle: the same
