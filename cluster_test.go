@@ -35,6 +35,7 @@ func TestCluster(t *testing.T) {
 	})
 	t.Run("ReadersAndWriter", func(t *testing.T) { testClusterReadLock(t, cl) })
 	t.Run("MultiLockAcrossSlots", func(t *testing.T) { testClusterMultiLock(t, cl) })
+	t.Run("MultiLockWaitsOnEachMaster", func(t *testing.T) { testClusterMultiLockReplicas(t, cl) })
 	t.Run("LostHoldIsReported", func(t *testing.T) { testClusterLost(t, cl) })
 	// Last: it kills a master, which changes the topology for good.
 	t.Run("MasterFailover", func(t *testing.T) { testClusterFailover(t, cl) })

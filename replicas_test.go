@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -124,4 +125,55 @@ func TestRedLockWithReplicasPerMaster(t *testing.T) {
 	require.NoError(t, err, "A (replicated) and B (no replica asked) make the quorum")
 	assert.NotEmpty(t, hgetall(t, replica.Client(), ca.Lock("red").Key()), "A's grant reached its replica")
 	require.NoError(t, r.Unlock(hctx))
+}
+
+// On a Cluster, a MultiLock made WithReplicas sends each group's WAIT to the
+// master that ran the group's script: with one part on each master, every
+// master runs one WAIT per acquire, and every part's replica has the hold
+// when Lock returns.
+func testClusterMultiLockReplicas(t *testing.T, cl *redistest.Cluster) {
+	ctx := context.Background()
+	c := relock.New(cl.Client(), relock.WithReplicas(1, time.Second))
+	t.Cleanup(func() { _ = c.Close() })
+	var parts []*relock.Lock
+	masters := make(map[string]*redistest.Server)
+	for addr, names := range namesPerMaster(t, cl, c, exclusiveKinds[0], "multi-wait-", 1) {
+		parts = append(parts, c.Lock(names[0]))
+		m, err := cl.MasterOf(ctx, c.Lock(names[0]).Key())
+		require.NoError(t, err)
+		masters[addr] = m
+	}
+	m := relock.NewMultiLock(parts...)
+	warm, err := m.Lock(ctx) // loads the script on every master
+	require.NoError(t, err)
+	require.NoError(t, m.Unlock(warm))
+	before := make(map[string]int64)
+	for addr, srv := range masters {
+		before[addr] = lockCommands(t, srv)["wait"]
+	}
+	hctx, err := m.Lock(ctx)
+	require.NoError(t, err)
+	for addr, srv := range masters {
+		assert.Equal(t, before[addr]+1, lockCommands(t, srv)["wait"], "one WAIT on %s", addr)
+	}
+	owner := ownerField(t, c, hctx)
+	onReplicas := 0
+	for _, srv := range cl.Nodes {
+		info, err := redistest.Info(ctx, srv.Client(), "replication")
+		require.NoError(t, err)
+		if info["role"] != "slave" {
+			continue
+		}
+		replica := srv.Client(func(o *redis.Options) {
+			o.OnConnect = func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }
+		})
+		for _, p := range parts {
+			if n, err := replica.Exists(ctx, p.Key()).Result(); err == nil && n == 1 {
+				assert.Equal(t, map[string]string{owner: "1"}, owners(t, replica, p.Key()), "replica %s", srv.Addr())
+				onReplicas++
+			}
+		}
+	}
+	assert.Equal(t, len(parts), onReplicas, "every part's replica has the hold")
+	require.NoError(t, m.Unlock(hctx))
 }
