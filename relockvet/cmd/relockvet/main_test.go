@@ -93,9 +93,9 @@ func TestVettool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(dir, "relock", "go.mod"), "module github.com/relock-go/relock\n\ngo 1.26\n")
+	write(t, filepath.Join(dir, "relock", "go.mod"), "module github.com/relock-go/relock\n\ngo 1.25\n")
 	write(t, filepath.Join(dir, "relock", "relock.go"), string(stub))
-	write(t, filepath.Join(dir, "m", "go.mod"), "module example.com/m\n\ngo 1.26\n\n"+
+	write(t, filepath.Join(dir, "m", "go.mod"), "module example.com/m\n\ngo 1.25\n\n"+
 		"require github.com/relock-go/relock v0.0.0\n\n"+
 		"replace github.com/relock-go/relock => ../relock\n")
 	write(t, filepath.Join(dir, "m", "m.go"), user)
