@@ -55,8 +55,87 @@ func (x *callees) callHandsOn(ce *ast.CallExpr, set map[*types.Var]bool, depth i
 		if !flows(x.info, a, set) {
 			continue
 		}
+		if x.cannotRelease(ce, fn) {
+			continue
+		}
 		if !x.followable(ce, fn, i) || depth >= maxFollow || x.handsOnParam(fn.Origin(), i, depth) {
 			return true
+		}
+	}
+	return false
+}
+
+// cannotRelease reports whether ce, a call of a function declared in
+// another package (a go-redis command, a database call), is given no lock
+// to release a hold with: neither its receiver nor any argument is or
+// carries a relock value or a function. Such a call only uses the hold
+// (rdb.Decr(hctx, "stock")), so the path goes on past it. A function value
+// and a method of an interface declared in this package, whose code is
+// not known, may release it.
+func (x *callees) cannotRelease(ce *ast.CallExpr, fn *types.Func) bool {
+	if fn == nil || fn.Pkg() == nil || fn.Pkg() == x.pkg {
+		return false
+	}
+	if recv := fn.Signature().Recv(); recv != nil && types.IsInterface(recv.Type()) {
+		if n, ok := types.Unalias(recv.Type()).(*types.Named); !ok || n.Obj().Pkg() == x.pkg {
+			return false
+		}
+	}
+	if sel, ok := ast.Unparen(ce.Fun).(*ast.SelectorExpr); ok {
+		if s, ok := x.info.Selections[sel]; ok && s.Kind() == types.MethodVal && carriesLock(x.info.TypeOf(sel.X)) {
+			return false
+		}
+	}
+	for _, a := range ce.Args {
+		if carriesLock(x.info.TypeOf(a)) {
+			return false
+		}
+	}
+	return true
+}
+
+// carriesLock reports whether a value of type t is, holds or can reach a
+// relock value (a lock, a Semaphore, a Client that makes locks), or is a
+// function, which may close over one. Interface values count by their
+// methods: one with an Unlock or Release method may be a lock.
+func carriesLock(t types.Type) bool {
+	return carries(t, map[types.Type]bool{})
+}
+
+func carries(t types.Type, seen map[types.Type]bool) bool {
+	if t == nil || seen[t] {
+		return false
+	}
+	seen[t] = true
+	switch u := types.Unalias(t).(type) {
+	case *types.Named:
+		if u.Obj().Pkg() != nil && isRelock(u.Obj().Pkg().Path()) {
+			return true
+		}
+		return carries(u.Underlying(), seen)
+	case *types.Pointer:
+		return carries(u.Elem(), seen)
+	case *types.Slice:
+		return carries(u.Elem(), seen)
+	case *types.Array:
+		return carries(u.Elem(), seen)
+	case *types.Map:
+		return carries(u.Key(), seen) || carries(u.Elem(), seen)
+	case *types.Chan:
+		return carries(u.Elem(), seen)
+	case *types.Signature:
+		return true
+	case *types.Struct:
+		for i := range u.NumFields() {
+			if carries(u.Field(i).Type(), seen) {
+				return true
+			}
+		}
+	case *types.Interface:
+		for i := range u.NumMethods() {
+			if n := u.Method(i).Name(); n == "Unlock" || n == "Release" {
+				return true
+			}
 		}
 	}
 	return false
