@@ -52,9 +52,12 @@ func main() {
 		r3, err := prices.ReadLock().Lock(ctx)
 		check(err)
 		story.Say("R3", "reading the new prices")
-		_, err = prices.WriteLock().Lock(r3)
+		w3, err := prices.WriteLock().Lock(r3)
 		if errors.Is(err, relock.ErrUpgrade) {
 			story.Say("R3", "asks for the write lock while reading: ErrUpgrade, not a deadlock")
+		}
+		if err == nil {
+			check(prices.WriteLock().Unlock(w3)) // not expected: a reader cannot upgrade
 		}
 		check(prices.ReadLock().Unlock(r3))
 	}()

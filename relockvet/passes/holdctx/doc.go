@@ -5,7 +5,7 @@
 // hold: Unlock must be given that context (or one derived from it). A
 // Semaphore's Acquire/TryAcquire and Release follow the same contract and
 // are checked the same way, except by checks 3 and 4: an Acquire takes
-// permits of its own, never re-enters. The analyzer reports six mistakes:
+// permits of its own, never re-enters. The analyzer reports seven mistakes:
 //
 //  1. a discarded hold context: `_, err := l.Lock(ctx)`, or a Lock/TryLock
 //     call whose results are all ignored. Nothing can Unlock that hold; the
@@ -46,7 +46,15 @@
 //     condition on err, a hold used in a function literal other than a
 //     deferred one, and a hold with a constant lease (it ends by itself)
 //     are not followed. Not reported in _test.go files unless -testfiles is
-//     set: tests often keep a hold on purpose.
+//     set: tests often keep a hold on purpose. A call of a function of
+//     another package given no relock value (rdb.Decr(hctx, "stock"))
+//     only uses the hold: the path goes on past it.
+//  7. the parent context where the hold is meant: while a hold is live (or
+//     in a Do callback), l.Token(ctx) or l.HoldCount(ctx) with the context
+//     the acquisition was given; a nested Lock, TryLock or Do given it on
+//     the same lock or a lock of the same Client variable (a new owner
+//     while the hold is live); and work given it (a call whose parameter
+//     there is a context.Context), which goes on when the lock is lost.
 //
 // The checks are local to one function (a function declaration together with
 // the function literals inside it) and stay quiet when they cannot be sure.
@@ -63,5 +71,7 @@ given another context while the hold the function took on that lock is never
 released, ctx, err = l.Lock(ctx) inside a loop (silent re-entry on every
 iteration), a hold context shared into goroutines (go statements,
 errgroup's Go) that lock with it instead of relock.NewOwner(hctx), an Unlock
-given the hold of another lock (b.Unlock(actx)), and a hold that some path
-returns without releasing.`
+given the hold of another lock (b.Unlock(actx)), a hold that some path
+returns without releasing, and the parent context used where the hold is
+meant (l.Token(ctx), a nested Lock(ctx), work given ctx while the hold is
+live).`

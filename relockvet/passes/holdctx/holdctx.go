@@ -96,6 +96,7 @@ func run(pass *analysis.Pass) (any, error) {
 	for cur := range in.Root().Preorder((*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)) {
 		if fn, ok := outermostFunc(cur); ok && fn == cur {
 			checkSharedHolds(pass, cur)
+			checkDoScopes(pass, cur)
 		}
 	}
 	return nil, nil

@@ -156,7 +156,9 @@ func (w *leakWalk) handles(n ast.Node) bool {
 		case *ast.FuncLit:
 			return false
 		case *ast.CallExpr:
-			handled = handled || w.x.callHandsOn(n, w.h.derived, 0) || forces(w.info, n, w.h.acq.key)
+			handled = handled || w.x.callHandsOn(n, w.h.derived, 0) || forces(w.info, n, w.h.acq.key) || closesClient(w.info, n)
+		case *ast.UnaryExpr:
+			handled = handled || waitsForEnd(w.info, n, w.h.derived)
 		}
 		return !handled
 	})
@@ -310,4 +312,29 @@ func mayReturn(info *types.Info) func(*ast.CallExpr) bool {
 		}
 		return true
 	}
+}
+
+// closesClient reports whether ce is a relock Client's Close: it releases
+// every hold the Client has, this one too.
+func closesClient(info *types.Info, ce *ast.CallExpr) bool {
+	fn, ok := typeutil.Callee(info, ce).(*types.Func)
+	if !ok || fn.Name() != "Close" || fn.Pkg() == nil || !isRelock(fn.Pkg().Path()) {
+		return false
+	}
+	recv := fn.Signature().Recv()
+	return recv != nil && isNamed(recv.Type(), "Client")
+}
+
+// waitsForEnd reports whether u receives from the hold's Done channel
+// (<-hctx.Done()): past it the hold has ended, released or lost.
+func waitsForEnd(info *types.Info, u *ast.UnaryExpr, held map[*types.Var]bool) bool {
+	if u.Op != token.ARROW {
+		return false
+	}
+	ce, ok := ast.Unparen(u.X).(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	sel, ok := ast.Unparen(ce.Fun).(*ast.SelectorExpr)
+	return ok && sel.Sel.Name == "Done" && len(ce.Args) == 0 && mentions(info, sel.X, held)
 }

@@ -62,9 +62,20 @@ func checkUnlocks(pass *analysis.Pass, fn inspector.Cursor, calls []call, x *cal
 			checkUnlock(pass, fn, c, holds, unsure)
 		}
 	}
+	all := map[*types.Var]bool{} // every hold of the function, derived ones too
 	for _, hs := range holds {
 		for _, h := range hs {
 			checkLeak(pass, h, x)
+			for v := range h.derived {
+				all[v] = true
+			}
+		}
+	}
+	for _, hs := range holds {
+		for _, h := range hs {
+			if s, ok := lockScope(info, h, assigns); ok {
+				checkParentUses(pass, s, all)
+			}
 		}
 	}
 }

@@ -92,8 +92,8 @@ func (s *Semaphore) Do(ctx context.Context, n int, f func(context.Context) error
 }
 func (s *Semaphore) ForceRelease(ctx context.Context) (bool, error) { return false, nil }
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error)       { return false, nil }
-func (l *Lock) Token(ctx context.Context) (int64, error)      { return 0, nil }
-func (l *Lock) IsLocked(ctx context.Context) (bool, error)    { return false, nil }
-func (l *FairLock) Token(ctx context.Context) (int64, error)  { return 0, nil }
-func (w *WriteLock) Token(ctx context.Context) (int64, error) { return 0, nil }
-
+func (l *Lock) Token(ctx context.Context) (int64, error)            { return 0, nil }
+func (l *Lock) IsLocked(ctx context.Context) (bool, error)          { return false, nil }
+func (l *FairLock) Token(ctx context.Context) (int64, error)        { return 0, nil }
+func (w *WriteLock) Token(ctx context.Context) (int64, error)       { return 0, nil }
+func (c *Client) Close() error                                      { return nil }
