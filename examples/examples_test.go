@@ -24,6 +24,16 @@ var stories = map[string][]string{
 		`B\s+Lock: got it right after A's unlock`,
 		`B\s+unlocked; IsLocked = false`,
 	},
+	"worker": {
+		`^relock worker on an embedded miniredis`,
+		`other\s+holds order:3`,
+		`worker\s+order 1: committed 50 with fencing token \d+`,
+		`worker\s+order 2: committed 125 with fencing token \d+`,
+		`worker\s+order 3: not obtained within 300ms, left for a retry: relock: lock not obtained: context deadline exceeded`,
+		`worker\s+order 4: committed 100 with fencing token \d+`,
+		`worker\s+SIGTERM: stopped taking jobs; closing the Client`,
+		`worker\s+closed: committed map\[1:50 2:125 4:100\]`,
+	},
 	"fairlock": {
 		`^relock fairlock on an embedded miniredis`,
 		`A\s+locked "printer"`,
