@@ -107,15 +107,17 @@ func queryContext(ctx context.Context) context.Context {
 // replies with the generations it removed, and ends this Client's holds
 // registered as id of exactly those generations. The release may hand the
 // lock to a waiter of this very Client, whose grant can be recorded before
-// the reply arrives: that hold is Redis's newest, and stays.
-func (l *base) forceUnlock(ctx context.Context, id string, call scriptCall) (bool, error) {
-	return l.forceRelease(ctx, call, func(gens []string, cause error) { l.c.endForced(id, gens, cause) })
+// the reply arrives: that hold is Redis's newest, and stays. g is the
+// call's guard (see ForceUnlockIf), the zero ForceGuard for none.
+func (l *base) forceUnlock(ctx context.Context, g ForceGuard, id string, call scriptCall) (bool, error) {
+	return l.forceRelease(ctx, g, call, func(gens []string, cause error) { l.c.endForced(id, gens, cause) })
 }
 
-// forceRelease runs call, a force-release script that replies with the
-// generations it removed, bounded by ctx, and hands them to end (with the
-// cause their holds end with) once it has run.
-func (l *base) forceRelease(ctx context.Context, call scriptCall, endGens func(gens []string, cause error)) (bool, error) {
+// forceRelease runs call, a force-release script guarded by g that replies
+// with the generations it removed (or with a refusal, see refusal), bounded
+// by ctx, and hands them to end (with the cause their holds end with) once
+// it has run.
+func (l *base) forceRelease(ctx context.Context, g ForceGuard, call scriptCall, endGens func(gens []string, cause error)) (bool, error) {
 	ctx, err := l.check(ctx)
 	if err != nil {
 		return false, err
@@ -123,7 +125,11 @@ func (l *base) forceRelease(ctx context.Context, call scriptCall, endGens func(g
 	// The script runs detached (a force-release cut short may still run);
 	// the caller waits for it until ctx ends, and this Client's holds that
 	// it removed end once it has run.
-	end := func(gens []string) { endGens(gens, fmt.Errorf("%w: force-unlocked", ErrLockLost)) }
+	end := func(gens []string) {
+		if l.refusal(g, gens) == nil {
+			endGens(gens, ErrForceUnlocked)
+		}
+	}
 	gens, err, late := awaitBounded(ctx, time.Time{}, func() ([]string, error) {
 		return l.c.eval(context.WithoutCancel(ctx), "force unlock", call).StringSlice()
 	})
@@ -136,6 +142,9 @@ func (l *base) forceRelease(ctx context.Context, call scriptCall, endGens func(g
 		return false, fmt.Errorf("relock: force unlock: %w: %w", context.Cause(ctx), l.c.unanswered("the force-release may still run"))
 	}
 	if err != nil {
+		return false, err
+	}
+	if err := l.refusal(g, gens); err != nil {
 		return false, err
 	}
 	end(gens)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -22,9 +23,38 @@ var (
 	ErrNotConfirmed    = errors.New("relock: unlock not confirmed")        // a release unconfirmed in the unlock timeout
 	ErrUnsupported     = errors.New("relock: not supported by the server") // the server lacks what an option needs
 	ErrDeadlock        = errors.New("relock: deadlock")                    // see WithDeadlockDetection
+	// ErrForceUnlocked is the cause of a hold a force release freed (see
+	// Lock.ForceUnlock); it wraps ErrLockLost.
+	ErrForceUnlocked = fmt.Errorf("%w: force-unlocked", ErrLockLost)
+	// ErrHolderChanged: a guarded force release (Lock.ForceUnlockIf) found
+	// the lock held by someone else than it expected, and freed nothing.
+	// The error is a *HolderChangedError, naming who holds it now.
+	ErrHolderChanged = errors.New("relock: the lock is held by someone else than expected")
 	// ErrUpgrade: a reader of an RWLock asked for its write lock.
 	ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot take the write lock (no upgrade)")
 )
+
+// A HolderChangedError is what a guarded force release returns when the lock
+// is held, but not as its ForceGuard expects: nothing was freed. errors.Is
+// matches it with ErrHolderChanged.
+type HolderChangedError struct {
+	Lock     string     // the lock's name
+	Expected ForceGuard // what the caller expected
+	// Holders are the owners that hold the lock now, as Inspect shows them
+	// (Holder.Owner).
+	Holders []string
+	// Token is the fencing token of the current hold: 0 for a read hold, a
+	// Semaphore's, or with fencing off.
+	Token int64
+}
+
+func (e *HolderChangedError) Error() string {
+	return fmt.Sprintf("%v: lock %q is held by %s at token %d, not %s", ErrHolderChanged, e.Lock,
+		strings.Join(e.Holders, ", "), e.Token, e.Expected)
+}
+
+// Is makes errors.Is(err, ErrHolderChanged) true.
+func (e *HolderChangedError) Is(target error) bool { return target == ErrHolderChanged }
 
 // ReleaseError is what Do returns when fn returned nil and only the release
 // that followed failed: fn's work is done, and must not be repeated.

@@ -65,7 +65,7 @@ func (l *FairLock) Unlock(ctx context.Context) error { return l.unlock(ctx, sole
 
 // ForceUnlock is Lock.ForceUnlock; the queue keeps its order.
 func (l *FairLock) ForceUnlock(ctx context.Context) (bool, error) {
-	return l.forceUnlock(ctx, l.keys.hash, fairForceReleaseCall(l.c, l.keys))
+	return l.forceUnlock(ctx, ForceGuard{}, l.keys.hash, fairForceReleaseCall(l.c, l.keys, ForceGuard{}))
 }
 
 // Token is Lock.Token, with this FairLock's own counter.

@@ -29,7 +29,8 @@ func lockWatched(ch inspect.Channels) []string { return []string{ch.Lock} }
 func lockListen(st *inspect.State) (string, string) { return lockView(st).listen() }
 
 func forceLock(c *Client, name string, st *inspect.State) []kinds.Release {
-	return lockView(st).force(c.Lock(name).ForceUnlock)
+	l := c.Lock(name)
+	return lockView(st).force(l.ForceUnlock, l.ForceUnlockIf)
 }
 
 func lockView(st *inspect.State) exclusiveView {
@@ -66,7 +67,8 @@ func fairWatched(ch inspect.Channels) []string { return []string{ch.Fair} }
 func fairListen(st *inspect.State) (string, string) { return fairView(st).listen() }
 
 func forceFair(c *Client, name string, st *inspect.State) []kinds.Release {
-	return fairView(st).force(c.FairLock(name).ForceUnlock)
+	l := c.FairLock(name)
+	return fairView(st).force(l.ForceUnlock, l.ForceUnlockIf)
 }
 
 func fairView(st *inspect.State) exclusiveView {
@@ -138,10 +140,13 @@ func forceRW(c *Client, name string, st *inspect.State) []kinds.Release {
 	}
 	var out []kinds.Release
 	if rw.Writer != nil {
-		out = append(out, kinds.Release{Mode: "write", Holders: []inspect.Holder{*rw.Writer}, Unit: "hold", Do: c.RWLock(name).WriteLock().ForceUnlock})
+		w := c.RWLock(name).WriteLock()
+		out = append(out, kinds.Release{Mode: "write", Holders: []inspect.Holder{*rw.Writer}, Unit: "hold", Do: w.ForceUnlock,
+			Token: rw.Token, DoIf: guarded(w.ForceUnlockIf)})
 	}
 	if len(rw.Readers) > 0 {
-		out = append(out, kinds.Release{Mode: "read", Holders: rw.Readers, Unit: "hold", Do: c.RWLock(name).ReadLock().ForceUnlock})
+		r := c.RWLock(name).ReadLock()
+		out = append(out, kinds.Release{Mode: "read", Holders: rw.Readers, Unit: "hold", Do: r.ForceUnlock, DoIf: guarded(r.ForceUnlockIf)})
 	}
 	return out
 }
@@ -190,12 +195,21 @@ func (v exclusiveView) listen() (string, string) {
 	return v.lock.Key, "~m"
 }
 
-// force is what a force-unlock frees, do being the lock's ForceUnlock.
-func (v exclusiveView) force(do func(context.Context) (bool, error)) []kinds.Release {
+// force is what a force-unlock frees, do and doIf being the lock's
+// ForceUnlock and ForceUnlockIf.
+func (v exclusiveView) force(do func(context.Context) (bool, error), doIf func(context.Context, ForceGuard) (bool, error)) []kinds.Release {
 	if v.lock == nil || len(v.lock.Holders) == 0 {
 		return nil
 	}
-	return []kinds.Release{{Holders: v.lock.Holders, Unit: "hold", Next: wokeFirst(len(v.queue)), Do: do}}
+	return []kinds.Release{{Holders: v.lock.Holders, Unit: "hold", Next: wokeFirst(len(v.queue)), Do: do,
+		Token: v.lock.Token, DoIf: guarded(doIf)}}
+}
+
+// guarded is a ForceUnlockIf as the relock command's table calls it.
+func guarded(doIf func(context.Context, ForceGuard) (bool, error)) func(context.Context, string, int64) (bool, error) {
+	return func(ctx context.Context, owner string, token int64) (bool, error) {
+		return doIf(ctx, ForceGuard{Owner: owner, Token: token})
+	}
 }
 
 // exclusiveRows are the holder lines of a Lock or a FairLock.

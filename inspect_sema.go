@@ -136,5 +136,6 @@ func forceSema(c *Client, name string, st *inspect.State) []kinds.Release {
 	}
 	// The capacity plays no part in a force release; Redis's is passed so
 	// that the Semaphore is valid.
-	return []kinds.Release{{Holders: sm.Holders, Unit: "permit", Next: next, Do: c.Semaphore(name, max(sm.Permits, 1)).ForceRelease}}
+	s := c.Semaphore(name, max(sm.Permits, 1))
+	return []kinds.Release{{Holders: sm.Holders, Unit: "permit", Next: next, Do: s.ForceRelease, DoIf: guarded(s.ForceReleaseIf)}}
 }

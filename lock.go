@@ -76,9 +76,12 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.
 func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(lockScheme{l})) }
 
 // ForceUnlock frees the lock whoever holds it and hands it to the next
-// waiter; holders elsewhere learn it at their next renewal or Unlock.
+// waiter (ForceUnlockIf frees only the hold an operator saw). The holder's
+// context ends with ErrForceUnlocked: at once when its Client is
+// subscribed (it keeps its own channel from its first hold on, except on a
+// Cluster), else at its next renewal or Unlock.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
-	return l.forceUnlock(ctx, l.keys.hash, lockForceReleaseCall(l.c, l.keys))
+	return l.forceUnlock(ctx, ForceGuard{}, l.keys.hash, lockForceReleaseCall(l.c, l.keys, ForceGuard{}))
 }
 
 // Token returns the fencing token of ctx's hold: greater than every earlier

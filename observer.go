@@ -84,7 +84,7 @@ const (
 	LossExpired       LossReason = "expired"        // a lease time ran out
 	LossRenewalFailed LossReason = "renewal_failed" // renewals failed until the lease ran out
 	LossGone          LossReason = "gone"           // Redis no longer had the hold
-	LossForceUnlocked LossReason = "force_unlocked" // this Client's ForceUnlock or ForceRelease
+	LossForceUnlocked LossReason = "force_unlocked" // a ForceUnlock or ForceRelease, by any Client
 	LossClientClosed  LossReason = "client_closed"  // Close could not release it in Redis
 )
 

@@ -333,9 +333,36 @@ func (s *subscriber) handle(sh *shard, ps *redis.PubSub, msg any, first bool) (a
 			}
 		}
 	case *redis.Message:
+		if gen, id, ok := s.forced(m); ok {
+			return chain(after, func() { s.c.forcedElsewhere(gen, id) }), nil, true
+		}
 		s.delivered(m.Channel, m.Payload)
 	}
 	return after, moved, true
+}
+
+// forced reports the generation and the hold id of a message on the
+// Client's own channel that says a force release removed them (see
+// force_tell in force_common.lua): the hold ends at once, once s.mu is
+// released, where it would learn it at its next renewal. s.mu is held.
+func (s *subscriber) forced(m *redis.Message) (gen, id string, ok bool) {
+	if s.presence == nil || m.Channel != s.presence.name {
+		return "", "", false
+	}
+	rest, ok := strings.CutPrefix(m.Payload, forcedPrefix)
+	if !ok {
+		return "", "", false
+	}
+	gen, id, ok = strings.Cut(rest, " ")
+	return gen, id, ok
+}
+
+// chain returns a func that runs first (when not nil), then then.
+func chain(first, then func()) func() {
+	if first == nil {
+		return then
+	}
+	return func() { first(); then() }
 }
 
 // confirmed handles the confirmation of a subscribe. s.mu is held.

@@ -195,7 +195,7 @@ func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	res, errs := fanOut(r, context.WithoutCancel(ctx), func(ctx context.Context, l *Lock) ([]string, error) {
-		return l.c.eval(ctx, "force unlock", lockForceReleaseCall(l.c, l.keys)).StringSlice()
+		return l.c.eval(ctx, "force unlock", lockForceReleaseCall(l.c, l.keys, ForceGuard{})).StringSlice()
 	})
 	var gens []string
 	freed, failed := 0, 0

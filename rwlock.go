@@ -131,7 +131,7 @@ func (m rwMode) lock(ctx context.Context) (context.Context, error) {
 func (m rwMode) unlock(ctx context.Context) error { return m.l.unlock(ctx, soleOf(m)) }
 
 func (m rwMode) forceUnlock(ctx context.Context) (bool, error) {
-	return m.l.forceUnlock(ctx, m.holdID(), rwForceReleaseCall(m.l.c, m.l.keys, m.kind))
+	return m.l.forceUnlock(ctx, ForceGuard{}, m.holdID(), rwForceReleaseCall(m.l.c, m.l.keys, m.kind, ForceGuard{}))
 }
 
 // state runs rw_state: {readers, writer, owner's reads, owner's writes}.

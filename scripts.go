@@ -339,18 +339,19 @@ func abandonCall(c *Client, script *redis.Script, keys keySet, owner, waiter str
 }
 
 // forceReleaseCall runs script, the force-release script of Lock or
-// FairLock, on keys: it frees the lock, whoever holds it,
-// handing it over to its first queued waiter, and replies with the
-// generation it removed ({} : not held).
-func forceReleaseCall(c *Client, script *redis.Script, keys keySet) scriptCall {
-	return newCall(script, keys, c.args.publish, c.args.latch, c.args.blind, c.newOp())
+// FairLock, on keys: it frees the lock, whoever holds it (g: the hold it
+// expects, see ForceUnlockIf), handing it over to its first queued waiter,
+// and replies with the generation it removed ({} : not held).
+func forceReleaseCall(c *Client, script *redis.Script, keys keySet, g ForceGuard) scriptCall {
+	owner, token := g.args()
+	return newCall(script, keys, c.args.publish, c.args.latch, c.args.blind, c.newOp(), c.args.clients, owner, token)
 }
 
 var lockForceReleaseScript = newScript("lock_force_release")
 
 // lockForceReleaseCall is forceReleaseCall for the Lock whose keys are k.
-func lockForceReleaseCall(c *Client, k lockKeys) scriptCall {
-	return forceReleaseCall(c, lockForceReleaseScript, k.forcedKeys())
+func lockForceReleaseCall(c *Client, k lockKeys, g ForceGuard) scriptCall {
+	return forceReleaseCall(c, lockForceReleaseScript, k.forcedKeys(), g)
 }
 
 var lockRenewScript = newScript("lock_renew")
@@ -405,8 +406,8 @@ var fairAbandonScript = newScript("fair_abandon")
 var fairForceReleaseScript = newScript("fair_force_release")
 
 // fairForceReleaseCall is forceReleaseCall for the FairLock whose keys are k.
-func fairForceReleaseCall(c *Client, k fairKeys) scriptCall {
-	return forceReleaseCall(c, fairForceReleaseScript, k.forceKeys)
+func fairForceReleaseCall(c *Client, k fairKeys, g ForceGuard) scriptCall {
+	return forceReleaseCall(c, fairForceReleaseScript, k.forceKeys, g)
 }
 
 var rwReadAcquireScript = newScript("rw_read_acquire")
@@ -465,9 +466,10 @@ var rwForceReleaseScript = newScript("rw_force_release")
 // rwForceReleaseCall removes every hold of the given kind, whoever has it,
 // handing a lock that ends up free to the first queued writer. It replies
 // with the generations it removed ({} : none).
-func rwForceReleaseCall(c *Client, k rwKeys, kind string) scriptCall {
+func rwForceReleaseCall(c *Client, k rwKeys, kind string, g ForceGuard) scriptCall {
+	owner, token := g.args()
 	return newCall(rwForceReleaseScript, k.releaseKeys,
-		kind, c.args.publish, c.args.latch, c.args.blind, c.newOp())
+		kind, c.args.publish, c.args.latch, c.args.blind, c.newOp(), c.args.clients, owner, token)
 }
 
 var rwStateScript = newScript("rw_state")
@@ -514,6 +516,10 @@ type scriptArgs struct {
 	watchdogLease any
 	// waiterTimeout is the waiter timeout in ms.
 	waiterTimeout any
+	// clients is the prefix of the Clients' own channels a force release
+	// tells a holder on (see subscriber.keepAlive), "" on a Cluster, where
+	// no Client keeps one.
+	clients string
 }
 
 func (c *Client) newScriptArgs() scriptArgs {
@@ -527,7 +533,12 @@ func (c *Client) newScriptArgs() scriptArgs {
 	case c.isCluster():
 		blind = argTrue
 	}
+	clients := c.opts.prefix + ":client:"
+	if c.isCluster() {
+		clients = ""
+	}
 	return scriptArgs{
+		clients:       clients,
 		publish:       publish,
 		latch:         msArg(c.opts.unlockLatch),
 		blind:         blind,

@@ -11,7 +11,7 @@ func (s *Semaphore) ForceRelease(ctx context.Context) (bool, error) {
 	if s.err != nil {
 		return false, s.err
 	}
-	return s.forceRelease(ctx, semaForceReleaseCall(s), s.endForced)
+	return s.forceRelease(ctx, ForceGuard{}, semaForceReleaseCall(s, ForceGuard{}), s.endForced)
 }
 
 // endForced ends this Client's holds of the semaphore whose generation is
@@ -33,7 +33,7 @@ var semaForceReleaseScript = newScript("sema_force_release")
 
 // semaForceReleaseCall frees every hold of semaphore s, keeping its answer
 // in its tail for a replay.
-func semaForceReleaseCall(s *Semaphore) scriptCall {
+func semaForceReleaseCall(s *Semaphore, g ForceGuard) scriptCall {
 	c := s.c
-	return scriptCall{script: semaForceReleaseScript, keys: s.semaKeys(s.tail), args: []any{c.args.publish, c.args.blind, c.args.latch, c.newOp()}}
+	return scriptCall{script: semaForceReleaseScript, keys: s.semaKeys(s.tail), args: []any{c.args.publish, c.args.blind, c.args.latch, c.newOp(), c.args.clients, g.Owner}}
 }

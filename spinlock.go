@@ -63,7 +63,7 @@ func (l *SpinLock) Do(ctx context.Context, fn func(ctx context.Context) error) e
 
 // ForceUnlock is Lock.ForceUnlock; the first waiter to poll takes the lock.
 func (l *SpinLock) ForceUnlock(ctx context.Context) (bool, error) {
-	return l.forceUnlock(ctx, l.keys.hash, lockForceReleaseCall(l.c, l.keys))
+	return l.forceUnlock(ctx, ForceGuard{}, l.keys.hash, lockForceReleaseCall(l.c, l.keys, ForceGuard{}))
 }
 
 // Token is Lock.Token.
@@ -105,7 +105,8 @@ func summarizeSpin(st *inspect.State) (inspect.Summary, bool) { return spinView(
 func spinRows(st *inspect.State) []kinds.Row { return spinView(st).rows() }
 
 func forceSpin(c *Client, name string, st *inspect.State) []kinds.Release {
-	return spinView(st).force(c.SpinLock(name).ForceUnlock)
+	l := c.SpinLock(name)
+	return spinView(st).force(l.ForceUnlock, l.ForceUnlockIf)
 }
 
 // spinView: a SpinLock has no queue.

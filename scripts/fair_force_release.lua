@@ -12,9 +12,12 @@
 -- ARGV[2]  the unlock latch in milliseconds
 -- ARGV[3]  as lock_release's ARGV[7]
 -- ARGV[4]  op id of this request (see force_common)
+-- ARGV[5..7] as lock_force_release's: the channels' prefix, the owner and
+--          the token a guarded force release expects
 --
 -- Returns the generation of the hold it removed ({} when the lock was not
--- held): the caller ends exactly that hold, not the one it was handed to.
+-- held): the caller ends exactly that hold, not the one it was handed to;
+-- or force_refused's reply, as lock_force_release.
 local replayed = force_replayed(KEYS[4], ARGV[4])
 if replayed then
 	return replayed
@@ -23,6 +26,10 @@ local cur = redis.call('hmget', KEYS[1], '~g', '~o', '~t', '~q', '~m', '~l')
 if not cur[1] then
 	return {}
 end
+if not force_expects(KEYS[1], cur[3], ARGV[6], ARGV[7]) then
+	return force_refused(cur[3], force_owners(KEYS[1]))
+end
 free_hold(KEYS[1], KEYS[3], nil, KEYS[1], cur, ARGV[1], ARGV[2], ARGV[3], fz_reader(KEYS[1], KEYS[2], cur[4]))
 force_record(KEYS[4], ARGV[4], {cur[1]}, ARGV[2])
+force_tell(ARGV[5], {cur[1]}, KEYS[1])
 return {cur[1]}

@@ -34,3 +34,58 @@ local function force_record(tail, op, gens, ms)
 		redis.call('pexpire', tail, ms)
 	end
 end
+
+-- force_tell tells the Client that made each generation of gens that a
+-- force release removed it: on that Client's own channel (prefix followed
+-- by its id, the part of the generation before its first ':'), which it
+-- keeps subscribed while it holds locks, the message "forced <generation>
+-- <id>", id naming the lock's holds as the Client records them (its hash;
+-- an RWLock's side, "<hash>#r" or "#w"; a Semaphore's "<hash>#", which
+-- starts each of its holds' ids): one generation may name holds of several
+-- locks (a MultiLock's). Nothing is published when prefix is '' (a
+-- Cluster: no Client keeps such a channel there).
+local function force_tell(prefix, gens, hold)
+	if prefix == '' then
+		return
+	end
+	for _, g in ipairs(gens) do
+		local id = string.match(g, '^([^:]+):')
+		if id then
+			redis.call('publish', prefix .. id, 'forced ' .. g .. ' ' .. hold)
+		end
+	end
+end
+
+-- force_owners returns the owner fields of hash: its fields that do not
+-- start with '~'.
+local function force_owners(hash)
+	local owners = {}
+	for _, f in ipairs(redis.call('hkeys', hash)) do
+		if string.sub(f, 1, 1) ~= '~' then
+			owners[#owners + 1] = f
+		end
+	end
+	return owners
+end
+
+-- force_refused is the reply of a guarded force release that found the
+-- lock held by someone else than it expects: '!', the fencing token of the
+-- hold ('' when it has none), then the owners holding it now. Generations
+-- never start with '!', so the caller tells the two replies apart.
+local function force_refused(token, owners)
+	local r = {'!', token or ''}
+	for _, o in ipairs(owners) do
+		r[#r + 1] = o
+	end
+	return r
+end
+
+-- force_expects reports whether the hold of an exclusive lock (hash, whose
+-- fencing token is token) is the one a guarded force release expects: held
+-- by want_owner ('' : any) at want_token ('' : any).
+local function force_expects(hash, token, want_owner, want_token)
+	if want_owner ~= '' and redis.call('hexists', hash, want_owner) == 0 then
+		return false
+	end
+	return want_token == '' or want_token == token
+end

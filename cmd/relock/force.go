@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/inspect"
 	"github.com/relock-go/relock/internal/kinds"
 )
@@ -22,6 +25,17 @@ type jsonReleased struct {
 type jsonForce struct {
 	Name     string         `json:"name"`
 	Released []jsonReleased `json:"released"`
+	// Refused: the lock is held by someone else than --owner/--token, or
+	// than the holders shown when asked; nothing of that kind was freed.
+	Refused *jsonRefused `json:"refused,omitempty"`
+}
+
+// jsonRefused is who holds a lock that a guarded force release refused.
+type jsonRefused struct {
+	Kind    string   `json:"kind"`
+	Mode    string   `json:"mode,omitempty"`
+	Holders []string `json:"holders"`
+	Token   int64    `json:"token,omitempty"`
 }
 
 // release is one force release of one kind, as its row in the table of
@@ -57,17 +71,27 @@ func (r release) heldText() string {
 }
 
 // forceUnlock releases every hold on every kind of lock called name — a
-// Semaphore's permits included — after asking unless --yes. A holder in
-// another process learns it at its next renewal, unlock or lease end: its
-// hold context is cancelled with ErrLockLost there. A closed CountDownLatch
-// is refused, releasing nothing, unless --delete-latch: opening it would
-// tell its waiters that the work they wait for is done.
+// Semaphore's permits included — after asking unless --yes. Each release
+// frees only the holders it showed (ForceUnlockIf): a hold taken since is
+// left alone, and reported. With --owner or --token it frees only the hold
+// the operator names, so that a command run twice frees nobody else. A
+// holder's context is cancelled with ErrForceUnlocked at once when its
+// Client is subscribed, else at its next renewal, unlock or lease end. A
+// closed CountDownLatch is refused, releasing nothing, unless
+// --delete-latch: opening it would tell its waiters that the work they
+// wait for is done.
 func (cl *cli) forceUnlock(ctx context.Context, name string) int {
 	st, err := cl.c.Inspect(ctx, name)
 	if err != nil {
 		return cl.fail("inspect", err)
 	}
 	todo := cl.releasesOf(name, st)
+	if cl.guarding() {
+		var code int
+		if todo, code = cl.guardedReleases(name, todo); code != exitOK {
+			return code
+		}
+	}
 	for _, r := range todo {
 		if r.Deletes && !cl.deleteLatch {
 			fmt.Fprintf(cl.stderr, "relock: %s is a closed %s (%s); force-unlock does not open a latch: pass --delete-latch to delete it; nothing released\n", name, r.what(), r.heldText())
@@ -91,7 +115,11 @@ func (cl *cli) forceUnlock(ctx context.Context, name string) int {
 		return exitFail
 	}
 	for _, r := range todo {
-		ok, err := r.Do(ctx)
+		ok, err := cl.release(ctx, r)
+		var changed *relock.HolderChangedError
+		if errors.As(err, &changed) {
+			return cl.refused(name, r, changed, out)
+		}
 		if err != nil {
 			return cl.fail("force unlock "+r.what(), err)
 		}
@@ -106,6 +134,74 @@ func (cl *cli) forceUnlock(ctx context.Context, name string) int {
 		return cl.writeOrFail(out)
 	}
 	return exitOK
+}
+
+func (cl *cli) guarding() bool { return cl.guardOwner != "" || cl.guardToken != 0 }
+
+// guardedReleases keeps of todo the releases that free the hold --owner
+// and --token name. None: it reports who holds the lock and returns
+// exitFail.
+func (cl *cli) guardedReleases(name string, todo []release) ([]release, int) {
+	var kept []release
+	var held []string
+	for _, r := range todo {
+		if r.DoIf == nil {
+			continue
+		}
+		held = append(held, r.heldText()+" ["+r.what()+"]")
+		if cl.guardToken != 0 && r.Token != cl.guardToken {
+			continue
+		}
+		if cl.guardOwner == "" || slices.ContainsFunc(r.Holders, func(h inspect.Holder) bool { return h.Owner == cl.guardOwner }) {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == 0 && len(held) > 0 {
+		fmt.Fprintf(cl.stderr, "relock: lock %s is not held by %s: %s; nothing released\n", name, cl.guardText(), strings.Join(held, ", "))
+		return nil, exitFail
+	}
+	return kept, exitOK
+}
+
+func (cl *cli) guardText() string {
+	return relock.ForceGuard{Owner: cl.guardOwner, Token: cl.guardToken}.String()
+}
+
+// release runs r guarded: by --owner and --token when given, else by the
+// holders the command showed (each of them, for a lock with several).
+func (cl *cli) release(ctx context.Context, r release) (bool, error) {
+	switch {
+	case r.DoIf == nil:
+		return r.Do(ctx)
+	case cl.guarding():
+		return r.DoIf(ctx, cl.guardOwner, cl.guardToken)
+	case len(r.Holders) == 1:
+		return r.DoIf(ctx, r.Holders[0].Owner, r.Token)
+	}
+	freed := false
+	for _, h := range r.Holders {
+		ok, err := r.DoIf(ctx, h.Owner, 0)
+		if err != nil && !errors.Is(err, relock.ErrHolderChanged) {
+			return freed, err
+		}
+		freed = freed || ok
+	}
+	return freed, nil
+}
+
+// refused reports a release that found the lock held by someone else than
+// it expected, and returns exitFail.
+func (cl *cli) refused(name string, r release, e *relock.HolderChangedError, out jsonForce) int {
+	if cl.json {
+		out.Refused = &jsonRefused{Kind: string(r.kind), Mode: r.Mode, Holders: e.Holders, Token: e.Token}
+		if code := cl.writeOrFail(out); code != exitOK {
+			return code
+		}
+		return exitFail
+	}
+	fmt.Fprintf(cl.stderr, "relock: %s %s is held by %s now (token %d), not by %s; not released\n",
+		r.what(), name, strings.Join(e.Holders, ", "), e.Token, e.Expected)
+	return exitFail
 }
 
 // releasesOf lists the force releases that free every hold st shows on the

@@ -7,7 +7,7 @@
 //	relock [flags] inspect NAME        holders, waiters, leases and tokens of every kind of lock NAME
 //	relock [flags] list [PATTERN]      the locks that exist now, one line per lock (PATTERN: a Redis glob on names)
 //	relock [flags] watch NAME          live view of NAME, re-printed when it changes
-//	relock [flags] force-unlock NAME   release NAME whoever holds it, a Semaphore's permits too (asks first unless --yes)
+//	relock [flags] force-unlock NAME   release NAME whoever holds it, a Semaphore's permits too (asks first unless --yes; --owner, --token: only that hold)
 //
 // Redis comes from --redis or REDIS_URL: redis://host:port[/db],
 // rediss://... (TLS), host:port, a comma-separated list of host:port or
@@ -66,7 +66,8 @@ commands:
   list [PATTERN]      the locks that exist now, one line each (PATTERN: Redis glob on names)
   watch NAME          live view of NAME: re-printed when it changes, until Ctrl-C (or --for)
   force-unlock NAME   release NAME whoever holds it (a Semaphore's permits too); asks first
-                      unless --yes; refuses a closed CountDownLatch unless --delete-latch
+                      unless --yes; refuses a closed CountDownLatch unless --delete-latch;
+                      --owner/--token: only the hold you saw, refused if the lock changed hands
 
 Redis: --redis or REDIS_URL, one of
   redis://[user:pass@]host:port[/db]   rediss://... (TLS)   host:port
@@ -84,8 +85,12 @@ type cli struct {
 	json        bool
 	yes         bool
 	deleteLatch bool
-	forDur      time.Duration
-	refresh     time.Duration
+	// guard: the hold force-unlock may free (--owner, --token), as the
+	// operator saw it.
+	guardOwner string
+	guardToken int64
+	forDur     time.Duration
+	refresh    time.Duration
 
 	target *target
 	rdb    redis.UniversalClient
@@ -139,6 +144,8 @@ func (cl *cli) parseArgs(args []string) (conn connSettings, cmd string, cargs []
 	fs.DurationVar(&conn.timeout, "timeout", 5*time.Second, "how long to wait for Redis to answer the first time")
 	fs.BoolVar(&cl.json, "json", false, "print JSON instead of a table (inspect, list, watch: one object per line; force-unlock)")
 	fs.BoolVar(&cl.yes, "yes", false, "force-unlock without asking")
+	fs.StringVar(&cl.guardOwner, "owner", "", "force-unlock: free only this owner's hold (as inspect shows it); refused if another holds the lock")
+	fs.Int64Var(&cl.guardToken, "token", 0, "force-unlock: free only the hold at this fencing token; refused if another holds the lock")
 	fs.BoolVar(&cl.deleteLatch, "delete-latch", false, "force-unlock: delete a closed CountDownLatch of that name too (refused without it)")
 	fs.DurationVar(&cl.forDur, "for", 0, "watch: stop after this long (default: until interrupted)")
 	fs.DurationVar(&cl.refresh, "refresh", 5*time.Second, "watch: re-read the lock this often too (lease expiry publishes nothing)")

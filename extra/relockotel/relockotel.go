@@ -71,7 +71,7 @@ const (
 const (
 	CauseExpired       = string(relock.LossExpired)       // a lease ran out
 	CauseGone          = string(relock.LossGone)          // Redis no longer had the hold (deleted, restart, failover)
-	CauseForceUnlocked = string(relock.LossForceUnlocked) // ForceUnlock by this process
+	CauseForceUnlocked = string(relock.LossForceUnlocked) // a ForceUnlock or ForceRelease, by any process
 	CauseRenewalFailed = string(relock.LossRenewalFailed) // renewals failed until the lease ran out
 	CauseClientClosed  = string(relock.LossClientClosed)  // the Client was closed while holding
 	CauseOther         = "other"

@@ -51,6 +51,13 @@ type Release struct {
 	// Next says what the queued waiters get ("" when none wait).
 	Next string
 	Do   func(context.Context) (bool, error)
+	// Token is the fencing token of the hold it frees (0: none shown).
+	Token int64
+	// DoIf is Do guarded (relock's ForceUnlockIf): it frees only the hold
+	// of owner ("" : any) at token (0 : any), and refuses with
+	// relock.ErrHolderChanged when someone else holds it. nil for a
+	// deletion.
+	DoIf func(ctx context.Context, owner string, token int64) (bool, error)
 }
 
 // Table holds one entry per kind that Inspect reports, in relock's order.
