@@ -3,8 +3,6 @@ package relock
 import (
 	"context"
 	"log/slog"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -116,75 +114,4 @@ func TestSemaphoreExpiryWakesOnlyTheHead(t *testing.T) {
 	st, err := s.State(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, SemaphoreState{Permits: 1, Used: 1, Holds: 1, Waiters: waiters - 1}, st)
-}
-
-// A Semaphore's release resent by go-redis answers "released" as long as
-// the unlock latch lasts, however many releases came in between (a count
-// of slots would forget it after 64), and the tail forgets the releases
-// older than the latch while releases go on, so that it stays bounded by
-// time.
-func TestSemaphoreReleaseReplayBoundedByTime(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	ctx := context.Background()
-	const latch = 2 * time.Second
-	c := New(rdb, WithUnlockLatch(latch))
-	t.Cleanup(func() { _ = c.Close() })
-	s := c.Semaphore("replay", 4)
-	cycle := func() releaseReq {
-		gen := c.newOp()
-		res, err := c.eval(ctx, "acquire", semaAcquireCall(s, acquireReq{owner: "o", op: gen, lease: time.Minute}, 1, 4)).Int64Slice()
-		require.NoError(t, err)
-		require.Equal(t, int64(1), res[0])
-		r := releaseReq{op: c.newOp(), gen: gen}
-		n, err := c.eval(ctx, "release", semaReleaseCall(s, r)).Int64()
-		require.NoError(t, err)
-		require.Equal(t, int64(1), n)
-		return r
-	}
-	release := func(r releaseReq) int64 {
-		n, err := c.eval(ctx, "release", semaReleaseCall(s, r)).Int64()
-		require.NoError(t, err)
-		return n
-	}
-	first := cycle()
-	for range 200 {
-		cycle()
-	}
-	assert.Equal(t, int64(1), release(first), "a replay after 200 releases is recognised")
-	assert.Equal(t, int64(-1), release(releaseReq{op: c.newOp(), gen: first.gen}), "a new release of a gone hold is not")
-
-	// Releases go on past the latch: the first is forgotten, the tail
-	// holds the releases of about one latch.
-	for end := time.Now().Add(latch + 500*time.Millisecond); time.Now().Before(end); {
-		cycle()
-	}
-	assert.Equal(t, int64(-1), release(first), "a release older than the latch is forgotten")
-	recent := cycle()
-	assert.Equal(t, int64(1), release(recent))
-	oldest, n := oldestRelease(t, rdb, s.tail)
-	t.Logf("tail: %d releases, the oldest %v old", n, oldest)
-	assert.Less(t, oldest, latch+200*time.Millisecond, "the tail forgets what the latch no longer covers")
-}
-
-// oldestRelease returns the age of the oldest release tail records, and
-// how many it records.
-func oldestRelease(t *testing.T, rdb *redis.Client, tail string) (time.Duration, int) {
-	t.Helper()
-	ctx := context.Background()
-	f, err := rdb.HGetAll(ctx, tail).Result()
-	require.NoError(t, err)
-	now, err := rdb.Time(ctx).Result()
-	require.NoError(t, err)
-	var oldest time.Duration
-	n := 0
-	for k, v := range f {
-		if strings.HasPrefix(k, "r:") {
-			ms, err := strconv.ParseInt(v, 10, 64)
-			require.NoError(t, err)
-			oldest = max(oldest, now.Sub(time.UnixMilli(ms)))
-			n++
-		}
-	}
-	return oldest, n
 }

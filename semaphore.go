@@ -18,7 +18,9 @@ const maxPermits = 1 << 30
 // another fails with ErrInvalidArgument while anyone holds or waits.
 type Semaphore struct {
 	base
-	hash, tail, waitChannel string
+	// tail keeps the force releases' answers, latch the releases' (see
+	// sema_release.lua).
+	hash, tail, latch, waitChannel string
 	// sets are the sorted sets beside the hash: holds by deadline, the
 	// queue, claims by deadline (see semaKeys).
 	sets    [3]string
@@ -37,6 +39,7 @@ func (c *Client) Semaphore(name string, permits int) *Semaphore {
 	if s.init(c, name) {
 		s.hash = s.ks.key("sema")
 		s.tail = s.ks.key("sema:last")
+		s.latch = s.ks.key("sema:r:last")
 		s.sets = [3]string{s.ks.key("sema:d"), s.ks.key("sema:q"), s.ks.key("sema:c")}
 		s.waitChannel = s.hash + ":w:" + c.id
 	}
@@ -291,7 +294,7 @@ var semaReleaseScript = newScript("sema_release")
 // semaReleaseCall gives back the permits of hold r.gen.
 func semaReleaseCall(s *Semaphore, r releaseReq) scriptCall {
 	c := s.c
-	return scriptCall{script: semaReleaseScript, keys: s.semaKeys(s.tail),
+	return scriptCall{script: semaReleaseScript, keys: s.semaKeys(s.latch),
 		args: []any{r.gen, r.op, c.args.publish, c.args.latch, c.args.blind}}
 }
 
