@@ -192,6 +192,24 @@ func TestExamples(t *testing.T) {
 			}
 		})
 	}
+
+	// A malformed REDIS_URL is refused without showing its password
+	// (go-redis's parse error quotes the URL): quickstart parses it itself,
+	// worker through the examples' shared helper.
+	for _, name := range []string{"quickstart", "worker"} {
+		t.Run(name+"/MalformedURL", func(t *testing.T) {
+			cmd := exec.Command(filepath.Join(dir, name))
+			cmd.Env = append(env, "REDIS_URL=redis://user:s3cretPW@127.0.0.1:badport")
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Run(); err == nil {
+				t.Fatalf("it ran with a malformed REDIS_URL:\n%s", out.String())
+			}
+			if strings.Contains(out.String(), "s3cret") || !strings.Contains(out.String(), "REDIS_URL") {
+				t.Errorf("want a message about REDIS_URL without its password, got:\n%s", out.String())
+			}
+		})
+	}
 }
 
 // checkInOrder finds each pattern on a line after the previous one's.

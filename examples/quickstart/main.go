@@ -121,7 +121,8 @@ func redisOptions() (*redis.Options, string) {
 	if url := os.Getenv("REDIS_URL"); url != "" {
 		opts, err := redis.ParseURL(url)
 		if err != nil {
-			log.Fatalf("REDIS_URL: %v", err)
+			// Not err: it quotes the URL, password and all.
+			log.Fatal("REDIS_URL is not a valid redis:// URL (it is not shown: it may hold a password)")
 		}
 		return opts, opts.Addr
 	}
