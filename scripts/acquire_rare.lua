@@ -38,9 +38,12 @@ end
 
 -- reenter_hold adds one hold to generation gen of an exclusive hold and
 -- returns {1, token, count} (the same for a replay of op), or {-1, 0} when
--- gen no longer holds. A re-entry never shortens the lease the hold has.
+-- gen no longer holds. A re-entry never shortens the lease the hold has; a
+-- longer one raises ~l with the PTTL, in the same HSET (see hand_over: a
+-- waiter may now be told this lease, and a hand-over to a shorter one must
+-- wake it).
 local function reenter_hold(hash, owner, op, gen, lease)
-	local cur = redis.call('hmget', hash, '~g', '~o', '~t', owner)
+	local cur = redis.call('hmget', hash, '~g', '~o', '~t', owner, '~l')
 	if cur[1] ~= gen then
 		return {-1, 0}
 	end
@@ -48,7 +51,11 @@ local function reenter_hold(hash, owner, op, gen, lease)
 		return {1, tonumber(cur[3] or 0), tonumber(cur[4] or 0)}
 	end
 	local count = tonumber(cur[4] or 0) + 1
-	redis.call('hset', hash, owner, count, '~o', op)
+	if tonumber(lease) > tonumber(cur[5] or 0) then
+		redis.call('hset', hash, owner, count, '~o', op, '~l', lease)
+	else
+		redis.call('hset', hash, owner, count, '~o', op)
+	end
 	if redis.call('pttl', hash) < tonumber(lease) then
 		redis.call('pexpire', hash, lease)
 	end

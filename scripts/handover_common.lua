@@ -92,9 +92,10 @@ end
 -- freed hold's, above the tail and at least the server's clock, so that a
 -- hand-over after Redis came back with older state never repeats a token),
 -- the waiter's lease — keeping ~m and the rest of the queue (r.grant).
--- When that lease is shorter than the one of the hold it follows (l),
--- every waiter left in the queue is told to re-check (r.wake): each slept
--- on the longer lease, and would oversleep the new hold's end. A waiter
+-- When that lease is shorter than the longest the hold it follows was
+-- given (l, its ~l: see queue_common), every waiter left in the queue is
+-- told to re-check (r.wake): each may sleep on the longer lease, and would
+-- oversleep the new hold's end. A waiter
 -- whose id is self (the caller of an acquire that found the lock free) is
 -- granted without a message. freed, for a hash that is its own tail (a
 -- Lock's, see free_record), is {op, r, n}: the release op (nil: none) to

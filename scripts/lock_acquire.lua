@@ -2,7 +2,7 @@
 -- lock_acquire: take or re-enter a reentrant exclusive lock, or queue for it.
 --
 -- KEYS[1]  lock hash: owner -> hold count; ~g generation, ~o last op,
---          ~t fencing token, ~l lease granted, ~q, ~#<k> and ~@<id>
+--          ~t fencing token, ~l longest lease given, ~q, ~#<k> and ~@<id>
 --          the queued waiters, ~m a MultiLock waits (see queue_common),
 --          and the record a free lock keeps (~t, and ~r the latch: see
 --          release_common); the lease as its PTTL while held (a hash

@@ -12,13 +12,20 @@
 -- longer lease), 0 when it is gone (nothing is changed for it). Checking the
 -- generation and extending are one atomic step, so a renewal can never
 -- revive a lock that was released, nor extend a later hold of the owner.
+--
+-- A renewal longer than the hold's ~l raises it (see hand_over in
+-- handover_common: ~l bounds every PTTL a waiter was told).
 return renew_each(2, function(hash, gen, lease)
-	lease = tonumber(lease)
-	if redis.call('hget', hash, '~g') ~= gen then
+	local cur = redis.call('hmget', hash, '~g', '~l')
+	if cur[1] ~= gen then
 		return false
 	end
-	if lease > 0 and redis.call('pttl', hash) < lease then
+	local ms = tonumber(lease)
+	if ms > 0 and redis.call('pttl', hash) < ms then
 		redis.call('pexpire', hash, lease)
+		if ms > tonumber(cur[2] or 0) then
+			redis.call('hset', hash, '~l', lease)
+		end
 	end
 	return true
 end)

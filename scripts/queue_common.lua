@@ -21,7 +21,13 @@
 -- Owners never contain NUL (WithOwner refuses it), and every reserved field
 -- starts with '~', which no owner field does.
 --
--- ~l is the lease the hold was granted with (ms).
+-- ~l is the longest lease the hold has been given (ms): its grant's, raised
+-- by a longer re-entry or renewal (reenter_hold, lock_renew). Every PEXPIRE
+-- of a held hash is at most ~l, so the PTTL a busy attempt tells a waiter
+-- to sleep never outlasts now + ~l, and a hand-over to a shorter lease than
+-- ~l wakes the waiters left (hand_over, handover_common). A claim's or a
+-- replay's PEXPIRE (replay_or_read) is the lease of the op it repeats,
+-- which ~l took in when that op applied.
 --
 -- ~m marks a hold that someone listens to on the lock's own channel, told
 -- when the lock is freed: a waiting MultiLock (no queued waiter: it needs

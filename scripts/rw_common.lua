@@ -77,11 +77,8 @@ local function recount(st)
 end
 
 -- forget takes owner's hold of kind out of the state st (not out of Redis).
--- st.ended keeps the latest deadline of the live holds it took out, which
--- the waiters may have been told to sleep until (see hand_over_write).
 local function forget(st, kind, owner)
 	local cf, df, gf, of = fields(kind, owner)
-	st.ended = math.max(st.ended or 0, st.dls[df] or 0)
 	st.f[cf], st.f[df], st.f[gf], st.f[of] = nil, nil, nil, nil
 	st.dls[df] = nil
 	recount(st)
@@ -102,8 +99,10 @@ end
 -- scan reads the whole hash (one HGETALL, which every script needs) and
 -- evicts expired holders (when evict is true). It returns the state: f
 -- (field -> value), dls (live deadline fields -> ms), readers (owners with a
--- live read hold), writer (owner of the live write hold or nil) and maxdl
--- (the latest live deadline, 0 for none).
+-- live read hold), writer (owner of the live write hold or nil), maxdl
+-- (the latest live deadline, 0 for none) and was, maxdl as the script
+-- found it: the latest end any waiter may have been told (see
+-- wake_if_sooner).
 local function scan(hash, now, evict)
 	local all = redis.call('hgetall', hash)
 	local st = {f = {}, dls = {}}
@@ -123,6 +122,7 @@ local function scan(hash, now, evict)
 		end
 	end
 	recount(st)
+	st.was = st.maxdl
 	return st
 end
 
@@ -382,6 +382,29 @@ local function wake_readers(hash, st, env)
 	end
 end
 
+-- wake_if_sooner keeps the promise that no waiter sleeps past what blocks
+-- it. Every busy reply tells a waiter an end at most the lock's latest
+-- deadline then (a writer: the latest deadline; a reader: the write hold's,
+-- or the claim's), and nothing is published when a lease runs out. So a
+-- script that leaves the lock ending sooner than it found it (st.maxdl
+-- below st.was: a hand-over to a shorter lease, the end of the hold with
+-- the latest deadline, a downgrade's end of the write hold) tells the
+-- writers queued and the readers waiting (~r) to re-check, and sleep on
+-- what blocks them now. r, when given, is the reader of the queue's walk
+-- (hand_over_write), which has passed the writer granted. A hold that
+-- ends later than the lock did wakes nobody: every end told stays ahead
+-- of it.
+local function wake_if_sooner(hash, st, env, r)
+	if st.maxdl >= st.was then
+		return
+	end
+	st.was = st.maxdl
+	if wq_mark(st) then
+		(r or wq_reader(hash, st, env)).wake()
+	end
+	wake_readers(hash, st, env)
+end
+
 -- rw_token returns a new write hold's token: above the hash's ~t, and
 -- above the tail's unless ~t is a token already (only the end of the hash
 -- writes the tail's ~t, so while the hash lives its own is the larger).
@@ -420,8 +443,8 @@ end
 -- last op = the waiter id, deadline now + the waiter's lease — with the
 -- mark of the writers left. Writers skipped leave the queue. The entry of
 -- waiter self (the caller of an acquire, "" for none) stops the hand-over.
--- A lease shorter than the freed holds' wakes the writers left and the
--- waiting readers (env.rch).
+-- A hold that ends sooner than the lock did wakes the writers left and the
+-- waiting readers (wake_if_sooner).
 --
 -- It returns the granted lease, or 'self' when the caller's own entry came
 -- first (out of the queue now: st.f['~q'] is the mark the caller writes),
@@ -456,16 +479,7 @@ local function hand_over_write(hash, st, now, env, self)
 	carry_slot(st, extra)
 	grant(hash, st, 'w', owner, w, lease, now, extra)
 	st.f['~t'] = fmt(token)
-	if now + lease < (st.ended or 0) then
-		-- The writers left slept until the freed hold's deadline; the
-		-- hash ends with this shorter one (as hand_over). So did the
-		-- waiting readers (~r): they re-check, and sleep on the new hold's
-		-- lease.
-		if mark then
-			r.wake()
-		end
-		wake_readers(hash, st, env)
-	end
+	wake_if_sooner(hash, st, env, r)
 	return lease
 end
 
@@ -499,5 +513,6 @@ local function after_release(hash, st, now, env)
 	if st.writer == nil and not live then
 		wake_readers(hash, st, env)
 	end
+	wake_if_sooner(hash, st, env)
 	return false
 end

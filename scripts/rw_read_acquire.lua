@@ -15,7 +15,9 @@
 --
 -- Returns {1, 0, count}  acquired (read holds carry no fencing token)
 --         {0, wait}      a writer holds the lock or waits for it: writers go
---                        first; wait is when that may change, in ms. The
+--                        first; wait is when that may change, in ms: the
+--                        write hold's deadline, or the claim's (the
+--                        earlier of the latest hold's and the queue's). The
 --                        hash records that a reader waits (~r), so that the
 --                        script that lets readers in tells them.
 --         {-1, 0}        the caller's generation no longer holds (lost)
@@ -43,8 +45,11 @@ if st.f[cf] or st.writer == owner then
 	return {1, 0, 1}
 end
 if st.writer ~= nil then
+	-- The write hold keeps the reader out, whatever the read holds beside
+	-- it (its owner's, after a downgrade): the reader sleeps until its
+	-- deadline, not the lock's latest (see wake_if_sooner).
 	mark_readers(hash, st)
-	return {0, st.maxdl - now}
+	return {0, st.dls['wd:' .. st.writer] - now}
 end
 if wq_live(hash, st, now) then
 	if st.readers > 0 then

@@ -61,6 +61,9 @@ if st.f['r:' .. owner] then
 	end
 	redis.call('hdel', hash, fields('r', owner))
 	forget(st, 'r', owner)
+	-- The leftover may have been the hold that ended last, which waiters
+	-- were told to sleep until.
+	wake_if_sooner(hash, st, env)
 end
 local e = q_entry(op, ARGV[4], ARGV[5], owner)
 local function busy(wait)
