@@ -158,11 +158,11 @@ func scheduleRow(v *schedule.Verdict, took time.Duration) string {
 		verdict = "**FAIL**: " + v.Broken()
 	}
 	return fmt.Sprintf("| %d | %s | %d | %d | %d | %d | %s | %s | %s | %s |", v.Plan.Seed, v.Plan.Kind, v.Plan.FaultCount(),
-		v.Acquisitions, v.Overlaps, v.Told, msOf(v.MaxOversleep), msOf(v.MaxOrphan), msOf(took), verdict)
+		v.Acquisitions, v.Overlaps, v.Told, msOf(v.MaxOversleep)+" / "+msOf(v.MaxQuietOversleep), msOf(v.MaxOrphan), msOf(took), verdict)
 }
 
 func scheduleTable(rows []string) string {
-	return "| seed | kind | faults | acquisitions | overlaps (ordered, loser told) | losses signalled | longest sleep while free | longest held by nobody | run | verdict |\n" +
+	return "| seed | kind | faults | acquisitions | overlaps (ordered, loser told) | losses signalled | longest sleep while free (any / no fault near) | longest held by nobody | run | verdict |\n" +
 		"|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n" + strings.Join(rows, "\n")
 }
 

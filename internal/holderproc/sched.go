@@ -31,6 +31,7 @@ type schedWorker struct {
 	faults  []*redistest.ConnFaults
 	cutters []*evalshaCounter
 	lock    held
+	read    held // a writer's read side, for a nested read hold (schedule.Nest)
 	force   func(context.Context) (bool, error)
 	closed  atomic.Bool
 	// aimRollback: the plan's cut-after-busy is due; the next TryLock with
@@ -107,6 +108,8 @@ func (w *schedWorker) open() error {
 	case schedule.RoleWrite:
 		l := c0.RWLock(schedule.ResA).WriteLock()
 		w.lock, w.force = held{l.TryLock, l.Unlock, l.Token}, l.ForceUnlock
+		r := c0.RWLock(schedule.ResA).ReadLock()
+		w.read = held{r.TryLock, r.Unlock, nil}
 	case schedule.RoleRead:
 		l := c0.RWLock(schedule.ResA).ReadLock()
 		w.lock, w.force = held{l.TryLock, l.Unlock, nil}, l.ForceUnlock
@@ -171,7 +174,7 @@ func (w *schedWorker) run() error {
 			continue
 		}
 		holds++
-		if err := w.critical(hctx, h.Hold); err != nil {
+		if err := w.critical(hctx, h); err != nil {
 			return err
 		}
 		sleepCtx(stop, h.Think)
@@ -216,8 +219,9 @@ func (w *schedWorker) tryLock(stop context.Context, lease time.Duration, mark *f
 	return hctx, err
 }
 
-// critical is one hold, reported as worker.critical reports it.
-func (w *schedWorker) critical(hctx context.Context, hold time.Duration) error {
+// critical is one hold, reported as worker.critical reports it, with its
+// nested hold when the plan gives it one.
+func (w *schedWorker) critical(hctx context.Context, h schedule.Hold) error {
 	tok, live := w.token(hctx)
 	if !live {
 		// Granted, but the hold ended before it could be entered.
@@ -227,7 +231,40 @@ func (w *schedWorker) critical(hctx context.Context, hold time.Duration) error {
 		_ = w.lock.unlock(hctx)
 		return nil
 	}
-	return holdFor(w.rep, tok, hctx, hold, w.lock.unlock)
+	release := w.lock.unlock
+	if h.Nest != nil {
+		release = w.nest(hctx, *h.Nest)
+	}
+	return holdFor(w.rep, tok, hctx, h.Hold, release)
+}
+
+// nest takes the nested hold n inside the hold hctx (a re-entry, or a
+// writer's read hold) and returns the release of both: the re-entry's
+// before the hold's; a read hold's For after the write side's (the
+// downgrade). A nested hold that fails (the hold lost meanwhile, a fault)
+// is left out: the outer hold is what the run judges.
+func (w *schedWorker) nest(hctx context.Context, n schedule.Nest) func(context.Context) error {
+	inner := w.lock
+	if n.Read && w.read.tryLock != nil {
+		inner = w.read
+	}
+	ictx, err := inner.tryLock(hctx, 0, n.Lease)
+	if err != nil {
+		w.logger.Debug("nested hold not taken", "err", err)
+		return w.lock.unlock
+	}
+	if !n.Read {
+		return func(ctx context.Context) error {
+			_ = inner.unlock(ictx)
+			return w.lock.unlock(ctx)
+		}
+	}
+	return func(ctx context.Context) error {
+		err := w.lock.unlock(ctx)
+		time.Sleep(n.For)
+		_ = inner.unlock(ictx)
+		return err
+	}
 }
 
 // token is the hold's fencing token (0 for a type without one) and whether

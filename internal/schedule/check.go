@@ -22,9 +22,12 @@ const (
 	RuleUntold    = "overlap, loser not told"
 	RuleToken     = "token not above the previous one"
 	RuleOversleep = "waiter asleep while the lock is free"
-	RuleOrphan    = "held in Redis by nobody"
-	RuleLeftover  = "left held after the run"
-	RuleRun       = "run"
+	// RuleOversleepQuiet is RuleOversleep's tighter bound, QuietBound,
+	// away from the faults that may slow the waiter.
+	RuleOversleepQuiet = "waiter asleep while the lock is free, no fault near"
+	RuleOrphan         = "held in Redis by nobody"
+	RuleLeftover       = "left held after the run"
+	RuleRun            = "run"
 	// Semaphore and latch rules.
 	RuleOverCapacity = "permits over capacity, a loser not told"
 	RuleUnsignalled  = "permits lost, holder not told"
@@ -34,7 +37,7 @@ const (
 )
 
 var ruleOrder = []string{RuleUnordered, RuleUntold, RuleToken, RuleOverCapacity, RuleUnsignalled, RuleLatchOpen,
-	RuleLatchResult, RuleRefused, RuleOversleep, RuleOrphan, RuleLeftover, RuleRun}
+	RuleLatchResult, RuleRefused, RuleOversleep, RuleOversleepQuiet, RuleOrphan, RuleLeftover, RuleRun}
 
 // Sample is what the test saw in Redis at one moment: which resources had a
 // holder. Known is false while Redis was down or being restored. For a
@@ -65,8 +68,11 @@ type Verdict struct {
 	Overlaps     int // overlapping holds the rules allow (ordered, loser told)
 	Told         int // holds that ended with ErrLockLost
 	MaxOversleep time.Duration
-	MaxOrphan    time.Duration
-	MaxQueue     int // the most waiters a Semaphore's samples saw queued
+	// MaxQuietOversleep is the longest sleep while free away from every
+	// fault near the waiter (see QuietBound).
+	MaxQuietOversleep time.Duration
+	MaxOrphan         time.Duration
+	MaxQueue          int // the most waiters a Semaphore's samples saw queued
 	judge.Findings
 }
 

@@ -269,6 +269,9 @@ func TestGenerateMixesClientSetups(t *testing.T) {
 					t.Fatalf("%s/%d: %s drew %q, then %q", kind, seed, pr.ID, pr.Client, again)
 				}
 				p.Procs[i].Client = ClientDefault
+				for j := range pr.Holds {
+					p.Procs[i].Holds[j].Nest = nil // drawNests' (see TestGenerateNestsHolds)
+				}
 			}
 			if !reflect.DeepEqual(p, generate(seed, kind, Default)) {
 				t.Fatalf("%s/%d: the setups changed the rest of the plan", kind, seed)
@@ -277,6 +280,49 @@ func TestGenerateMixesClientSetups(t *testing.T) {
 		for _, setup := range []string{ClientDefault, ClientContextTimeout, ClientShortTimeouts} {
 			if seen[setup] == 0 {
 				t.Errorf("%s: no process with setup %q in 20 seeds", kind, setup)
+			}
+		}
+	}
+}
+
+// Every kind whose holds re-enter gets nested holds — re-entries with a
+// lease of their own, and for writers reads (downgrades) — drawn apart from
+// the rest of the plan; a Semaphore's and a latch's plans get none.
+func TestGenerateNestsHolds(t *testing.T) {
+	for _, kind := range Kinds {
+		nests, reads := 0, 0
+		for seed := range int64(20) {
+			p := Generate(seed, kind, Default)
+			if !reflect.DeepEqual(p, Generate(seed, kind, Default)) {
+				t.Fatalf("%s/%d: two draws differ", kind, seed)
+			}
+			for _, pr := range p.Procs {
+				for _, h := range pr.Holds {
+					if h.Nest == nil {
+						continue
+					}
+					nests++
+					if h.Nest.Read {
+						reads++
+						if pr.Role != RoleWrite {
+							t.Fatalf("%s/%d: %s (%s) takes a nested read", kind, seed, pr.ID, pr.Role)
+						}
+					}
+				}
+			}
+		}
+		switch kind {
+		case KindSema, KindLatch:
+			if nests > 0 {
+				t.Errorf("%s: %d nested holds", kind, nests)
+			}
+		case KindRW:
+			if reads == 0 || reads == nests {
+				t.Errorf("%s: %d nested holds, %d of them reads: want both kinds", kind, nests, reads)
+			}
+		default:
+			if nests == 0 {
+				t.Errorf("%s: no nested hold in 20 seeds", kind)
 			}
 		}
 	}

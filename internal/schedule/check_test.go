@@ -111,3 +111,50 @@ func TestCheckOversleep(t *testing.T) {
 		t.Fatalf("paused waiter: got %q", v.Broken())
 	}
 }
+
+// quietLockPlan is lockPlan without a fault.
+func quietLockPlan() *Plan {
+	p := lockPlan()
+	p.Faults = nil
+	for i := range p.Procs {
+		p.Procs[i].Conn, p.Procs[i].CloseAt, p.Procs[i].ForceAt = nil, 0, 0
+	}
+	return p
+}
+
+// A waiter asleep for longer than QuietBound (but below Bound) while the
+// lock is free and no fault is near fails; it passes when the free stretch
+// is shorter, or when a fault on its own connections (not another
+// process's) may have slowed it.
+func TestCheckQuietOversleep(t *testing.T) {
+	const span = 2000 // ms: above QuietBound, below Bound
+	events := []judge.Event{ev("p1", judge.KindWait, 0, 0, ""), ev("p1", judge.KindEnter, 1, span, "")}
+	samples := func(freeFrom int) []Sample {
+		var out []Sample
+		for ms := 0; ms <= span; ms += 20 {
+			out = append(out, Sample{At: atMs(ms), Held: map[string]bool{ResA: ms < freeFrom}, Known: true})
+		}
+		return out
+	}
+	check := func(plan *Plan, freeFrom int) *Verdict {
+		return Check(plan, NewHistory(plan, events, atMs(span)), samples(freeFrom), nil, nil, t0)
+	}
+	v := check(quietLockPlan(), 0)
+	if !strings.Contains(v.Broken(), RuleOversleepQuiet) || strings.Contains(v.Broken(), RuleOversleep+":") {
+		t.Fatalf("free for %d ms, no fault: want %q alone, got %q", span, RuleOversleepQuiet, v.Broken())
+	}
+	if v := check(quietLockPlan(), span-800); v.Failed() {
+		t.Fatalf("free for 800 ms: want a pass, got %v", v.Problems)
+	}
+	slowed := func(proc string) *Plan {
+		p := quietLockPlan()
+		p.Proc(proc).Conn = []ConnFault{{At: 0, Conn: "subscriber", Op: OpDelay, Delay: 100 * time.Millisecond, For: time.Second}}
+		return p
+	}
+	if v := check(slowed("p1"), 0); v.Failed() {
+		t.Fatalf("the waiter's subscriber slowed: want a pass, got %v", v.Problems)
+	}
+	if v := check(slowed("p2"), 0); !strings.Contains(v.Broken(), RuleOversleepQuiet) {
+		t.Fatalf("another process slowed: want %q, got %q", RuleOversleepQuiet, v.Broken())
+	}
+}

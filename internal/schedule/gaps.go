@@ -8,9 +8,23 @@ import (
 	"github.com/relock-go/relock/internal/judge"
 )
 
+// QuietBound is how long a waiter may sleep while what it waits for is free
+// in Redis, away from every fault that may slow it (see noisy). A waiter is
+// told to sleep until the end of what blocks it now, and woken when that
+// end comes sooner (docs/internals.md, "No sleep outlasts the holder's
+// remaining lease"), so only a fault leaves it asleep on a free lock for
+// long; the fallbacks it must catch are the watchdog's 30 s lease and a
+// FairLock waiter's or a writer's own retry, a third of the waiter timeout.
+const QuietBound = time.Second
+
+// quietGrace is how long after a fault ends a waiter is still taken as
+// slowed by it: a reconnect, a retry's backoff (up to 1 s), a late grant.
+const quietGrace = time.Second
+
 // checkOversleep: no process waits longer than Bound while everything it
 // waits for is free in Redis (not counting a pause the test inflicted on
-// it: a stopped process cannot react).
+// it: a stopped process cannot react), nor longer than QuietBound of that
+// away from the faults that may slow it (noisy).
 func (v *Verdict) checkOversleep(plan *Plan, waits []Span, samples []Sample, pauses []Span) {
 	free := map[string][]Span{} // role -> stretches where all its resources are free
 	for _, w := range waits {
@@ -25,6 +39,64 @@ func (v *Verdict) checkOversleep(plan *Plan, waits []Span, samples []Sample, pau
 			})
 		}
 		v.oversleep(w, free[role], pauses, fmt.Sprint(Resources(role)))
+		v.quietOversleep(w, free[role], v.noisy(plan, w.Proc, pauses), fmt.Sprint(Resources(role)))
+	}
+}
+
+// noisy returns the spans during which a fault may slow process proc's
+// waits, sorted: a fault on its own connections (a delay for its span, a
+// cut for the moment it is made, a cut placed a number of requests ahead
+// from its arming to the end of the run, its moment unknown here), a pause
+// of any process (pauses, as the test made them), a restored snapshot, each
+// with quietGrace after. A fault on another process's connections delays
+// that process, whose waits are its own; what it holds is not free.
+func (v *Verdict) noisy(plan *Plan, proc string, pauses []Span) []Span {
+	var out []Span
+	add := func(from, to time.Time) { out = append(out, Span{Start: from, End: to.Add(quietGrace)}) }
+	never := v.Start.Add(24 * time.Hour)
+	if pr := plan.Proc(proc); pr != nil {
+		for _, f := range pr.Conn {
+			at := v.Start.Add(f.At)
+			switch f.Op {
+			case OpDelay:
+				add(at, at.Add(f.For+f.Delay))
+			case OpCut:
+				add(at, at)
+			default:
+				add(at, never)
+			}
+		}
+	}
+	for _, p := range pauses {
+		add(p.Start, p.End)
+	}
+	for _, f := range plan.Faults {
+		if f.Op == FaultRestore {
+			at := v.Start.Add(f.At)
+			add(at, at.Add(f.For+Bound)) // the restart, and the stale holds' ForceUnlock
+		}
+	}
+	sortSpans(out)
+	return out
+}
+
+// quietOversleep judges one wait w against the stretches during which
+// what it waits for is free, but only away from noisy: there it may sleep
+// QuietBound at most.
+func (v *Verdict) quietOversleep(w Span, free, noisy []Span, what string) {
+	for _, f := range free {
+		s := Span{Start: judge.Later(w.Start, f.Start), End: judge.Earlier(w.End, f.End)}
+		if !s.End.After(s.Start) {
+			continue
+		}
+		for _, gap := range uncovered(s, noisy) {
+			d := gap.End.Sub(gap.Start)
+			v.MaxQuietOversleep = max(v.MaxQuietOversleep, d)
+			if d > QuietBound {
+				v.AddProblem(RuleOversleepQuiet, "%s waited from %s to %s; %v of it (from %s) with %s free in Redis and no fault near",
+					w.Proc, v.rel(w.Start), v.rel(w.End), d.Round(time.Millisecond), v.rel(gap.Start), what)
+			}
+		}
 	}
 }
 

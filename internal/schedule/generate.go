@@ -39,7 +39,40 @@ const MaxPause = 700 * time.Millisecond
 func Generate(seed int64, kind string, size Size) *Plan {
 	p := generate(seed, kind, size)
 	drawClients(seed, p)
+	drawNests(seed, p)
 	return p
+}
+
+// drawNests gives a third of the holds of every process that re-enters
+// (Lock, FairLock, RWLock's writers and readers, MultiLock and its
+// contender) a nested hold with a lease of its own, and half of a writer's
+// nested holds are reads (a downgrade): one hold then carries two leases,
+// often the watchdog's beside a short one, which the waiters behind it must
+// not oversleep (docs/internals.md, "No sleep outlasts the holder's
+// remaining lease"). A Semaphore's and a latch's processes take none: a
+// Semaphore hold is not reentrant, and a latch is no hold. Drawn from a
+// random stream of its own, as drawClients, so that a seed's holds and
+// faults are what they were before.
+func drawNests(seed int64, p *Plan) {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x4e57))
+	for i := range p.Procs {
+		pr := &p.Procs[i]
+		switch pr.Role {
+		case RoleLock, RoleFair, RoleWrite, RoleRead, RoleMulti, RolePart:
+		default:
+			continue
+		}
+		for j := range pr.Holds {
+			if r.IntN(3) != 0 {
+				continue
+			}
+			n := &Nest{Lease: pick(r, leases)}
+			if pr.Role == RoleWrite && r.IntN(2) == 0 {
+				n.Read, n.For = true, pick(r, holds)
+			}
+			pr.Holds[j].Nest = n
+		}
+	}
 }
 
 // drawClients gives each process of p a go-redis client setup, from a

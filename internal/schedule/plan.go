@@ -110,10 +110,32 @@ const ShortTimeout = 200 * time.Millisecond
 
 // Hold is one acquisition: TryLock with Lease (0: the watchdog's), stay
 // inside for Hold, Unlock, then pause Think before the next. Permits is the
-// number of permits of a Semaphore hold.
+// number of permits of a Semaphore hold. Nest, when set, is a second hold
+// taken inside this one (see Nest).
 type Hold struct {
 	Lease, Hold, Think time.Duration
-	Permits            int `json:",omitempty"`
+	Permits            int   `json:",omitempty"`
+	Nest               *Nest `json:",omitempty"`
+}
+
+// Nest is a hold taken on the context of another, at once after entering
+// it, with a lease of its own (0: the watchdog's), so that one hold carries
+// two leases: a re-entry of the same lock, ended before the outer hold; or,
+// for a writer (Read), a read hold (a downgrade), which outlives the write
+// hold by For: the write side is unlocked first, the read side For later.
+// The read part is not reported as a hold (the process's role is a
+// writer's); the lock stays held in Redis meanwhile.
+type Nest struct {
+	Lease time.Duration
+	Read  bool          `json:",omitempty"`
+	For   time.Duration `json:",omitempty"`
+}
+
+func (n *Nest) String() string {
+	if n.Read {
+		return fmt.Sprintf("+read %v/%v", n.Lease, n.For)
+	}
+	return fmt.Sprintf("+re-entry %v", n.Lease)
 }
 
 // PermitChange is SetPermits(N) at At.
@@ -232,7 +254,11 @@ func (p *Plan) Describe() string {
 	for _, pr := range p.Procs {
 		var leases []string
 		for _, h := range pr.Holds {
-			leases = append(leases, fmt.Sprintf("%v/%v", h.Lease, h.Hold))
+			d := fmt.Sprintf("%v/%v", h.Lease, h.Hold)
+			if h.Nest != nil {
+				d += h.Nest.String()
+			}
+			leases = append(leases, d)
 		}
 		fmt.Fprintf(&b, "\n  %s %s", pr.ID, pr.Role)
 		if pr.Client != ClientDefault {
