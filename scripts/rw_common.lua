@@ -18,6 +18,8 @@
 --              tells them, once, on the readers' channel
 --   ~s         the tail's latch slot written last, once a write grant has
 --              read the tail (see rw_token)
+--   ~w         the latest end a waiter may have been told, kept while the
+--              lock ends sooner by less than WAKE_SLACK (wake_if_sooner)
 -- The hash's PTTL is the latest deadline, so it disappears with its last
 -- holder, and its queue with it (the waiters, who sleep at most until then,
 -- try again and queue anew). A holder whose deadline has passed (its
@@ -382,27 +384,49 @@ local function wake_readers(hash, st, env)
 	end
 end
 
+-- WAKE_SLACK (ms) is how much sooner than a waiter may have been told the
+-- lock may come to end before wake_if_sooner wakes the waiters: the release
+-- of the reader with the latest deadline shortens the lock's end by a few
+-- milliseconds at a time, and waking every waiter at each would make a
+-- busy RWLock's waiters retry at every such release.
+local WAKE_SLACK = 200
+
 -- wake_if_sooner keeps the promise that no waiter sleeps past what blocks
 -- it. Every busy reply tells a waiter an end at most the lock's latest
 -- deadline then (a writer: the latest deadline; a reader: the write hold's,
 -- or the claim's), and nothing is published when a lease runs out. So a
--- script that leaves the lock ending sooner than it found it (st.maxdl
--- below st.was: a hand-over to a shorter lease, the end of the hold with
--- the latest deadline, a downgrade's end of the write hold) tells the
--- writers queued and the readers waiting (~r) to re-check, and sleep on
--- what blocks them now. r, when given, is the reader of the queue's walk
--- (hand_over_write), which has passed the writer granted. A hold that
--- ends later than the lock did wakes nobody: every end told stays ahead
--- of it.
+-- script that leaves the lock ending sooner than any end a waiter may have
+-- been told (told: st.was, the latest deadline the script found, or ~w,
+-- the latest one since the waiters were last woken, when it was later) by
+-- more than WAKE_SLACK — a hand-over to a shorter lease, the end of the
+-- hold with the latest deadline, a downgrade's end of the write hold —
+-- tells the writers queued and the readers waiting (~r) to re-check, and
+-- sleep on what blocks them now. A smaller shortening keeps told in ~w,
+-- so that shortenings that add up wake them too; a waiter then sleeps at
+-- most WAKE_SLACK past the end. ~w goes once nobody waits, or the lock
+-- ends at told or later. r, when given, is the reader of the queue's walk
+-- (hand_over_write), which has passed the writer granted.
 local function wake_if_sooner(hash, st, env, r)
-	if st.maxdl >= st.was then
-		return
+	local kept = tonumber(st.f['~w'] or 0)
+	local told = math.max(kept, st.was)
+	local waiting = wq_mark(st) or st.f['~r']
+	if waiting and st.maxdl < told - WAKE_SLACK then
+		if wq_mark(st) then
+			(r or wq_reader(hash, st, env)).wake()
+		end
+		wake_readers(hash, st, env)
+		told = st.maxdl
 	end
 	st.was = st.maxdl
-	if wq_mark(st) then
-		(r or wq_reader(hash, st, env)).wake()
+	if waiting and st.maxdl < told then
+		if told ~= kept then
+			st.f['~w'] = fmt(told)
+			redis.call('hset', hash, '~w', st.f['~w'])
+		end
+	elseif kept > 0 then
+		st.f['~w'] = nil
+		redis.call('hdel', hash, '~w')
 	end
-	wake_readers(hash, st, env)
 end
 
 -- rw_token returns a new write hold's token: above the hash's ~t, and
