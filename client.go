@@ -126,8 +126,8 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		close(c.closing)
-		c.dog.close()
 		until := time.Now().Add(c.opts.unlockTimeout)
+		c.dog.abandon()
 		c.subs.close()
 		c.endContexts()
 		c.releaseHolds(until)
@@ -136,6 +136,7 @@ func (c *Client) Close() error {
 		c.bgMu.Lock()
 		c.bgStopped = true
 		c.bgMu.Unlock()
+		c.dog.close(until)
 		awaitGroup(&c.subs.wg, until)
 		awaitGroup(&c.bg, until)
 	})

@@ -33,6 +33,10 @@ type watchdog struct {
 	started bool
 	done    chan struct{}
 	kicks   chan struct{} // a recheck of every hold is wanted now
+	// stopped ends at Close: the renewals in flight are abandoned then,
+	// as Close's bound abandons any other request (see close).
+	stopped context.Context
+	stop    context.CancelFunc
 
 	// Counters for benchmarks and tests.
 	ticks      atomic.Int64
@@ -42,12 +46,15 @@ type watchdog struct {
 
 func newWatchdog(c *Client) *watchdog {
 	lease := c.opts.watchdogLease
+	stopped, stop := context.WithCancel(context.Background())
 	return &watchdog{
 		c:        c,
 		interval: lease / 3,
 		retry:    max(lease/15, time.Millisecond),
 		done:     make(chan struct{}),
 		kicks:    make(chan struct{}, 1),
+		stopped:  stopped,
+		stop:     stop,
 	}
 }
 
@@ -87,15 +94,33 @@ func (d *watchdog) kick() bool {
 	}
 }
 
-func (d *watchdog) close() {
+// close stops the watchdog for Close and waits until its goroutine has
+// returned or until has passed, whichever is first. Close calls it after
+// it has released its holds, and abandons the tick in flight, if any, as
+// soon as it begins (abandon): the tick's requests end then where go-redis
+// honours contexts (and their retries everywhere), and whatever their
+// replies say once they come is dropped (apply), so a renewal that hangs
+// on a paused server holds Close no longer than any other request.
+func (d *watchdog) close(until time.Time) {
 	d.mu.Lock()
 	started := d.started
 	d.started = true // no goroutine may start after Close
 	d.mu.Unlock()
-	if started {
-		<-d.done
+	d.stop()
+	if !started {
+		return
+	}
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-d.done:
+	case <-t.C:
 	}
 }
+
+// abandon ends the context of the tick in flight, if any, and of every
+// later one: Close begins.
+func (d *watchdog) abandon() { d.stop() }
 
 func (d *watchdog) run() {
 	defer close(d.done)
@@ -115,6 +140,9 @@ func (d *watchdog) run() {
 		case <-timer.C:
 		case <-d.kicks:
 			all = true
+		}
+		if d.c.closed.Load() { // the timer fired as Close began
+			return
 		}
 		next := d.tick(all)
 		timer.Reset(time.Until(next))
@@ -160,6 +188,9 @@ func (d *watchdog) tick(all bool) time.Time {
 	// otherwise its read timeout does.
 	results, errs := d.renew(items, deadline)
 	next, failed, firstErr := d.apply(holds, gens, results, errs, start)
+	if d.c.closed.Load() {
+		return next // abandoned by Close: nothing to report
+	}
 	if failed > 0 {
 		d.c.log.Warn("relock: renewals failed; retrying", "failed", failed, "of", len(items), "err", firstErr)
 	}
@@ -172,14 +203,20 @@ func (d *watchdog) tick(all bool) time.Time {
 // generation gens[i] at start. A result about a generation the hold no
 // longer has is stale — the hold ended, or the owner took it again, while
 // the batch was out — and is ignored: only the generation it describes can
-// be extended or declared lost. It returns when to tick next and how many
-// renewals failed.
+// be extended or declared lost. So is every result once Close has begun
+// (a tick it abandoned): Close decides how its holds end, and a late reply
+// must neither extend a hold Close could not release (which would re-arm
+// the lease heap's timer and let Token report it held) nor call it lost.
+// It returns when to tick next and how many renewals failed.
 func (d *watchdog) apply(holds []*hold, gens []string, results []int64, errs []error, start time.Time) (next time.Time, failed int, firstErr error) {
 	next = start.Add(d.interval)
 	lease := d.c.opts.watchdogLease
 	reg := &d.c.holds
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
+	if d.c.closed.Load() { // Close marks the Client closed before it takes reg.mu
+		return next, 0, nil
+	}
 	for i, h := range holds {
 		if h.gen != gens[i] {
 			continue
@@ -231,7 +268,7 @@ func minTime(t time.Time, ts ...time.Time) time.Time {
 func (d *watchdog) renew(items []renewal, deadline time.Time) ([]int64, []error) {
 	results := make([]int64, len(items))
 	errs := make([]error, len(items))
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(d.stopped, deadline)
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()

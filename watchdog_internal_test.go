@@ -61,3 +61,32 @@ func TestStaleRenewalResultDoesNotEndANewHold(t *testing.T) {
 	require.NoError(t, h2.Err(), "the new hold must stay live")
 	require.NoError(t, l.Unlock(h2))
 }
+
+// A renewal's reply that comes after Close began changes nothing: the hold
+// Close could not release (Redis paused) keeps the lease end it had, so the
+// lease heap's timer is not pushed on, and is not called lost either.
+func TestLateRenewalReplyAfterCloseChangesNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	c := New(srv.Client(), WithUnlockTimeout(100*time.Millisecond))
+	l := c.Lock("late-renewal")
+	hctx, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	field := ownerFrom(hctx).field(c)
+	c.holds.mu.Lock()
+	h := c.holds.m[holdKey{l.keys.hash, field}]
+	c.holds.mu.Unlock()
+	srv.Pause()
+	defer srv.Resume()
+	require.NoError(t, c.Close())
+	c.holds.mu.Lock()
+	gen, end := h.gen, h.expiresAt.get()
+	c.holds.mu.Unlock()
+	require.NotEmpty(t, gen, "Close could not release the hold on a paused Redis")
+	_, failed, _ := c.dog.apply([]*hold{h, h}, []string{gen, gen}, []int64{1, 0}, []error{nil, nil}, time.Now())
+	require.Zero(t, failed)
+	c.holds.mu.Lock()
+	defer c.holds.mu.Unlock()
+	require.Equal(t, end, h.expiresAt.get(), "a late renewal extended a hold after Close")
+	require.Equal(t, gen, h.gen, "a late reply ended the hold after Close")
+	require.ErrorIs(t, context.Cause(hctx), ErrClientClosed)
+}
