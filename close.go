@@ -139,3 +139,7 @@ func awaitGroup(wg *sync.WaitGroup, until time.Time) {
 	case <-t.C:
 	}
 }
+
+// errWaitClosed is how a wait that Close interrupts ends, whatever the
+// waiter's context: not obtained, as every acquire that gives up.
+var errWaitClosed = fmt.Errorf("%w: %w: Close ended the wait", ErrNotObtained, ErrClientClosed)

@@ -84,10 +84,13 @@ func lockWith(ctx context.Context, t target, wait, lease time.Duration) (context
 }
 
 // acquireFailed classifies an acquire's failure as every acquire's is: it
-// wraps ErrNotObtained (and ErrUnavailable when no reply came), whatever
-// step failed; bad input and a closed Client stay what they are.
+// wraps ErrNotObtained (and ErrUnavailable when no reply came, or
+// ErrClientClosed when Close ended it: the caller holds nothing either
+// way), whatever step failed; bad input stays what it is. An acquire that
+// begins after Close never gets here: lockWith returns its ErrClientClosed
+// as it is.
 func acquireFailed(err error) error {
-	if err == nil || errors.Is(err, ErrNotObtained) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClientClosed) {
+	if err == nil || errors.Is(err, ErrNotObtained) || errors.Is(err, ErrInvalidArgument) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrNotObtained, unavailable(err))
@@ -433,7 +436,7 @@ func tokenOf(ctx context.Context, s scheme) (int64, error) {
 	}
 	o := ownerFrom(ctx)
 	if o == nil {
-		return 0, ErrNotHeld
+		return 0, errNoOwner("Lock")
 	}
 	gen, token, until := c.holds.find(s.holdID(), o.field(c))
 	if gen == "" || (!until.IsZero() && !time.Now().Before(until)) {

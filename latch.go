@@ -96,7 +96,9 @@ func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
 
 // Wait returns nil once the latch is open, at once if it is not closed. It
 // fails with ErrLockLost when Redis lost the latch (seen within seconds of
-// Redis coming back, or after 2 minutes out of reach).
+// Redis coming back, or after 2 minutes out of reach), and as an acquire
+// does otherwise: ErrNotObtained, with context.Cause(ctx) when ctx ended
+// and ErrClientClosed when Close ended the wait.
 func (l *CountDownLatch) Wait(ctx context.Context) error {
 	if l.err != nil {
 		return l.err
@@ -125,9 +127,9 @@ func (l *CountDownLatch) Wait(ctx context.Context) error {
 }
 
 // waitFailed makes the error of a wait that failed wrap ErrNotObtained,
-// unless it was the caller's mistake or the Client's end.
+// Close's end of it included, unless it was the caller's mistake.
 func waitFailed(err error) error {
-	if errors.Is(err, ErrNotObtained) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClientClosed) {
+	if errors.Is(err, ErrNotObtained) || errors.Is(err, ErrInvalidArgument) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrNotObtained, err)

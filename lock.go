@@ -57,8 +57,10 @@ func (c *Client) Lock(name string) *Lock {
 	return l
 }
 
-// Lock blocks until the lock is acquired or ctx ends, and returns the hold
-// context; if ctx's owner holds the lock, it re-enters.
+// Lock blocks until the lock is acquired, ctx ends or the Client closes
+// (ErrNotObtained and ErrClientClosed, even with a context that never
+// ends), and returns the hold context; if ctx's owner holds the lock, it
+// re-enters.
 func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
 	if l.err != nil { // base.tryLock's check, written here: one frame fewer to Redis
 		return ctx, l.err

@@ -150,7 +150,7 @@ func (c *Client) sleep(ctx context.Context, spec waitSpec, w *waiter, timer *tim
 		case <-ctx.Done():
 			return a, false, notObtained(ctx)
 		case <-c.closing:
-			return a, false, ErrClientClosed
+			return a, false, errWaitClosed
 		case <-w.signal():
 			c.emitWoken(ctx, spec.obs)
 			a, handed = w.handedOver()
