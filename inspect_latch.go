@@ -18,8 +18,9 @@ func latchInspect(key, count string) *inspect.Latch {
 }
 
 // Channels returns the channels of the locks called name (for relock watch).
+// It computes them and sends nothing, so it works after Close too.
 func (c *Client) Channels(name string) (inspect.Channels, error) {
-	if err := c.usable(); err != nil {
+	if err := c.queryable(); err != nil {
 		return inspect.Channels{}, err
 	}
 	ks, err := newKeyspace(c.opts.prefix, name)
