@@ -174,7 +174,7 @@ func (r *RedLock) Validity(ctx context.Context) (time.Duration, error) {
 	}
 	o := ownerFrom(ctx)
 	if o == nil {
-		return 0, ErrNotHeld
+		return 0, errNoOwner("Lock")
 	}
 	gen, _, until := r.home.holds.find(r.id, o.field(r.home))
 	if gen == "" {

@@ -100,6 +100,9 @@ func (s *Semaphore) Release(hctx context.Context) error {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	acq, ok := hctx.Value(semaKey{s.c, s.hash}).(*semaScheme)
+	if !ok && ownerFrom(hctx) == nil {
+		return errNoOwner("Acquire")
+	}
 	if !ok {
 		return fmt.Errorf("%w: the context is not a hold context of this semaphore; pass the context Acquire returned", ErrNotHeld)
 	}

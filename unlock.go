@@ -26,7 +26,7 @@ func unlockWith(ctx context.Context, t target) error {
 	}
 	o := ownerFrom(ctx)
 	if o == nil {
-		return fmt.Errorf("%w: the context carries no owner; pass the context Lock returned", ErrNotHeld)
+		return errNoOwner("Lock")
 	}
 	// Twice the room: releaseBounded's copy of the parts lives in the
 	// second half, with no allocation of its own. k is on the heap anyway
@@ -318,4 +318,12 @@ func (k *unlockCall) retryThenLeave(taken int) {
 		}
 		leave(parts, taken)
 	})
+}
+
+// errNoOwner is the ErrNotHeld of every call that needs the caller's hold
+// (Unlock, Release, Token, Validity) given a context that carries no owner:
+// the usual mistake is passing the context the hold was taken with rather
+// than the one the acquire (named by acquire) returned, so it says so.
+func errNoOwner(acquire string) error {
+	return fmt.Errorf("%w: the context carries no owner; pass the context %s returned", ErrNotHeld, acquire)
 }
