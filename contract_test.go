@@ -236,7 +236,7 @@ func checkBoundedCall(t *testing.T, cc contractCase) {
 
 // After Close every acquire and every change other than a release fails
 // with ErrClientClosed, and every other call — Unlock, Release, the
-// queries — still works (never ErrClientClosed); nothing of the Client is
+// queries, Client.Channels — still works (never ErrClientClosed); nothing of the Client is
 // left in Redis. A new method is a query unless it is named here.
 func TestContractAfterClose(t *testing.T) {
 	srv := redistest.Start(t)
@@ -254,6 +254,8 @@ func TestContractAfterClose(t *testing.T) {
 		}
 		assert.NotErrorIs(t, r.err, relock.ErrClientClosed, "%s after Close", cc)
 	}
+	_, err := c.Channels("closed") // computed, nothing sent
+	assert.NoError(t, err, "Channels after Close")
 	requireNothingOf(t, srv.Client(), c.ID(), 5*time.Second)
 }
 
