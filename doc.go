@@ -81,19 +81,21 @@
 // # Close
 //
 // Close releases every hold of the Client in Redis, so that waiters
-// elsewhere are served at once, within the unlock timeout (after a watchdog
-// renewal in flight, if any). The holds' contexts end first, with
-// ErrClientClosed and without a loss reported, and a later
-// Unlock of them returns nil; a release Redis did not confirm leaves its
-// hold to its lease. An acquire waiting with a context that can end, or a
-// TryLock wait, returns ErrNotObtained and ErrClientClosed, and Close
-// waits, within the same bound, until what its request in flight took has
-// been released, so that a process that ends right after Close leaves
-// nothing held. An acquire with neither (Lock with context.Background)
-// runs its request on its caller's goroutine: it fails with ErrClientClosed
-// and releases what it took itself, after Close has returned. Then
-// acquires fail with ErrClientClosed; Unlock, Release and the queries still
-// work.
+// elsewhere are served at once, and returns within the unlock timeout: a
+// request still in flight then, a watchdog renewal's included, is
+// abandoned, and its reply changes nothing once it comes. The holds'
+// contexts end first, with ErrClientClosed and without a loss reported,
+// and a later Unlock of them returns nil; a release Redis did not confirm
+// leaves its hold to its lease. Every acquire under way (and a latch's
+// Wait) returns ErrNotObtained and ErrClientClosed, holding nothing,
+// whatever its context: a wait ends at once. Close waits, within the same
+// bound, until what the request in flight of an acquire with a context
+// that can end, or a TryLock wait, took has been released, so that a
+// process that ends right after Close leaves nothing held. An acquire with
+// neither (Lock with context.Background) runs its request on its caller's
+// goroutine and releases what that request took itself, after Close has
+// returned. An acquire begun after Close returns ErrClientClosed alone;
+// Unlock, Release and the queries still work.
 //
 // # Limits and fencing tokens
 //
