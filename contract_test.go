@@ -56,10 +56,11 @@ const contractPermits = 2
 var acquires = map[string]bool{"Lock": true, "TryLock": true, "Acquire": true, "TryAcquire": true, "Wait": true, "Do": true}
 
 var (
-	ctxType = reflect.TypeFor[context.Context]()
-	errType = reflect.TypeFor[error]()
-	durType = reflect.TypeFor[time.Duration]()
-	fnType  = reflect.TypeFor[func(context.Context) error]()
+	ctxType   = reflect.TypeFor[context.Context]()
+	errType   = reflect.TypeFor[error]()
+	durType   = reflect.TypeFor[time.Duration]()
+	fnType    = reflect.TypeFor[func(context.Context) error]()
+	guardType = reflect.TypeFor[relock.ForceGuard]()
 )
 
 // ctxMethods returns the names of v's exported methods whose first
@@ -104,6 +105,8 @@ func contractCall(v any, method string, ctx context.Context, wait, lease time.Du
 			args[i] = reflect.ValueOf(1).Convert(in)
 		case in.Kind() == reflect.String:
 			args[i] = reflect.ValueOf("contract").Convert(in)
+		case in == guardType: // a guard naming an owner that holds nothing
+			args[i] = reflect.ValueOf(relock.ForceGuard{Owner: "contract"})
 		default:
 			panic(fmt.Sprintf("contract suite: %T.%s takes a %v; teach contractCall that type", v, method, in))
 		}
@@ -261,7 +264,7 @@ func TestContractAfterClose(t *testing.T) {
 
 // changes are the calls, other than acquires and releases, that change what
 // Redis holds: a closed Client refuses them.
-var changes = map[string]bool{"ForceUnlock": true, "ForceRelease": true, "SetPermits": true, "TrySetCount": true, "CountDown": true, "Delete": true}
+var changes = map[string]bool{"ForceUnlock": true, "ForceRelease": true, "ForceUnlockIf": true, "ForceReleaseIf": true, "SetPermits": true, "TrySetCount": true, "CountDown": true, "Delete": true}
 
 // A call whose reply is lost after Redis ran it, and which go-redis sends
 // again, answers as its first run did: the same result, the same error
