@@ -1,9 +1,16 @@
 package relock
 
+// The subscriber as a waiter sees it, in the order a wait goes through it:
+// follow the channel an attempt named, join it (reference-counted, the first
+// waiter subscribes), sleep on the signal, rearm after a busy attempt, leave
+// (the last waiter unsubscribes, a hand-over channel lingers first); then
+// how an unlock message's wake-up is delivered to the queued waiters. The
+// connections that carry the channels are in pubsub_conn.go, hand-over
+// grants in pubsub_grants.go.
+
 import (
 	"container/list"
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,33 +39,7 @@ const (
 // confirmed — first subscribe or re-subscribe after any fault — every waiter
 // on the channel re-checks the lock, since messages may have been missed.
 //
-// # Connections
-//
-// One connection per shard: the only one on a single Redis (and for classic
-// pub/sub on a Cluster, where any node hears every PUBLISH), one per master
-// with sharded pub/sub on a Cluster, carrying the channels of all the slots
-// that master serves. One connection per slot would make the number of
-// connections grow with the number of locks waited on; one per master is the
-// fewest that can work, as a shard channel is only heard on its own shard.
-//
-// What the subscriber believes is always what Redis has. go-redis's PubSub
-// re-subscribes by itself after a reconnect, in one command for all channels,
-// which a Cluster refuses (CROSSSLOT) when they span slots; so the subscriber
-// never lets a PubSub live through a fault. Any error on a connection — lost,
-// silent past the health check, an error reply such as MOVED — or a
-// subscription that Redis ended by itself (the sunsubscribe a master sends
-// when it loses a slot: failover, migration) closes that PubSub. Its shard's
-// goroutine then opens a fresh one, routing every channel by the current
-// slot map (reloaded first after a redirection) and subscribing them with one
-// command per slot, never one across slots. Each confirmation wakes the
-// channel's waiters, so nothing missed meanwhile strands them. Every
-// connection loss and every re-establishment also calls the Client's
-// recheckHolds: a fault that may have cost wake-ups may have cost holds too.
-//
-// Only the shard's goroutine opens or drops its connection. Subscribe and
-// unsubscribe commands are queued under s.mu and written by the shard's
-// writer goroutine, in order, so that no go-redis call — which may dial —
-// ever runs with s.mu held.
+// Its connections, one per shard, are described in pubsub_conn.go.
 type subscriber struct {
 	c *Client
 
@@ -121,6 +102,37 @@ func newSubscriber(c *Client) *subscriber {
 		chans:   make(map[string]*chanState),
 		waiting: make(map[string]struct{}),
 	}
+}
+
+// follow keeps the waiter of a wait loop on the channel its last attempt
+// named: it joins that channel (leaving another one), re-arms on the same
+// one, or leaves when the attempt names none. It returns the waiter to sleep
+// on (nil: none, sleep on the lease alone).
+func (s *subscriber) follow(ctx context.Context, w *waiter, a attempt, spec waitSpec, tried time.Time) (*waiter, error) {
+	subs := a.subs
+	if subs == nil {
+		subs = s
+	}
+	switch {
+	case a.channel == "":
+		if w != nil {
+			w.leave(false)
+		}
+		return nil, nil
+	case w == nil || w.s != subs || w.st.name != a.channel:
+		if w != nil {
+			w.leave(false)
+		}
+		nw, err := subs.join(ctx, a.channel, spec.id, tried)
+		if err == nil && spec.stray.q != nil {
+			subs.mu.Lock()
+			nw.st.stray = spec.stray
+			subs.mu.Unlock()
+		}
+		return nw, err
+	}
+	w.rearm(tried)
+	return w, nil
 }
 
 // join registers a waiter on channel. since is when the caller last tried
@@ -186,6 +198,40 @@ func (s *subscriber) keepAlive() {
 	s.attach(st, sh)
 }
 
+// missed reports whether a waiter whose last attempt went out at since has
+// missed a wake-up on st meanwhile: a broadcast, the subscription's
+// confirmation, or a wake-up that found nobody queued (which it takes, so
+// that it wakes one waiter only). s.mu is held.
+func missed(st *chanState, since time.Time) bool {
+	if st.pendingAt.After(since) {
+		st.pendingAt = time.Time{}
+		return true
+	}
+	return st.allAt.After(since) || (st.confirmed && st.confirmedAt.After(since))
+}
+
+// wake pops w from its queue and signals it. s.mu is held.
+func (s *subscriber) wake(w *waiter) {
+	if w.elem != nil {
+		w.st.queue.Remove(w.elem)
+		w.elem = nil
+	}
+	w.woken = true
+	select {
+	case w.sig <- struct{}{}:
+	default:
+	}
+}
+
+// signal is the channel a wake-up of w arrives on (nil for no waiter, which
+// never fires).
+func (w *waiter) signal() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.sig
+}
+
 // rearm puts a waiter whose attempt (started at tried) found the lock busy
 // back to sleep, at the head of the queue (it keeps its turn), unless a
 // wake-up already reached it. A wake-up kept pending since after its attempt
@@ -202,18 +248,6 @@ func (w *waiter) rearm(tried time.Time) {
 	if missed(w.st, tried) {
 		s.wake(w)
 	}
-}
-
-// missed reports whether a waiter whose last attempt went out at since has
-// missed a wake-up on st meanwhile: a broadcast, the subscription's
-// confirmation, or a wake-up that found nobody queued (which it takes, so
-// that it wakes one waiter only). s.mu is held.
-func missed(st *chanState, since time.Time) bool {
-	if st.pendingAt.After(since) {
-		st.pendingAt = time.Time{}
-		return true
-	}
-	return st.allAt.After(since) || (st.confirmed && st.confirmedAt.After(since))
 }
 
 // leave unregisters a waiter. One that was woken and did not get the lock
@@ -280,131 +314,6 @@ func (s *subscriber) retire(st *chanState) {
 	}
 }
 
-// wake pops w from its queue and signals it. s.mu is held.
-func (s *subscriber) wake(w *waiter) {
-	if w.elem != nil {
-		w.st.queue.Remove(w.elem)
-		w.elem = nil
-	}
-	w.woken = true
-	select {
-	case w.sig <- struct{}{}:
-	default:
-	}
-}
-
-func (s *subscriber) wakeOne(st *chanState) {
-	if front := st.queue.Front(); front != nil {
-		s.wake(front.Value.(*waiter))
-		return
-	}
-	st.pendingAt = time.Now()
-}
-
-func (s *subscriber) wakeEveryone(st *chanState) {
-	for st.queue.Len() > 0 {
-		s.wake(st.queue.Front().Value.(*waiter))
-	}
-	// Waiters between two attempts are not queued; they see this on rearm,
-	// each of them.
-	st.allAt = time.Now()
-}
-
-// handle applies one message of ps. It returns what to run once s.mu is
-// released, an error when Redis moved a subscription (the connection must be
-// rebuilt from the slot map), and false when ps is no longer the shard's.
-func (s *subscriber) handle(sh *shard, ps *redis.PubSub, msg any, first bool) (after func(), moved error, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || sh.ps != ps {
-		return nil, nil, false
-	}
-	if first && sh.replaced {
-		after = s.reestablished(sh)
-	}
-	switch m := msg.(type) {
-	case *redis.Subscription:
-		switch m.Kind {
-		case "subscribe", "ssubscribe":
-			s.confirmed(sh, m.Channel)
-		case "unsubscribe", "sunsubscribe":
-			if s.unsubscribed(sh, m.Channel) {
-				moved = fmt.Errorf("relock: redis ended the subscription to %q (failover or slot migration)", m.Channel)
-			}
-		}
-	case *redis.Message:
-		if gen, id, ok := s.forced(m); ok {
-			return chain(after, func() { s.c.forcedElsewhere(gen, id) }), nil, true
-		}
-		s.delivered(m.Channel, m.Payload)
-	}
-	return after, moved, true
-}
-
-// forced reports the generation and the hold id of a message on the
-// Client's own channel that says a force release removed them (see
-// force_tell in force_common.lua): the hold ends at once, once s.mu is
-// released, where it would learn it at its next renewal. s.mu is held.
-func (s *subscriber) forced(m *redis.Message) (gen, id string, ok bool) {
-	if s.presence == nil || m.Channel != s.presence.name {
-		return "", "", false
-	}
-	rest, ok := strings.CutPrefix(m.Payload, forcedPrefix)
-	if !ok {
-		return "", "", false
-	}
-	gen, id, ok = strings.Cut(rest, " ")
-	return gen, id, ok
-}
-
-// chain returns a func that runs first (when not nil), then then.
-func chain(first, then func()) func() {
-	if first == nil {
-		return then
-	}
-	return func() { first(); then() }
-}
-
-// confirmed handles the confirmation of a subscribe. s.mu is held.
-func (s *subscriber) confirmed(sh *shard, channel string) {
-	if n := sh.inflight[channel]; n > 1 {
-		sh.inflight[channel] = n - 1
-		return // a later subscribe of the same channel is still in flight
-	}
-	delete(sh.inflight, channel)
-	st := sh.chans[channel]
-	if st == nil {
-		// Left meanwhile. Unless an unsubscribe is on its way, send one:
-		// nothing stays subscribed that nobody waits on.
-		if sh.leaving[channel] == 0 {
-			s.queue(sh, outCmd{unsub: true, chans: []string{channel}})
-		}
-		return
-	}
-	st.confirmed = true
-	st.confirmedAt = time.Now()
-	s.wakeEveryone(st)
-}
-
-// unsubscribed handles an unsubscribe confirmation or push and reports
-// whether Redis ended a subscription the shard still needs. s.mu is held.
-func (s *subscriber) unsubscribed(sh *shard, channel string) bool {
-	if n := sh.leaving[channel]; n > 0 {
-		if n == 1 {
-			delete(sh.leaving, channel)
-		} else {
-			sh.leaving[channel] = n - 1
-		}
-		return false // the answer to our own unsubscribe
-	}
-	st := sh.chans[channel]
-	if st == nil {
-		return false
-	}
-	st.confirmed = false
-	return true
-}
-
 // deliver handles an unlock message.
 func (s *subscriber) deliver(channel, payload string) {
 	s.mu.Lock()
@@ -437,39 +346,21 @@ func (s *subscriber) delivered(channel, payload string) {
 	}
 }
 
-// recheck tells the engine to check every hold at once.
-func (s *subscriber) recheck() {
-	s.rechecked.Add(1)
-	s.c.recheckHolds(recheckReason)
+func (s *subscriber) wakeOne(st *chanState) {
+	if front := st.queue.Front(); front != nil {
+		s.wake(front.Value.(*waiter))
+		return
+	}
+	st.pendingAt = time.Now()
 }
 
-// rechecks returns how many times the subscriber called recheckHolds.
-func (s *subscriber) rechecks() int64 { return s.rechecked.Load() }
-
-func (s *subscriber) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-// close ends every shard connection and wakes every waiter (they see the
-// Client closed); Close then waits for the shards' goroutines (s.wg).
-func (s *subscriber) close() {
-	s.mu.Lock()
-	s.closed = true
-	for _, st := range s.chans {
-		s.wakeEveryone(st)
+func (s *subscriber) wakeEveryone(st *chanState) {
+	for st.queue.Len() > 0 {
+		s.wake(st.queue.Front().Value.(*waiter))
 	}
-	var open []*redis.PubSub
-	for _, sh := range s.shards {
-		if sh.ps != nil {
-			open = append(open, sh.ps)
-		}
-	}
-	s.mu.Unlock()
-	for _, ps := range open {
-		_ = ps.Close()
-	}
+	// Waiters between two attempts are not queued; they see this on rearm,
+	// each of them.
+	st.allAt = time.Now()
 }
 
 // listening reports whether this Client's subscription of channel is
@@ -493,42 +384,22 @@ func (s *subscriber) channels() int {
 	return n
 }
 
-// follow keeps the waiter of a wait loop on the channel its last attempt
-// named: it joins that channel (leaving another one), re-arms on the same
-// one, or leaves when the attempt names none. It returns the waiter to sleep
-// on (nil: none, sleep on the lease alone).
-func (s *subscriber) follow(ctx context.Context, w *waiter, a attempt, spec waitSpec, tried time.Time) (*waiter, error) {
-	subs := a.subs
-	if subs == nil {
-		subs = s
+// close ends every shard connection and wakes every waiter (they see the
+// Client closed); Close then waits for the shards' goroutines (s.wg).
+func (s *subscriber) close() {
+	s.mu.Lock()
+	s.closed = true
+	for _, st := range s.chans {
+		s.wakeEveryone(st)
 	}
-	switch {
-	case a.channel == "":
-		if w != nil {
-			w.leave(false)
+	var open []*redis.PubSub
+	for _, sh := range s.shards {
+		if sh.ps != nil {
+			open = append(open, sh.ps)
 		}
-		return nil, nil
-	case w == nil || w.s != subs || w.st.name != a.channel:
-		if w != nil {
-			w.leave(false)
-		}
-		nw, err := subs.join(ctx, a.channel, spec.id, tried)
-		if err == nil && spec.stray.q != nil {
-			subs.mu.Lock()
-			nw.st.stray = spec.stray
-			subs.mu.Unlock()
-		}
-		return nw, err
 	}
-	w.rearm(tried)
-	return w, nil
-}
-
-// signal is the channel a wake-up of w arrives on (nil for no waiter, which
-// never fires).
-func (w *waiter) signal() <-chan struct{} {
-	if w == nil {
-		return nil
+	s.mu.Unlock()
+	for _, ps := range open {
+		_ = ps.Close()
 	}
-	return w.sig
 }

@@ -1,14 +1,42 @@
 package relock
 
-// The subscriber's connections: one shard per connection, its reader and
-// writer goroutines, the health check, and reconnection after a fault.
-// Cluster routing is in pubsub_cluster.go.
+// The subscriber's connection side: one shard per connection, its writer and
+// reader goroutines, the health check, the messages the reader applies, and
+// reconnection after a fault. Cluster routing is in pubsub_cluster.go; what
+// a waiter sees of the subscriber is in pubsub.go.
+//
+// One connection per shard: the only one on a single Redis (and for classic
+// pub/sub on a Cluster, where any node hears every PUBLISH), one per master
+// with sharded pub/sub on a Cluster, carrying the channels of all the slots
+// that master serves. One connection per slot would make the number of
+// connections grow with the number of locks waited on; one per master is the
+// fewest that can work, as a shard channel is only heard on its own shard.
+//
+// What the subscriber believes is always what Redis has. go-redis's PubSub
+// re-subscribes by itself after a reconnect, in one command for all channels,
+// which a Cluster refuses (CROSSSLOT) when they span slots; so the subscriber
+// never lets a PubSub live through a fault. Any error on a connection — lost,
+// silent past the health check, an error reply such as MOVED — or a
+// subscription that Redis ended by itself (the sunsubscribe a master sends
+// when it loses a slot: failover, migration) closes that PubSub. Its shard's
+// goroutine then opens a fresh one, routing every channel by the current
+// slot map (reloaded first after a redirection) and subscribing them with one
+// command per slot, never one across slots. Each confirmation wakes the
+// channel's waiters, so nothing missed meanwhile strands them. Every
+// connection loss and every re-establishment also calls the Client's
+// recheckHolds: a fault that may have cost wake-ups may have cost holds too.
+//
+// Only the shard's goroutine opens or drops its connection. Subscribe and
+// unsubscribe commands are queued under s.mu and written by the shard's
+// writer goroutine, in order, so that no go-redis call — which may dial —
+// ever runs with s.mu held.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -126,20 +154,6 @@ func (s *subscriber) queue(sh *shard, cmd outCmd) {
 	}
 }
 
-// send writes one command on ps.
-func (s *subscriber) send(ctx context.Context, ps *redis.PubSub, cmd outCmd) error {
-	switch {
-	case cmd.unsub && s.c.sharded.Load():
-		return ps.SUnsubscribe(ctx, cmd.chans...)
-	case cmd.unsub:
-		return ps.Unsubscribe(ctx, cmd.chans...)
-	case s.c.sharded.Load():
-		return ps.SSubscribe(ctx, cmd.chans...)
-	default:
-		return ps.Subscribe(ctx, cmd.chans...)
-	}
-}
-
 // write is the shard's writer: it sends the queued commands on the
 // connection they were queued for, in order, and breaks that connection if a
 // write fails.
@@ -167,6 +181,20 @@ func (s *subscriber) write(sh *shard) {
 				break
 			}
 		}
+	}
+}
+
+// send writes one command on ps.
+func (s *subscriber) send(ctx context.Context, ps *redis.PubSub, cmd outCmd) error {
+	switch {
+	case cmd.unsub && s.c.sharded.Load():
+		return ps.SUnsubscribe(ctx, cmd.chans...)
+	case cmd.unsub:
+		return ps.Unsubscribe(ctx, cmd.chans...)
+	case s.c.sharded.Load():
+		return ps.SSubscribe(ctx, cmd.chans...)
+	default:
+		return ps.Subscribe(ctx, cmd.chans...)
 	}
 }
 
@@ -228,6 +256,18 @@ func nextDelay(d time.Duration) time.Duration {
 		return reconnectMin
 	}
 	return min(2*d, reconnectMax)
+}
+
+// pause sleeps for d unless the Client closes first; it reports closing.
+func (s *subscriber) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.c.closing:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // open opens a connection to the shard's node and subscribes chans, one
@@ -325,6 +365,101 @@ func (s *subscriber) receive(sh *shard, ps *redis.PubSub) (heard bool) {
 			return heard
 		}
 	}
+}
+
+// handle applies one message of ps. It returns what to run once s.mu is
+// released, an error when Redis moved a subscription (the connection must be
+// rebuilt from the slot map), and false when ps is no longer the shard's.
+func (s *subscriber) handle(sh *shard, ps *redis.PubSub, msg any, first bool) (after func(), moved error, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || sh.ps != ps {
+		return nil, nil, false
+	}
+	if first && sh.replaced {
+		after = s.reestablished(sh)
+	}
+	switch m := msg.(type) {
+	case *redis.Subscription:
+		switch m.Kind {
+		case "subscribe", "ssubscribe":
+			s.confirmed(sh, m.Channel)
+		case "unsubscribe", "sunsubscribe":
+			if s.unsubscribed(sh, m.Channel) {
+				moved = fmt.Errorf("relock: redis ended the subscription to %q (failover or slot migration)", m.Channel)
+			}
+		}
+	case *redis.Message:
+		if gen, id, ok := s.forced(m); ok {
+			return chain(after, func() { s.c.forcedElsewhere(gen, id) }), nil, true
+		}
+		s.delivered(m.Channel, m.Payload)
+	}
+	return after, moved, true
+}
+
+// forced reports the generation and the hold id of a message on the
+// Client's own channel that says a force release removed them (see
+// force_tell in force_common.lua): the hold ends at once, once s.mu is
+// released, where it would learn it at its next renewal. s.mu is held.
+func (s *subscriber) forced(m *redis.Message) (gen, id string, ok bool) {
+	if s.presence == nil || m.Channel != s.presence.name {
+		return "", "", false
+	}
+	rest, ok := strings.CutPrefix(m.Payload, forcedPrefix)
+	if !ok {
+		return "", "", false
+	}
+	gen, id, ok = strings.Cut(rest, " ")
+	return gen, id, ok
+}
+
+// chain returns a func that runs first (when not nil), then then.
+func chain(first, then func()) func() {
+	if first == nil {
+		return then
+	}
+	return func() { first(); then() }
+}
+
+// confirmed handles the confirmation of a subscribe. s.mu is held.
+func (s *subscriber) confirmed(sh *shard, channel string) {
+	if n := sh.inflight[channel]; n > 1 {
+		sh.inflight[channel] = n - 1
+		return // a later subscribe of the same channel is still in flight
+	}
+	delete(sh.inflight, channel)
+	st := sh.chans[channel]
+	if st == nil {
+		// Left meanwhile. Unless an unsubscribe is on its way, send one:
+		// nothing stays subscribed that nobody waits on.
+		if sh.leaving[channel] == 0 {
+			s.queue(sh, outCmd{unsub: true, chans: []string{channel}})
+		}
+		return
+	}
+	st.confirmed = true
+	st.confirmedAt = time.Now()
+	s.wakeEveryone(st)
+}
+
+// unsubscribed handles an unsubscribe confirmation or push and reports
+// whether Redis ended a subscription the shard still needs. s.mu is held.
+func (s *subscriber) unsubscribed(sh *shard, channel string) bool {
+	if n := sh.leaving[channel]; n > 0 {
+		if n == 1 {
+			delete(sh.leaving, channel)
+		} else {
+			sh.leaving[channel] = n - 1
+		}
+		return false // the answer to our own unsubscribe
+	}
+	st := sh.chans[channel]
+	if st == nil {
+		return false
+	}
+	st.confirmed = false
+	return true
 }
 
 // drop ends ps, the shard's connection, after a failure its reader saw:
@@ -437,14 +572,17 @@ func (s *subscriber) reestablished(sh *shard) func() {
 	}
 }
 
-// pause sleeps for d unless the Client closes first; it reports closing.
-func (s *subscriber) pause(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-s.c.closing:
-		return true
-	case <-t.C:
-		return false
-	}
+// recheck tells the engine to check every hold at once.
+func (s *subscriber) recheck() {
+	s.rechecked.Add(1)
+	s.c.recheckHolds(recheckReason)
+}
+
+// rechecks returns how many times the subscriber called recheckHolds.
+func (s *subscriber) rechecks() int64 { return s.rechecked.Load() }
+
+func (s *subscriber) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
