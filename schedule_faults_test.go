@@ -16,6 +16,17 @@ const sampleEvery = 20 * time.Millisecond
 // resourceServer is the server each resource lives on.
 var resourceServer = map[string]int{schedule.ResA: 0, schedule.ResB: 1}
 
+// deadlockResources are a deadlock plan's, all on server 0.
+var deadlockResources = map[string]int{schedule.ResA: 0, schedule.ResD: 0, schedule.ResS: 0}
+
+// resources are the resources of the run's plan, with their servers.
+func (r *scheduleRun) resources() map[string]int {
+	if r.plan.Kind == schedule.KindDeadlock {
+		return deadlockResources
+	}
+	return resourceServer
+}
+
 // sample records, until ctx ends, which resources have a holder in Redis.
 func (r *scheduleRun) sample(ctx context.Context) {
 	tick := time.NewTicker(sampleEvery)
@@ -50,7 +61,7 @@ func (r *scheduleRun) sampleOnce(ctx context.Context) schedule.Sample {
 }
 
 func (r *scheduleRun) sampleLocks(ctx context.Context, s *schedule.Sample) {
-	for res, srv := range resourceServer {
+	for res, srv := range r.resources() {
 		if srv >= len(r.inspect) {
 			continue
 		}
@@ -113,7 +124,7 @@ func (r *scheduleRun) held(ctx context.Context, res string) (bool, error) {
 	case schedule.KindLatch:
 		return false, nil // a latch left closed is a key without a TTL
 	}
-	st, err := r.inspect[resourceServer[res]].Inspect(ctx, res)
+	st, err := r.inspect[r.resources()[res]].Inspect(ctx, res)
 	if err != nil {
 		return false, err
 	}
@@ -123,6 +134,8 @@ func (r *scheduleRun) held(ctx context.Context, res string) (bool, error) {
 	case st.FairLock != nil && len(st.FairLock.Holders) > 0:
 		return true, nil
 	case st.RWLock != nil && (len(st.RWLock.Readers) > 0 || st.RWLock.Writer != nil):
+		return true, nil
+	case st.Semaphore != nil && len(st.Semaphore.Holders) > 0: // a deadlock plan's S
 		return true, nil
 	}
 	return false, nil
@@ -243,7 +256,7 @@ func anyHeld(s schedule.Sample) bool {
 // key left (latches, tails) carries a TTL.
 func (r *scheduleRun) checkLeftover(v *schedule.Verdict) {
 	ctx := context.Background()
-	for res, srv := range resourceServer {
+	for res, srv := range r.resources() {
 		if srv >= len(r.servers) {
 			continue
 		}

@@ -41,8 +41,15 @@ type scheduleRun struct {
 	trouble   []string
 }
 
-// scheduleDeadline bounds a run: past it the judge stops the processes.
-func scheduleDeadline(size schedule.Size) time.Duration { return 3*size.Horizon + 2*schedule.Bound }
+// scheduleDeadline bounds a run: past it the judge stops the processes. A
+// deadlock plan's may wait out faults that keep detection from checking
+// (schedule.DeadlockRun).
+func scheduleDeadline(plan *schedule.Plan, size schedule.Size) time.Duration {
+	if plan.Kind == schedule.KindDeadlock {
+		return schedule.DeadlockRun
+	}
+	return 3*size.Horizon + 2*schedule.Bound
+}
 
 func newScheduleRun(t *testing.T, bin string, plan *schedule.Plan, size schedule.Size) *scheduleRun {
 	r := &scheduleRun{t: t, bin: bin, plan: plan, size: size, procs: map[string]*holderProc{}}
@@ -81,7 +88,7 @@ func (r *scheduleRun) run() *schedule.Verdict {
 	for _, f := range r.plan.Faults {
 		faults.Go(func() { r.inject(f) })
 	}
-	r.waitEnd(scheduleDeadline(r.size))
+	r.waitEnd(scheduleDeadline(r.plan, r.size))
 	faults.Wait()
 	// Every process has finished (or the run's time is up): what is still
 	// held in Redis must be freed within the bound, while the processes
@@ -93,6 +100,8 @@ func (r *scheduleRun) run() *schedule.Verdict {
 	<-sampled
 	v := r.verdict()
 	r.checkLeftover(v)
+	events, _, _ := r.judge.Snapshot()
+	v.CheckFinished(schedule.NewHistory(r.plan, events, time.Now()))
 	return v
 }
 

@@ -39,7 +39,7 @@ import (
 var (
 	scheduleLong   = flag.Bool("schedule.long", false, "TestFaultSchedule: run -schedule.runs fresh seeds and print the table")
 	scheduleSeed   = flag.Int64("schedule.seed", 0, "TestFaultSchedule: replay this seed (with -schedule.kind); with -schedule.long: the first seed")
-	scheduleKind   = flag.String("schedule.kind", "", "TestFaultSchedule: lock kind of -schedule.seed: lock, fair, rw, multi, sema or latch (default: every kind)")
+	scheduleKind   = flag.String("schedule.kind", "", "TestFaultSchedule: lock kind of -schedule.seed: lock, fair, rw, multi, sema, latch or deadlock (default: every kind)")
 	scheduleRuns   = flag.Int("schedule.runs", 40, "TestFaultSchedule: runs of -schedule.long")
 	scheduleClient = flag.String("schedule.client", "", "TestFaultSchedule: give every process this go-redis setup (default, ctxtimeout or timeouts) instead of the plan's draw")
 	scheduleDump   = flag.Bool("schedule.dump", false, "TestFaultSchedule: on a failure, print each process's log and every key left in Redis")
@@ -98,6 +98,9 @@ func TestFaultSchedule(t *testing.T) {
 			rows = append(rows, scheduleRow(v, time.Since(began)))
 			if c.kind == schedule.KindSema {
 				t.Logf("longest queue seen: %d waiters", v.MaxQueue)
+			}
+			if c.kind == schedule.KindDeadlock {
+				t.Logf("deadlocks broken: %d, longest victim wait %v", v.Deadlocks, v.MaxBreak)
 			}
 			if v.Failed() && *scheduleDump {
 				run.dump(t)

@@ -91,6 +91,8 @@ func runSchedule(planJSON, id, judgeAddr, addrs string) error {
 		return w.runSema(judgeAddr)
 	case schedule.RoleLatch:
 		return w.runLatch()
+	case schedule.RoleDeadlock:
+		return w.runDeadlock()
 	}
 	return w.run()
 }
@@ -123,8 +125,8 @@ func (w *schedWorker) open() error {
 			m := relock.NewMultiLock(c0.Lock(schedule.ResA), b)
 			w.lock = held{m.TryLock, m.Unlock, nil}
 		}
-	case schedule.RoleSema, schedule.RoleCrowd, schedule.RoleLatch:
-		// runSema and runLatch build their own.
+	case schedule.RoleSema, schedule.RoleCrowd, schedule.RoleLatch, schedule.RoleDeadlock:
+		// runSema, runLatch and runDeadlock build their own.
 	default:
 		return fmt.Errorf("unknown role %q", w.proc.Role)
 	}

@@ -37,7 +37,7 @@ const (
 )
 
 var ruleOrder = []string{RuleUnordered, RuleUntold, RuleToken, RuleOverCapacity, RuleUnsignalled, RuleLatchOpen,
-	RuleLatchResult, RuleRefused, RuleOversleep, RuleOversleepQuiet, RuleOrphan, RuleLeftover, RuleRun}
+	RuleLatchResult, RuleRefused, RuleUnbroken, RuleOversleep, RuleOversleepQuiet, RuleOrphan, RuleLeftover, RuleRun}
 
 // Sample is what the test saw in Redis at one moment: which resources had a
 // holder. Known is false while Redis was down or being restored. For a
@@ -72,7 +72,9 @@ type Verdict struct {
 	// fault near the waiter (see QuietBound).
 	MaxQuietOversleep time.Duration
 	MaxOrphan         time.Duration
-	MaxQueue          int // the most waiters a Semaphore's samples saw queued
+	MaxQueue          int           // the most waiters a Semaphore's samples saw queued
+	Deadlocks         int           // a deadlock plan's waits that ended with ErrDeadlock
+	MaxBreak          time.Duration // the longest of those waits
 	judge.Findings
 }
 
@@ -100,6 +102,11 @@ func Check(plan *Plan, h *History, samples []Sample, pauses []Span, takenAway []
 		v.checkOversleep(plan, requeued(h.Waits, taken), samples, pauses)
 	case KindLatch:
 		v.checkLatch(plan, h.Calls, samples, pauses)
+	case KindDeadlock:
+		// Exclusive holds of A and D, and every deadlock broken. Waits are
+		// not held to Bound: a deadlock's members wait until it breaks.
+		v.checkOverlaps(h.Holds, taken)
+		v.checkDeadlockWaits(h.Calls) // and, once the run ended, CheckFinished
 	default:
 		v.checkOverlaps(h.Holds, taken)
 		v.checkTokens(h.Holds, taken)

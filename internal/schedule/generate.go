@@ -97,6 +97,9 @@ func generate(seed int64, kind string, size Size) *Plan {
 		genLatch(r, p, size)
 		drawTestFaults(r, p, size)
 		return p
+	case KindDeadlock:
+		genDeadlock(r, p, size)
+		return p
 	}
 	for i, role := range roles(kind, r) {
 		p.Procs = append(p.Procs, genProc(r, fmt.Sprintf("p%d", i+1), role, kind, size))

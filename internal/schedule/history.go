@@ -93,7 +93,7 @@ func NewHistory(plan *Plan, events []judge.Event, end time.Time) *History {
 		case judge.KindForce:
 			h.Forces = append(h.Forces, e.At)
 		case judge.KindPermits, judge.KindLatchSet, judge.KindLatchCount, judge.KindLatchDelete,
-			judge.KindLatchWait, judge.KindLatchOpen:
+			judge.KindLatchWait, judge.KindLatchOpen, CallDeadlockWait:
 			h.Calls = append(h.Calls, e)
 		case judge.KindVoid, judge.KindLockErr, judge.KindDone, judge.KindClose:
 			if e.Kind == judge.KindLockErr && strings.Contains(e.Detail, invalidArgumentText) {
@@ -118,6 +118,10 @@ func newInterval(plan *Plan, e judge.Event) Interval {
 	role := ""
 	if pr := plan.Proc(e.Proc); pr != nil {
 		role = pr.Role
+	}
+	if role == RoleDeadlock {
+		// Its enter names the exclusive resources of the pair it holds.
+		return Interval{Proc: e.Proc, Res: strings.Split(e.Detail, ","), Enter: e.At, Ended: "open"}
 	}
 	return Interval{Proc: e.Proc, Res: Resources(role), Read: role == RoleRead, Token: e.Token,
 		Owner: e.Detail, Enter: e.At, Ended: "open"}

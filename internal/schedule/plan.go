@@ -21,10 +21,13 @@ const (
 	KindMulti = "multi" // MultiLock over two redis-servers, with plain Locks on one part
 	KindSema  = "sema"  // Semaphore: holds of 1-3 permits, SetPermits, a crowd of waiters
 	KindLatch = "latch" // CountDownLatch: rounds of TrySetCount, CountDowns and Waits
+	// KindDeadlock: processes take two of Locks A and D and a Semaphore S,
+	// in orders that deadlock; detection breaks them (generate_deadlock.go).
+	KindDeadlock = "deadlock"
 )
 
 // Kinds lists every kind, in the order the short run takes them.
-var Kinds = []string{KindLock, KindFair, KindRW, KindMulti, KindSema, KindLatch}
+var Kinds = []string{KindLock, KindFair, KindRW, KindMulti, KindSema, KindLatch, KindDeadlock}
 
 // Roles: what one process takes.
 const (
@@ -39,6 +42,9 @@ const (
 	// one permit of Semaphore A once: a queue of many waiters.
 	RoleCrowd = "crowd"
 	RoleLatch = "latch" // CountDownLatch rounds: its TrySetCount, CountDowns and Waits
+	// RoleDeadlock takes each hold's Pair: the first, then the second
+	// while it keeps the first.
+	RoleDeadlock = "deadlock"
 )
 
 // Resource names. A lives on server 0, B on server 1.
@@ -111,11 +117,13 @@ const ShortTimeout = 200 * time.Millisecond
 // Hold is one acquisition: TryLock with Lease (0: the watchdog's), stay
 // inside for Hold, Unlock, then pause Think before the next. Permits is the
 // number of permits of a Semaphore hold. Nest, when set, is a second hold
-// taken inside this one (see Nest).
+// taken inside this one (see Nest). Pair is the resources a RoleDeadlock
+// hold takes, in order.
 type Hold struct {
 	Lease, Hold, Think time.Duration
-	Permits            int   `json:",omitempty"`
-	Nest               *Nest `json:",omitempty"`
+	Permits            int      `json:",omitempty"`
+	Nest               *Nest    `json:",omitempty"`
+	Pair               []string `json:",omitempty"`
 }
 
 // Nest is a hold taken on the context of another, at once after entering
@@ -326,6 +334,13 @@ func describeExtra(b *strings.Builder, pr Proc) {
 		if h.Permits > 0 {
 			fmt.Fprintf(b, " [%d]", h.Permits)
 		}
+	}
+	if pr.Role == RoleDeadlock {
+		var pairs []string
+		for _, h := range pr.Holds {
+			pairs = append(pairs, strings.Join(h.Pair, ">"))
+		}
+		fmt.Fprintf(b, "\n     takes %s", strings.Join(pairs, " "))
 	}
 	if pr.Crowd > 0 {
 		fmt.Fprintf(b, "\n     a crowd of %d waiters over %d Clients", pr.Crowd, pr.CrowdClients)
