@@ -14,10 +14,10 @@ const CallDeadlockWait = "deadlock-wait"
 
 // Outcomes of a CallDeadlockWait.
 const (
-	WaitGranted  = "granted"  // it got the second resource
-	WaitVictim   = "victim"   // ErrDeadlock: detection chose it
-	WaitBound    = "bound"    // it reached DeadlockWait: a deadlock not broken
-	WaitFailed   = "failed"   // another error: a fault, the run's stop
+	WaitGranted  = "granted" // it got the second resource
+	WaitVictim   = "victim"  // ErrDeadlock: detection chose it
+	WaitBound    = "bound"   // it reached DeadlockWait: a deadlock not broken
+	WaitFailed   = "failed"  // another error: a fault, the run's stop
 	RuleUnbroken = "deadlock not broken"
 )
 
