@@ -31,7 +31,11 @@ import (
 // of used permits to theirs. -schedule.kind=latch plays rounds of a
 // CountDownLatch: TrySetCount, CountDowns and Waits from every process;
 // no Wait returns nil without its CountDowns, none sleeps past the bound
-// once its latch is gone (checkLatch).
+// once its latch is gone (checkLatch). -schedule.kind=deadlock has four
+// processes take two of Locks A and D and a Semaphore S of two permits in
+// drawn orders, keeping the first while they wait for the second: no
+// overlap on A or D, no wait reaching schedule.DeadlockWait (a deadlock not
+// broken), every process done within schedule.DeadlockRun.
 //
 // go test runs the CI seeds; -schedule.long runs many fresh ones and prints
 // the table RELIABILITY.md shows; -schedule.seed and -schedule.kind replay
@@ -64,6 +68,9 @@ var (
 // waiting 18-22 s) failed before the Semaphore and latch fixes. lock/302 (bugs 1 and 2 on the code before
 // the fixes) was dropped when the stale-grant aim changed its plan, to keep
 // the run near a minute; its new plan passes on the fixed code.
+// deadlock/490100 (four processes taking two of Locks A, D and a
+// Semaphore S of two permits) left a deadlock through both holders of S
+// unbroken for 20 s on the search before issue 49's fix.
 var scheduleCISeeds = []scheduleCase{
 	{schedule.KindLock, 1006},
 	{schedule.KindFair, 101},
@@ -76,6 +83,7 @@ var scheduleCISeeds = []scheduleCase{
 	{schedule.KindLatch, 13},
 	{schedule.KindSema, 19},
 	{schedule.KindLatch, 14},
+	{schedule.KindDeadlock, 490100},
 }
 
 type scheduleCase struct {
