@@ -314,7 +314,7 @@ func wrapRedis(op string, err error) error {
 	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClientClosed) {
 		return err
 	}
-	return fmt.Errorf("relock: %s: %w", op, refusal(unavailable(err)))
+	return fmt.Errorf("relock: %s: %w", op, unavailable(err))
 }
 
 func (c *Client) isCluster() bool {

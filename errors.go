@@ -66,13 +66,16 @@ func (e *ReleaseError) Error() string {
 
 func (e *ReleaseError) Unwrap() error { return e.Err }
 
-// unavailable marks an error that came without a reply from Redis (network,
-// timeout, no connection free in go-redis's pool) as ErrUnavailable, keeping
-// the cause for errors.Is/As.
+// unavailable marks an error by which Redis, not the lock, made a request
+// fail as ErrUnavailable, keeping the cause for errors.Is/As: no reply came
+// (network, timeout, no connection free in go-redis's pool), or Redis
+// refused the request (refusal). Any other error is returned as it is.
 func unavailable(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) ||
-		!outcomeUnknown(err) && !errors.Is(err, redis.ErrPoolTimeout) {
+	switch {
+	case err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled):
 		return err
+	case outcomeUnknown(err) || errors.Is(err, redis.ErrPoolTimeout):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	return refusal(err)
 }

@@ -33,7 +33,7 @@ func (c *Client) noteFault(err error) {
 	}
 	var reply redis.Error
 	if errors.As(err, &reply) {
-		if redis.HasErrorPrefix(err, "LOADING") || redis.HasErrorPrefix(err, "READONLY") || redis.HasErrorPrefix(err, "MASTERDOWN") {
+		if r := refusedBy(err); r != nil && r.forgets {
 			c.recheckHolds(reply.Error())
 		}
 		return // a server answered: the topology is not the problem
@@ -48,8 +48,11 @@ func (c *Client) noteFault(err error) {
 }
 
 // transient reports whether an attempt that failed with err may succeed if
-// simply made again: the network failed, or the server is between roles
-// (loading, failing over, a replica not yet promoted).
+// simply made again: no reply came (the network failed), or Redis refused
+// it for a state it leaves by itself (refusedBy: busy with a script, out
+// of memory, between roles, resharding). Every path that retries asks
+// here: a waiter's attempt (ride), a release or a queue's leave retried in
+// the background (retryUntil).
 func transient(err error) bool {
 	switch {
 	case errors.Is(err, redis.ErrClosed), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrClientClosed), errors.Is(err, ErrUpgrade),
@@ -60,12 +63,8 @@ func transient(err error) bool {
 	if !errors.As(err, &reply) {
 		return true
 	}
-	for _, prefix := range []string{"LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
-		if redis.HasErrorPrefix(err, prefix) {
-			return true
-		}
-	}
-	return false
+	r := refusedBy(err)
+	return r != nil && r.passes
 }
 
 // noteDial keeps the last dial error the Client's requests got (see
