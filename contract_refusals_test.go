@@ -241,26 +241,40 @@ func TestContractReshard(t *testing.T) {
 		rdb.AddHook(seen)
 		c := relock.New(rdb, append(opts, relock.WithLogger(quietLogger()))...)
 		t.Cleanup(func() { _ = c.Close() })
+		// Warm: the slot map and the first connections, before a lease
+		// is timed.
+		_, err := c.Lock("warm").IsLocked(context.Background())
+		require.NoError(t, err)
 		return c
 	}
-	t.Run("kinds", func(t *testing.T) {
-		for _, k := range contractKinds {
-			for _, sc := range []struct {
-				name         string
-				redirects    bool
-				leaseRunsOut bool // else the holder releases during the reshard
-			}{{"ReleaseRedirected", true, false}, {"Release", false, false}, {"Wait", false, true}} {
+	// The cases run nine at a time, each on a slot of its own: most of a
+	// case is the reshard's time, and -parallel (2 on CI) would run them
+	// in turn.
+	var wg sync.WaitGroup
+	turns := make(chan struct{}, 9)
+	for _, k := range contractKinds {
+		for _, sc := range []struct {
+			name         string
+			redirects    bool
+			leaseRunsOut bool // else the holder releases during the reshard
+		}{{"ReleaseRedirected", true, false}, {"Release", false, false}, {"Wait", false, true}} {
+			if sc.leaseRunsOut && leasedAcquire(k.open(relock.New(nil), "probe")) == "" {
+				continue // a latch takes no lease: its waiter meets the move in Release
+			}
+			wg.Go(func() {
+				turns <- struct{}{}
+				defer func() { <-turns }()
 				t.Run(k.name+"/"+sc.name, func(t *testing.T) {
-					t.Parallel()
 					waiting := make(chan struct{}, 1)
 					w := newClient(t, sc.redirects, relock.WithObserver(&relock.Observer{
 						WaitStarted: func(context.Context, relock.LockInfo) { waiting <- struct{}{} },
 					}))
 					runReshard(t, cl, k, newClient(t, sc.redirects), w, waiting, sc.leaseRunsOut)
 				})
-			}
+			})
 		}
-	})
+	}
+	wg.Wait()
 	t.Logf("replies that reached relock: %v", seen.codes())
 	for _, code := range []string{"TRYAGAIN", "ASK", "MOVED"} {
 		assert.Positive(t, seen.count(code), "no %s reached relock", code)
@@ -268,8 +282,14 @@ func TestContractReshard(t *testing.T) {
 }
 
 // reshardLease is the lease of a holder whose lease runs out during the
-// reshard, so that the waiter's next attempt meets it.
-const reshardLease = 400 * time.Millisecond
+// reshard, so that the waiter's next attempt meets it; long enough for the
+// waiter to start waiting and the move to begin on a loaded machine.
+// reshardWindow is how long the move is under way after the release or
+// the lease's end.
+const (
+	reshardLease  = 3 * time.Second
+	reshardWindow = 500 * time.Millisecond
+)
 
 // runReshard has h hold kind k's name and w wait for it, moves the name's
 // slot to another master, and has h release (or its lease run out) while
@@ -290,12 +310,9 @@ func runReshard(t *testing.T, cl *redistest.Cluster, k contractKind, h, w *reloc
 		slotOf = "{" + name + ":a}"
 	}
 	var held context.Context
+	windowEnd := time.Now().Add(reshardLease + reshardWindow)
 	if leaseRunsOut {
-		try := leasedAcquire(blocker(h, name))
-		if try == "" {
-			t.Skipf("%s takes no lease", k.name)
-		}
-		r := contractCall(blocker(h, name), try, ctx, 0, reshardLease)
+		r := contractCall(blocker(h, name), leasedAcquire(blocker(h, name)), ctx, 0, reshardLease)
 		require.NoError(t, r.err)
 		held = r.hctx
 	} else {
@@ -313,9 +330,10 @@ func runReshard(t *testing.T, cl *redistest.Cluster, k contractKind, h, w *reloc
 	if leaseRunsOut {
 		released <- nil
 	} else {
+		windowEnd = time.Now().Add(reshardWindow)
 		go func() { released <- reshardRelease(blocker(h, name), held) }()
 	}
-	time.Sleep(2 * reshardLease) // the move under way: the lease runs out, a retry meets it
+	time.Sleep(time.Until(windowEnd)) // the move under way: a release, or the lease's end and the retry after it, meets it
 	require.NoError(t, move.Finish(ctx))
 	finished := time.Now()
 	if err := <-released; err != nil { // else the release got through the move

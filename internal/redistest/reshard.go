@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A SlotMove is a reshard of one hash slot from its master to another, in
@@ -40,7 +43,7 @@ func (c *Cluster) BeginMove(ctx context.Context, key string) (*SlotMove, error) 
 	if m.To == nil {
 		return nil, fmt.Errorf("no other master to move the slot of %q to", key)
 	}
-	src, dst := from.Client(), m.To.Client()
+	src, dst := from.Client(slowReplies), m.To.Client(slowReplies)
 	defer src.Close()
 	defer dst.Close()
 	if m.Slot, err = src.ClusterKeySlot(ctx, key).Result(); err != nil {
@@ -63,7 +66,7 @@ func (c *Cluster) BeginMove(ctx context.Context, key string) (*SlotMove, error) 
 
 // migrateKeys moves every key the slot still has on its old master.
 func (m *SlotMove) migrateKeys(ctx context.Context) error {
-	src := m.From.Client()
+	src := m.From.Client(slowReplies)
 	defer src.Close()
 	for {
 		keys, err := src.ClusterGetKeysInSlot(ctx, int(m.Slot), 100).Result()
@@ -98,7 +101,7 @@ func (m *SlotMove) Finish(ctx context.Context) error {
 		}
 	}
 	for _, s := range order {
-		rdb := s.Client()
+		rdb := s.Client(slowReplies)
 		err := rdb.Do(ctx, "CLUSTER", "SETSLOT", m.Slot, "NODE", m.toID).Err()
 		_ = rdb.Close()
 		if err != nil {
@@ -107,3 +110,7 @@ func (m *SlotMove) Finish(ctx context.Context) error {
 	}
 	return nil
 }
+
+// slowReplies lets a MIGRATE, which blocks its server for the transfer,
+// wait behind the others of a test that moves many slots at once.
+func slowReplies(o *redis.Options) { o.ReadTimeout = 10 * time.Second }
