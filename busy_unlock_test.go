@@ -33,7 +33,7 @@ func TestUnlockRefusedBusyIsRetriedUntilTheLockIsFree(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return w.SubscribedChannels() == 1 }, 5*time.Second, 5*time.Millisecond)
 
-	scriptEnded := busyFor(t, srv, time.Second)
+	scriptEnded, _ := busyFor(t, srv, time.Second)
 	err = h.Lock("busy").Unlock(held)
 	assert.ErrorIs(t, err, relock.ErrNotConfirmed)
 	assert.ErrorIs(t, err, relock.ErrUnavailable)

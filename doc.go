@@ -57,16 +57,21 @@
 // the end of its wait), plus scheduling and at most 50 ms for a waiter
 // leaving a queue, whatever Redis does. It fails with ErrNotObtained, also
 // wrapping context.Cause(ctx) when the context ended and ErrUnavailable
-// when Redis was the reason, holding nothing: a request cut short is undone
-// in the background, before the owner's next call on that lock. Without a
-// deadline, an acquire returns its first attempt's failure, bounded by
-// go-redis's own timeouts; a refused connection fails at once.
+// when Redis was the reason (no reply, or a refusal that says nothing
+// about the lock: OOM, BUSY, READONLY, LOADING, MASTERDOWN, CLUSTERDOWN,
+// TRYAGAIN, or ASK and MOVED once go-redis's redirects ran out), holding
+// nothing: a request cut short is undone in the background, before the
+// owner's next call on that lock. Without a deadline, an acquire returns its first attempt's failure, bounded by
+// go-redis's own timeouts; a refused connection fails at once. A waiter
+// rides out such a refusal, retrying with backoff until its wait ends, as
+// it rides out a network fault.
 //
 // Unlock and Release work with a cancelled context and return within the
 // unlock timeout (WithUnlockTimeout, default 1 s); a release Redis did not
-// confirm by then returns ErrNotConfirmed and ErrUnavailable, ends the hold
-// for the caller, and is retried until confirmed, the lease ends or
-// Close tries it once more. They run the release on the caller's goroutine
+// confirm by then, or refused for Redis's own state, returns
+// ErrNotConfirmed and ErrUnavailable, ends the hold for the caller, and is
+// retried with backoff until confirmed, the lease ends or Close tries it
+// once more. They run the release on the caller's goroutine
 // when go-redis itself ends it by then: a client with
 // ContextTimeoutEnabled, or one whose WriteTimeout + ReadTimeout is at most
 // half the unlock timeout. On the latter, a connection go-redis opens for
