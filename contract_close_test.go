@@ -179,3 +179,61 @@ func TestContractCallsThatNeedTheHoldNameAnOwnerlessContext(t *testing.T) {
 		assert.True(t, needs[m], "%s is among them", m)
 	}
 }
+
+// An acquire with a context that never ends whose request is in flight when
+// Close begins (its reply delayed 100 ms) is not obtained either, for every
+// kind: it returns ErrNotObtained and ErrClientClosed once its reply is in,
+// having released what the request took (nothing of the Client is left).
+func TestContractCloseEndsAnUnboundedAcquireInFlight(t *testing.T) {
+	srv := redistest.Start(t)
+	faults := redistest.NewConnFaults()
+	rdb := srv.Client()
+	rdb.AddHook(faults)
+	sent := &sendCounter{}
+	rdb.AddHook(sent)
+	c := relock.New(rdb, relock.WithLogger(quietLogger()))
+	faults.SetDelay(redistest.CommandConn, 100*time.Millisecond)
+	got := map[string]chan error{}
+	for _, k := range contractKinds {
+		if k.name == "CountDownLatch" { // a free latch's Wait returns at once
+			continue
+		}
+		v := k.open(c, "unbounded:"+k.name)
+		done := make(chan error, 1)
+		got[k.name] = done
+		go func() { done <- contractCall(v, blockingAcquire(v), context.Background(), 0, 0).err }()
+	}
+	require.Eventually(t, func() bool { return sent.n.Load() >= int64(len(got)) }, 5*time.Second, time.Millisecond,
+		"every acquire's request is out")
+	closed := time.Now()
+	require.NoError(t, c.Close())
+	for name, done := range got {
+		select {
+		case err := <-done:
+			assert.ErrorIs(t, err, relock.ErrNotObtained, "%s", name)
+			assert.ErrorIs(t, err, relock.ErrClientClosed, "%s", name)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s's acquire did not return after Close", name)
+		}
+	}
+	t.Logf("every acquire returned %v after Close began", time.Since(closed))
+	requireNothingOf(t, srv.Client(), c.ID(), 5*time.Second)
+}
+
+// sendCounter is a go-redis hook that counts the commands and pipelines
+// sent.
+type sendCounter struct{ n atomic.Int64 }
+
+func (s *sendCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *sendCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		s.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (s *sendCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		s.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
