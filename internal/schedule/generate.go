@@ -73,6 +73,37 @@ func drawNests(seed int64, p *Plan) {
 			pr.Holds[j].Nest = n
 		}
 	}
+	aimAtLongerReentry(r, p)
+}
+
+// aimAtLongerReentry sets up, in half the plans of the kinds that take
+// nests, the window of issue 49's first item: a holder H whose holds take a
+// short lease and re-enter on the watchdog's (the hold's lease in Redis is
+// then 30 s, and waiters are told so), and a waiter W whose lease is longer
+// than H's own but far below 30 s, and whose holds outlast it: H's release
+// hands the lock to W, W's lease runs out inside its hold with nothing
+// published, and the waiters behind must not sleep on H's 30 s.
+func aimAtLongerReentry(r *rand.Rand, p *Plan) {
+	var fit []int
+	for i, pr := range p.Procs {
+		if pr.Role != RoleRead && pr.Role != RolePart && pr.Role != RoleSema && pr.Role != RoleCrowd && pr.Role != RoleLatch {
+			fit = append(fit, i)
+		}
+	}
+	if len(fit) < 2 || r.IntN(2) == 0 {
+		return
+	}
+	hi := r.IntN(len(fit))
+	h, w := fit[hi], fit[(hi+1+r.IntN(len(fit)-1))%len(fit)]
+	leaseH := pick(r, []time.Duration{150 * time.Millisecond, 200 * time.Millisecond})
+	for j := range p.Procs[h].Holds {
+		p.Procs[h].Holds[j].Lease, p.Procs[h].Holds[j].Nest = leaseH, &Nest{}
+	}
+	for j := range p.Procs[w].Holds {
+		hd := &p.Procs[w].Holds[j]
+		hd.Lease, hd.Nest = 2*leaseH, nil
+		hd.Hold = max(hd.Hold, 3*leaseH)
+	}
 }
 
 // drawClients gives each process of p a go-redis client setup, from a
