@@ -57,9 +57,7 @@ func drawNests(seed int64, p *Plan) {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x4e57))
 	for i := range p.Procs {
 		pr := &p.Procs[i]
-		switch pr.Role {
-		case RoleLock, RoleFair, RoleWrite, RoleRead, RoleMulti, RolePart:
-		default:
+		if !nests(pr.Role) {
 			continue
 		}
 		for j := range pr.Holds {
@@ -76,6 +74,15 @@ func drawNests(seed int64, p *Plan) {
 	aimAtLongerReentry(r, p)
 }
 
+// nests reports whether a process of role takes nested holds.
+func nests(role string) bool {
+	switch role {
+	case RoleLock, RoleFair, RoleWrite, RoleRead, RoleMulti, RolePart:
+		return true
+	}
+	return false
+}
+
 // aimAtLongerReentry sets up, in half the plans of the kinds that take
 // nests, the window of issue 49's first item: a holder H whose holds take a
 // short lease and re-enter on the watchdog's (the hold's lease in Redis is
@@ -86,7 +93,7 @@ func drawNests(seed int64, p *Plan) {
 func aimAtLongerReentry(r *rand.Rand, p *Plan) {
 	var fit []int
 	for i, pr := range p.Procs {
-		if pr.Role != RoleRead && pr.Role != RolePart && pr.Role != RoleSema && pr.Role != RoleCrowd && pr.Role != RoleLatch {
+		if nests(pr.Role) && pr.Role != RoleRead && pr.Role != RolePart {
 			fit = append(fit, i)
 		}
 	}
