@@ -44,7 +44,7 @@ func (c *Client) FairLock(name string) *FairLock {
 	l := &FairLock{}
 	if l.init(c, name) {
 		l.keys = fairKeysOf(l.ks)
-		l.keys.waitChannel = l.keys.hash + ":w:" + c.id
+		l.keys.waitChannel = handOverChannel(l.keys.hash, c.id)
 		l.hash = &l.keys.hash
 	}
 	return l

@@ -19,7 +19,7 @@ func summarizeLock(st *inspect.State) (inspect.Summary, bool) { return lockView(
 
 func lockChannels(ks keyspace, ch *inspect.Channels) {
 	k := lockKeysOf(ks)
-	ch.Lock, ch.LockHandOverPrefix = k.channel, k.hash+":w:"
+	ch.Lock, ch.LockHandOverPrefix = k.channel, handOverPrefix(k.hash)
 }
 
 func lockRows(st *inspect.State) []kinds.Row { return lockView(st).rows() }
@@ -57,7 +57,7 @@ func summarizeFair(st *inspect.State) (inspect.Summary, bool) { return fairView(
 
 func fairChannels(ks keyspace, ch *inspect.Channels) {
 	k := fairKeysOf(ks)
-	ch.Fair, ch.FairHandOverPrefix = k.channel, k.hash+":w:"
+	ch.Fair, ch.FairHandOverPrefix = k.channel, handOverPrefix(k.hash)
 }
 
 func fairRows(st *inspect.State) []kinds.Row { return fairView(st).rows() }
@@ -102,7 +102,7 @@ func summarizeRW(st *inspect.State) (inspect.Summary, bool) {
 
 func rwChannels(ks keyspace, ch *inspect.Channels) {
 	k := rwKeysOf(ks)
-	ch.RWRead, ch.RWHandOverPrefix = k.readCh, k.hash+":w:"
+	ch.RWRead, ch.RWHandOverPrefix = k.readCh, handOverPrefix(k.hash)
 }
 
 func rwRows(st *inspect.State) []kinds.Row {

@@ -103,7 +103,7 @@ func summarizeSema(st *inspect.State) (inspect.Summary, bool) {
 }
 
 func semaChannels(ks keyspace, ch *inspect.Channels) {
-	ch.SemaphoreHandOverPrefix = ks.key("sema") + ":w:"
+	ch.SemaphoreHandOverPrefix = handOverPrefix(ks.key("sema"))
 }
 
 // semaRows: HOLDS is a hold's permits, of the Semaphore's.

@@ -60,3 +60,12 @@ func slotOf(key string) int {
 	}
 	return int(crc) % 16384
 }
+
+// handOverPrefix begins the names of the channels on which releases of the
+// lock whose hash key is hash hand it, or wake-ups, over to one Client's
+// waiters; handOverChannel is the one of the Client with id clientID. The
+// scripts spell the same name, <hash>:w:<client id> (listener_common.lua,
+// sema_common.lua), and inspect.Channels reports the prefix.
+func handOverPrefix(hash string) string { return hash + ":w:" }
+
+func handOverChannel(hash, clientID string) string { return handOverPrefix(hash) + clientID }

@@ -51,7 +51,7 @@ func (c *Client) Lock(name string) *Lock {
 	l := &Lock{}
 	if l.init(c, name) {
 		l.keys = lockKeysOf(l.ks)
-		l.keys.waitChannel = l.keys.hash + ":w:" + c.id
+		l.keys.waitChannel = handOverChannel(l.keys.hash, c.id)
 		l.hash = &l.keys.hash
 	}
 	return l

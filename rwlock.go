@@ -39,7 +39,7 @@ func (c *Client) RWLock(name string) *RWLock {
 	l := &RWLock{}
 	if l.init(c, name) {
 		l.keys = rwKeysOf(l.ks)
-		l.keys.waitChannel = l.keys.hash + ":w:" + c.id
+		l.keys.waitChannel = handOverChannel(l.keys.hash, c.id)
 	}
 	return l
 }

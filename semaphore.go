@@ -41,7 +41,7 @@ func (c *Client) Semaphore(name string, permits int) *Semaphore {
 		s.tail = s.ks.key("sema:last")
 		s.latch = s.ks.key("sema:r:last")
 		s.sets = [3]string{s.ks.key("sema:d"), s.ks.key("sema:q"), s.ks.key("sema:c")}
-		s.waitChannel = s.hash + ":w:" + c.id
+		s.waitChannel = handOverChannel(s.hash, c.id)
 	}
 	if s.err == nil {
 		s.err = checkPermits(permits)
