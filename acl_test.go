@@ -150,7 +150,7 @@ func TestLeastPrivilegeACL(t *testing.T) {
 			assert.True(t, slices.Contains(scriptCommands, cmd) || cmd == "type", "inspect calls %s", cmd)
 		}
 
-		readme, err := os.ReadFile("README.md")
+		readme, err := os.ReadFile("docs/operating.md")
 		require.NoError(t, err)
 		var line string
 		for l := range strings.Lines(string(readme)) {
@@ -158,7 +158,7 @@ func TestLeastPrivilegeACL(t *testing.T) {
 				line = l
 			}
 		}
-		require.NotEmpty(t, line, "the README shows the ACL")
+		require.NotEmpty(t, line, "docs/operating.md shows the ACL")
 		want := slices.Clone(leastPrivilege)
 		want[slices.Index(want, ">s3cret")] = ">PASSWORD"
 		assert.Equal(t, want, strings.Fields(line)[3:])

@@ -68,9 +68,9 @@ var refusals = []refusalRule{
 	{match: replyPrefixed("NOAUTH"), say: "Redis requires a password (NOAUTH): set Password (and Username) in go-redis's options"},
 	{match: replyContains("Protocol error: unauthenticated"), say: "Redis requires a password and refused a request sent without one: set Password (and Username) in go-redis's options"},
 	{match: replyPrefixed("WRONGPASS"), say: "Redis refused the username or password (WRONGPASS)"},
-	{match: replyPrefixed("NOPERM"), say: "the Redis ACL user may not run a command or use a key relock needs (NOPERM): see the README's least-privilege ACL"},
-	{match: replyContains("can't run this command or subcommand"), say: "the Redis ACL user may not run a command relock's scripts call: see the README's least-privilege ACL"},
-	{match: replyContains("ACL failure in script"), say: "the Redis ACL user may not run a command relock's scripts call: see the README's least-privilege ACL"},
+	{match: replyPrefixed("NOPERM"), say: "the Redis ACL user may not run a command or use a key relock needs (NOPERM): see the least-privilege ACL in docs/operating.md"},
+	{match: replyContains("can't run this command or subcommand"), say: "the Redis ACL user may not run a command relock's scripts call: see the least-privilege ACL in docs/operating.md"},
+	{match: replyContains("ACL failure in script"), say: "the Redis ACL user may not run a command relock's scripts call: see the least-privilege ACL in docs/operating.md"},
 
 	{match: replyWord("OOM"), say: "Redis is out of memory and refuses writes (maxmemory with noeviction)", passes: true},
 	{match: replyWord("BUSY"), say: "Redis is busy running a script or function", passes: true},

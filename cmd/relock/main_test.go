@@ -622,9 +622,9 @@ func TestCLIUsage(t *testing.T) {
 }
 
 // TestCLILeastPrivilege runs the command as a user with the README's
-// least-privilege ACL plus what the README says the CLI adds.
+// least-privilege ACL plus what docs/operating.md says the CLI adds.
 func TestCLILeastPrivilege(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/operating.md")
 	require.NoError(t, err)
 	var rules []string
 	for _, line := range strings.Split(string(readme), "\n") {
@@ -632,7 +632,7 @@ func TestCLILeastPrivilege(t *testing.T) {
 			rules = f[3:]
 		}
 	}
-	require.NotEmpty(t, rules, "README has no ACL SETUSER relock line")
+	require.NotEmpty(t, rules, "docs/operating.md has no ACL SETUSER relock line")
 	args := []any{"acl", "setuser", "relockcli"}
 	srv := redistest.Start(t)
 	for _, r := range rules {
