@@ -87,6 +87,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	if c.opts.logger == nil {
 		c.opts.logger = slog.Default()
 	}
+	if c.opts.name == "" {
+		c.opts.name = defaultName()
+	}
 	c.log = c.opts.logger.With("client", c.id)
 	c.args = c.newScriptArgs()
 	c.holds.init()
@@ -336,9 +339,11 @@ func (c *Client) refreshWithin(retryIn time.Duration) time.Duration {
 // keepPresence makes the subscriber keep a connection of this Client open
 // from its first hold on (see subscriber.keepAlive), so that a Redis restart
 // breaks it and every hold is checked at once, even while no other
-// connection is in use. One atomic load per acquisition after the first.
+// connection is in use, and writes the Client's name record (names.go).
+// One atomic load per acquisition after the first.
 func (c *Client) keepPresence() {
 	if !c.presence.Load() && c.presence.CompareAndSwap(false, true) {
 		c.subs.keepAlive()
+		c.goBackground(c.recordName)
 	}
 }

@@ -338,6 +338,9 @@ func summarize(r callResult) string {
 			fmt.Fprintf(&b, "[%v] ", e)
 		}
 	}
+	if errors.Is(r.err, relock.ErrHolderChanged) { // its text names the holder, which differs by run
+		b.WriteString("[holder changed] ")
+	}
 	if r.err != nil && !strings.Contains(b.String(), "[") {
 		fmt.Fprintf(&b, "err=%v", r.err)
 	}

@@ -162,8 +162,9 @@ func (d *deadlockWatch) check(ctx context.Context) error {
 	if cycle == nil || victim(cycle) != self.id {
 		return nil
 	}
-	c.emitDeadlock(ctx, lock, cycle)
-	return fmt.Errorf("%w: %w: %s", ErrNotObtained, ErrDeadlock, describeCycle(self.owner, cycle))
+	names := c.cycleNames(ctx, self.owner, cycle)
+	c.emitDeadlock(ctx, lock, cycle, names)
+	return fmt.Errorf("%w: %w: %s", ErrNotObtained, ErrDeadlock, describeCycle(self.owner, cycle, names))
 }
 
 // findCycle renews self's record (value) and, when search, returns the
@@ -256,15 +257,16 @@ func victim(cycle []waitRecord) string {
 	return v.id
 }
 
-// describeCycle names the cycle's waits, self's first.
-func describeCycle(self string, cycle []waitRecord) string {
+// describeCycle names the cycle's waits, self's first, each owner with its
+// Client's name when names has it.
+func describeCycle(self string, cycle []waitRecord, names map[string]string) string {
 	var b strings.Builder
-	b.WriteString("owner " + self + " is the victim of a cycle:")
+	b.WriteString("owner " + named(self, names) + " is the victim of a cycle:")
 	for i, r := range cycle {
 		if i > 0 {
 			b.WriteByte(';')
 		}
-		fmt.Fprintf(&b, " owner %s waits for %s %q", r.owner, r.lock.Kind, r.lock.Name)
+		fmt.Fprintf(&b, " owner %s waits for %s %q", named(r.owner, names), r.lock.Kind, r.lock.Name)
 	}
 	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,7 +66,7 @@ func runCycleOf(t *testing.T, srv *redistest.Server, opt relock.Option, locks, w
 				mu.Unlock()
 			},
 		}
-		clients[i] = relock.New(srv.Client(), opt, relock.WithObserver(obs))
+		clients[i] = relock.New(srv.Client(), opt, relock.WithObserver(obs), relock.WithName("proc-"+strconv.Itoa(i)))
 		t.Cleanup(func() { _ = clients[i].Close() })
 	}
 	held := make([]context.Context, n)
@@ -127,8 +128,15 @@ func TestDeadlockTwoOwnersTwoClientsLock(t *testing.T) {
 		if err != nil {
 			assert.Contains(t, err.Error(), `"dl-a"`, "the error names the cycle's locks")
 			assert.Contains(t, err.Error(), `"dl-b"`, "the error names the cycle's locks")
+			assert.Contains(t, err.Error(), "(proc-0)", "the error names each owner's Client")
+			assert.Contains(t, err.Error(), "(proc-1)", "the error names each owner's Client")
 		}
 	}
+	var names []string
+	for _, w := range run.deadlocks[0].Cycle {
+		names = append(names, w.Name)
+	}
+	assert.ElementsMatch(t, []string{"proc-0", "proc-1"}, names, "the Deadlock event names each owner's Client")
 	requireOnlyExpiringLeftovers(t, srv.Client())
 }
 

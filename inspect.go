@@ -47,6 +47,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (*inspect.State, erro
 		if err := c.addWaits(ctx, st); err != nil {
 			return nil, err
 		}
+		c.addNames(ctx, st)
 		return st, nil
 	})
 }

@@ -112,13 +112,13 @@ func rwRows(st *inspect.State) []kinds.Row {
 	}
 	var rows []kinds.Row
 	if h := rw.Writer; h != nil {
-		rows = append(rows, kinds.Row{Role: "writer", Owner: h.Owner, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Token: rw.Token, Wait: h.WaitsFor})
+		rows = append(rows, kinds.Row{Role: "writer", Owner: h.Owner, Name: h.Name, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Token: rw.Token, Wait: h.WaitsFor})
 	}
 	for _, h := range rw.Readers {
-		rows = append(rows, kinds.Row{Role: "reader", Owner: h.Owner, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Wait: h.WaitsFor})
+		rows = append(rows, kinds.Row{Role: "reader", Owner: h.Owner, Name: h.Name, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Wait: h.WaitsFor})
 	}
 	for _, w := range rw.WritersWaiting {
-		rows = append(rows, kinds.Row{Role: "writer waiting", Owner: w.Owner, Holds: "-", Expires: w.Remaining})
+		rows = append(rows, kinds.Row{Role: "writer waiting", Owner: w.Owner, Name: w.Name, Holds: "-", Expires: w.Remaining})
 	}
 	return rows
 }
@@ -181,7 +181,7 @@ func (v exclusiveView) rows() []kinds.Row {
 	}
 	rows := exclusiveRows(*v.lock)
 	for i, w := range v.queue {
-		rows = append(rows, kinds.Row{Role: queued(i), Owner: w.Owner, Holds: "-", Expires: w.Remaining})
+		rows = append(rows, kinds.Row{Role: queued(i), Owner: w.Owner, Name: w.Name, Holds: "-", Expires: w.Remaining})
 	}
 	return rows
 }
@@ -216,7 +216,7 @@ func guarded(doIf func(context.Context, ForceGuard) (bool, error)) func(context.
 func exclusiveRows(e inspect.Exclusive) []kinds.Row {
 	var rows []kinds.Row
 	for _, h := range e.Holders {
-		rows = append(rows, kinds.Row{Role: "holder", Owner: h.Owner, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Token: e.Token, Wait: h.WaitsFor})
+		rows = append(rows, kinds.Row{Role: "holder", Owner: h.Owner, Name: h.Name, Holds: strconv.Itoa(h.Count), Expires: h.Lease, Token: e.Token, Wait: h.WaitsFor})
 	}
 	return rows
 }

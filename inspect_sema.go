@@ -114,10 +114,10 @@ func semaRows(st *inspect.State) []kinds.Row {
 	}
 	var rows []kinds.Row
 	for _, h := range sm.Holders {
-		rows = append(rows, kinds.Row{Role: "holder", Owner: h.Owner, Holds: fmt.Sprintf("%d/%d", h.Count, sm.Permits), Expires: h.Lease, Wait: h.WaitsFor})
+		rows = append(rows, kinds.Row{Role: "holder", Owner: h.Owner, Name: h.Name, Holds: fmt.Sprintf("%d/%d", h.Count, sm.Permits), Expires: h.Lease, Wait: h.WaitsFor})
 	}
 	for i, w := range sm.Waiters {
-		rows = append(rows, kinds.Row{Role: queued(i), Owner: w.Owner, Holds: fmt.Sprintf("%d/%d", sm.WaiterPermits[i], sm.Permits), Expires: w.Remaining})
+		rows = append(rows, kinds.Row{Role: queued(i), Owner: w.Owner, Name: w.Name, Holds: fmt.Sprintf("%d/%d", sm.WaiterPermits[i], sm.Permits), Expires: w.Remaining})
 	}
 	return rows
 }

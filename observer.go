@@ -131,9 +131,11 @@ type DeadlockEvent struct {
 	Cycle []DeadlockWait
 }
 
-// DeadlockWait is one owner's wait in a deadlock (Owner as in Redis).
+// DeadlockWait is one owner's wait in a deadlock (Owner as in Redis; Name
+// its Client's, "" when unknown: see WithName).
 type DeadlockWait struct {
 	Owner string
+	Name  string
 	Lock  LockInfo
 }
 
@@ -231,11 +233,11 @@ func (c *Client) emitRenewed(holds, failed int, d time.Duration, err error) {
 
 // emitDeadlock reports the deadlock that the victim, waiting for lock,
 // breaks; cycle starts with the victim's own wait.
-func (c *Client) emitDeadlock(ctx context.Context, lock LockInfo, cycle []waitRecord) {
+func (c *Client) emitDeadlock(ctx context.Context, lock LockInfo, cycle []waitRecord, names map[string]string) {
 	if o := c.opts.observer; o != nil && o.Deadlock != nil {
 		ev := DeadlockEvent{LockInfo: lock, Cycle: make([]DeadlockWait, len(cycle))}
 		for i, r := range cycle {
-			ev.Cycle[i] = DeadlockWait{Owner: r.owner, Lock: r.lock}
+			ev.Cycle[i] = DeadlockWait{Owner: r.owner, Name: names[r.owner], Lock: r.lock}
 		}
 		o.Deadlock(ctx, ev)
 	}

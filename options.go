@@ -39,6 +39,8 @@ type options struct {
 	observer *Observer // WithObserver: nil off
 
 	deadlockAfter time.Duration // WithDeadlockDetection: 0 off
+
+	name string // WithName; defaultName() when the Client is made
 }
 
 func defaultOptions() options {

@@ -196,6 +196,7 @@ func (d *watchdog) tick(all bool) time.Time {
 	}
 	d.lastTick.Store(int64(time.Since(start)))
 	d.c.emitRenewed(len(items), failed, time.Since(start), firstErr)
+	d.c.recordName() // the Client holds something: its name record lives on
 	return next
 }
 

@@ -86,6 +86,10 @@ type Holder struct {
 	// Owner is the hash field of the owner: "<client id>:<n>", or the id
 	// given to relock.WithOwner.
 	Owner string
+	// Name is the name of the owner's Client (relock.WithName), "" when
+	// unknown: its Client's name record is missing, or the owner is one of
+	// WithOwner's. Read best-effort, after the state.
+	Name string
 	// Count is the owner's hold count (re-entries included); a Semaphore
 	// holder's permits.
 	Count int
@@ -115,6 +119,8 @@ type Wait struct {
 type Waiter struct {
 	// Owner is the waiting owner, as Holder.Owner.
 	Owner string
+	// Name is the name of its Client, as Holder.Name.
+	Name string
 	// Deadline is when the waiter is evicted unless it renews its claim
 	// (server clock); zero when Redis has no deadline for it.
 	Deadline time.Time

@@ -31,5 +31,5 @@ if not force_expects(KEYS[1], cur[3], ARGV[6], ARGV[7]) then
 end
 free_hold(KEYS[1], KEYS[3], nil, KEYS[1], cur, ARGV[1], ARGV[2], ARGV[3], fz_reader(KEYS[1], KEYS[2], cur[4]))
 force_record(KEYS[4], ARGV[4], {cur[1]}, ARGV[2])
-force_tell(ARGV[5], {cur[1]}, KEYS[1])
+force_tell(ARGV[5], {cur[1]}, KEYS[1], ARGV[4])
 return {cur[1]}

@@ -43,15 +43,21 @@ end
 -- an RWLock's side, "<hash>#r" or "#w"; a Semaphore's "<hash>#", which
 -- starts each of its holds' ids): one generation may name holds of several
 -- locks (a MultiLock's). Nothing is published when prefix is '' (a
--- Cluster: no Client keeps such a channel there).
-local function force_tell(prefix, gens, hold)
+-- Cluster: no Client keeps such a channel there). The Client that runs the
+-- force release (the one of its op id, op) is not told: it ends its holds
+-- on the reply (see base.forceRelease), and a message ending them sooner
+-- would cancel a ForceUnlock called with the very hold's context.
+local function force_tell(prefix, gens, hold, op)
 	if prefix == '' then
 		return
 	end
+	local self = string.match(op, '^([^:]+):')
 	for _, g in ipairs(gens) do
 		local id = string.match(g, '^([^:]+):')
-		if id then
-			redis.call('publish', prefix .. id, 'forced ' .. g .. ' ' .. hold)
+		if id and id ~= self then
+			-- pcall: a user whose ACL forbids PUBLISH (a SpinLock's, which needs
+			-- no pub/sub) still force-releases; its holders learn it later.
+			redis.pcall('publish', prefix .. id, 'forced ' .. g .. ' ' .. hold)
 		end
 	end
 end
@@ -60,9 +66,10 @@ end
 -- start with '~'.
 local function force_owners(hash)
 	local owners = {}
-	for _, f in ipairs(redis.call('hkeys', hash)) do
-		if string.sub(f, 1, 1) ~= '~' then
-			owners[#owners + 1] = f
+	local all = redis.call('hgetall', hash) -- HGETALL, not HKEYS: the ACL grants it
+	for i = 1, #all, 2 do
+		if string.sub(all[i], 1, 1) ~= '~' then
+			owners[#owners + 1] = all[i]
 		end
 	end
 	return owners

@@ -55,5 +55,5 @@ for _, owner in ipairs(owners) do
 end
 after_release(hash, st, now, env)
 force_record(KEYS[3], ARGV[5], gens, ARGV[3])
-force_tell(ARGV[6], gens, hash .. '#' .. ARGV[1])
+force_tell(ARGV[6], gens, hash .. '#' .. ARGV[1], ARGV[5])
 return gens

@@ -66,5 +66,5 @@ sema_serve(st, ARGV[1], ARGV[2], nil)
 sema_wake_head(st, ARGV[1], nil)
 sema_store(st)
 force_record(KEYS[2], ARGV[4], gens, ARGV[3])
-force_tell(ARGV[5], gens, KEYS[1] .. '#')
+force_tell(ARGV[5], gens, KEYS[1] .. '#', ARGV[4])
 return gens

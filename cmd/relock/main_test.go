@@ -119,7 +119,7 @@ func suite(t *testing.T, d deployment) {
 
 func testInspectLock(t *testing.T, d deployment) {
 	ctx := context.Background()
-	c := d.client(t)
+	c := d.client(t, relock.WithName("orders-7@host-a"))
 	name := "cli/lock-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	l := c.Lock(name)
 	outer, err := l.Lock(ctx)
@@ -133,14 +133,20 @@ func testInspectLock(t *testing.T, d deployment) {
 	tok, err := l.Token(hctx)
 	require.NoError(t, err)
 	own := owner(t, c, hctx)
+	// The Client writes its name record at its first hold, in the
+	// background.
+	require.Eventually(t, func() bool {
+		st, err := c.Inspect(ctx, name)
+		return err == nil && st.Lock != nil && st.Lock.Holders[0].Name == "orders-7@host-a"
+	}, 5*time.Second, 5*time.Millisecond)
 
 	r := d.cmd(t, "", "inspect", name)
 	require.Equal(t, 0, r.code, r.stderr)
 	t.Logf("\n%s", r.stdout)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 2)
-	assert.Regexp(t, `^KIND\s+ROLE\s+OWNER\s+HOLDS\s+EXPIRES IN\s+TOKEN$`, lines[0])
-	assert.Regexp(t, `^Lock\s+holder\s+`+own+`\s+2\s+[0-9.]+m?s\s+`+strconv.FormatInt(tok, 10)+`$`, lines[1])
+	assert.Regexp(t, `^KIND\s+ROLE\s+OWNER\s+NAME\s+HOLDS\s+EXPIRES IN\s+TOKEN$`, lines[0])
+	assert.Regexp(t, `^Lock\s+holder\s+`+own+`\s+orders-7@host-a\s+2\s+[0-9.]+m?s\s+`+strconv.FormatInt(tok, 10)+`$`, lines[1])
 	// The columns line up.
 	assert.Equal(t, strings.Index(lines[0], "OWNER"), strings.Index(lines[1], own))
 
@@ -154,6 +160,7 @@ func testInspectLock(t *testing.T, d deployment) {
 	require.NotNil(t, js.Lock)
 	require.Len(t, js.Lock.Holders, 1)
 	assert.Equal(t, own, js.Lock.Holders[0].Owner)
+	assert.Equal(t, "orders-7@host-a", js.Lock.Holders[0].Name)
 	assert.Equal(t, 2, js.Lock.Holders[0].Count)
 	assert.Greater(t, js.Lock.Holders[0].LeaseMs, int64(0))
 	assert.LessOrEqual(t, js.Lock.LeaseMs, (30 * time.Second).Milliseconds(), "the default watchdog lease")
@@ -194,11 +201,11 @@ func testInspectFair(t *testing.T, d deployment) {
 	t.Logf("\n%s", r.stdout)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 4)
-	assert.Regexp(t, `^FairLock\s+holder\s+`+owner(t, c, hctx)+`\s+1\s`, lines[1])
+	assert.Regexp(t, `^FairLock\s+holder\s+`+owner(t, c, hctx)+`\s+\S+\s+1\s`, lines[1])
 	// A FairLock waiter has no deadline of its own (a hand-over skips a
 	// waiter whose Client stopped listening): no lease, no deadline.
-	assert.Regexp(t, `^FairLock\s+queued #1\s+`+ids[0]+`:\S+\s+-\s+-\s+-$`, lines[2])
-	assert.Regexp(t, `^FairLock\s+queued #2\s+`+ids[1]+`:\S+\s+-\s+-\s+-$`, lines[3])
+	assert.Regexp(t, `^FairLock\s+queued #1\s+`+ids[0]+`:\S+\s+\S+\s+-\s+-\s+-$`, lines[2])
+	assert.Regexp(t, `^FairLock\s+queued #2\s+`+ids[1]+`:\S+\s+\S+\s+-\s+-\s+-$`, lines[3])
 
 	r = d.cmd(t, "", "--json", "inspect", name)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -243,9 +250,9 @@ func testInspectRW(t *testing.T, d deployment) {
 	r := d.cmd(t, "", "inspect", name)
 	require.Equal(t, 0, r.code, r.stderr)
 	t.Logf("\n%s", r.stdout)
-	assert.Regexp(t, `(?m)^RWLock\s+reader\s+`+owner(t, c, r1)+`\s+1\s+[0-9.]+m?s\s+-$`, r.stdout)
-	assert.Regexp(t, `(?m)^RWLock\s+reader\s+`+owner(t, c, r2)+`\s+1\s`, r.stdout)
-	assert.Regexp(t, `(?m)^RWLock\s+writer waiting\s+`+w.ID()+`:\S+\s+-\s`, r.stdout)
+	assert.Regexp(t, `(?m)^RWLock\s+reader\s+`+owner(t, c, r1)+`\s+\S+\s+1\s+[0-9.]+m?s\s+-$`, r.stdout)
+	assert.Regexp(t, `(?m)^RWLock\s+reader\s+`+owner(t, c, r2)+`\s+\S+\s+1\s`, r.stdout)
+	assert.Regexp(t, `(?m)^RWLock\s+writer waiting\s+`+w.ID()+`:\S+\s+\S+\s+-\s`, r.stdout)
 	assert.NotRegexp(t, `(?m)^RWLock\s+writer\s+[0-9a-f]{8}-`, r.stdout)
 
 	r = d.cmd(t, "", "inspect", "--json", name)
@@ -673,7 +680,7 @@ func TestCLISentinel(t *testing.T) {
 	require.NoError(t, err)
 	r := relockCmd(t, "", "--redis", "redis+sentinel://"+strings.Join(s.SentinelAddrs(), ",")+"/"+redistest.MasterName, "inspect", "cli/sentinel")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Regexp(t, `(?m)^Lock\s+holder\s+`+owner(t, c, hctx)+`\s+1\s`, r.stdout)
+	assert.Regexp(t, `(?m)^Lock\s+holder\s+`+owner(t, c, hctx)+`\s+\S+\s+1\s`, r.stdout)
 }
 
 func TestParseTarget(t *testing.T) {

@@ -37,8 +37,8 @@ func testSemaphore(t *testing.T, d deployment) {
 	t.Logf("\n%s", r.stdout)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 3)
-	assert.Regexp(t, `^Semaphore\s+holder\s+`+holder+`\s+2/3\s+[0-9.]+m?s\s+-$`, lines[1])
-	assert.Regexp(t, `^Semaphore\s+queued #1\s+\S+\s+3/3\s+[0-9.]+m?s\s+-$`, lines[2])
+	assert.Regexp(t, `^Semaphore\s+holder\s+`+holder+`\s+\S+\s+2/3\s+[0-9.]+m?s\s+-$`, lines[1])
+	assert.Regexp(t, `^Semaphore\s+queued #1\s+\S+\s+\S+\s+3/3\s+[0-9.]+m?s\s+-$`, lines[2])
 
 	r = d.cmd(t, "", "--prefix", "clisema", "--json", "inspect", name)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -85,7 +85,7 @@ func testWatchSemaphore(t *testing.T, d deployment) {
 	out, code := startWatch(t, d, "queued #1", name, "--for", "3s", "--refresh", "100ms")
 	require.NoError(t, c.Semaphore(name, 2).Release(h))
 	wctx := <-acquired
-	handed := `(?m)^-- [0-9:.]+ changed\nKIND\s+ROLE.*\nSemaphore\s+holder\s+` + owner(t, w, wctx) + `\s+1/2\s`
+	handed := `(?m)^-- [0-9:.]+ changed\nKIND\s+ROLE.*\nSemaphore\s+holder\s+` + owner(t, w, wctx) + `\s+\S+\s+1/2\s`
 	require.Eventually(t, func() bool { return regexp.MustCompile(handed).MatchString(out.String()) },
 		5*time.Second, 5*time.Millisecond, "watch shows the hand-over: %s", out.String())
 	require.NoError(t, w.Semaphore(name, 2).Release(wctx))
@@ -109,7 +109,7 @@ func testLatch(t *testing.T, d deployment) {
 	r := d.cmd(t, "", "--prefix", "clilatch", "inspect", name)
 	require.Equal(t, 0, r.code, r.stderr)
 	t.Logf("\n%s", r.stdout)
-	assert.Regexp(t, `(?m)^CountDownLatch\s+closed\s+-\s+3\s+-\s+-$`, r.stdout)
+	assert.Regexp(t, `(?m)^CountDownLatch\s+closed\s+-\s+-\s+3\s+-\s+-$`, r.stdout)
 	r = d.cmd(t, "", "--prefix", "clilatch", "--json", "inspect", name)
 	require.Equal(t, 0, r.code, r.stderr)
 	var js jsonState
@@ -131,7 +131,7 @@ func testLatch(t *testing.T, d deployment) {
 	require.NoError(t, l.CountDown(ctx))
 	assert.Equal(t, 0, <-code)
 	t.Logf("\n%s", out.String())
-	assert.Regexp(t, `(?m)^-- [0-9:.]+ changed\nKIND\s+ROLE.*\nCountDownLatch\s+closed\s+-\s+2\s`, out.String())
+	assert.Regexp(t, `(?m)^-- [0-9:.]+ changed\nKIND\s+ROLE.*\nCountDownLatch\s+closed\s+-\s+-\s+2\s`, out.String())
 
 	require.NoError(t, l.CountDown(ctx))
 	out, code = startWatch(t, d, "closed", "--prefix", "clilatch", name, "--for", "1500ms", "--refresh", "1h")

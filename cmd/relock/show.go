@@ -46,6 +46,7 @@ type jsonSema struct {
 
 type jsonHolder struct {
 	Owner    string    `json:"owner"`
+	Name     string    `json:"name,omitempty"` // its Client's (relock.WithName), when known
 	Count    int       `json:"count"`
 	LeaseMs  int64     `json:"lease_ms"`
 	WaitsFor *jsonWait `json:"waits_for,omitempty"`
@@ -61,6 +62,7 @@ type jsonWait struct {
 
 type jsonWaiter struct {
 	Owner       string     `json:"owner"`
+	Name        string     `json:"name,omitempty"`
 	Deadline    *time.Time `json:"deadline,omitempty"`
 	RemainingMs int64      `json:"remaining_ms"`
 }
@@ -100,7 +102,7 @@ type jsonSummary struct {
 func holders(hs []inspect.Holder) []jsonHolder {
 	out := make([]jsonHolder, 0, len(hs))
 	for _, h := range hs {
-		jh := jsonHolder{Owner: h.Owner, Count: h.Count, LeaseMs: h.Lease.Milliseconds()}
+		jh := jsonHolder{Owner: h.Owner, Name: h.Name, Count: h.Count, LeaseMs: h.Lease.Milliseconds()}
 		if w := h.WaitsFor; w != nil {
 			jh.WaitsFor = &jsonWait{Kind: w.Kind, Name: w.Name, Since: w.Since.UTC()}
 		}
@@ -112,7 +114,7 @@ func holders(hs []inspect.Holder) []jsonHolder {
 func waiters(ws []inspect.Waiter) []jsonWaiter {
 	out := make([]jsonWaiter, 0, len(ws))
 	for _, w := range ws {
-		jw := jsonWaiter{Owner: w.Owner, RemainingMs: w.Remaining.Milliseconds()}
+		jw := jsonWaiter{Owner: w.Owner, Name: w.Name, RemainingMs: w.Remaining.Milliseconds()}
 		if !w.Deadline.IsZero() {
 			d := w.Deadline.UTC()
 			jw.Deadline = &d
@@ -195,6 +197,15 @@ func waits(w *inspect.Wait, now time.Time) string {
 	return fmt.Sprintf("\twaits for %s %s since %s", w.Kind, printable(w.Name), max(now.Sub(w.Since), 0).Round(time.Millisecond))
 }
 
+// clientName is the NAME cell of a row: its owner's Client's name, "-"
+// when unknown (or for a row without an owner).
+func clientName(r kinds.Row) string {
+	if r.Name == "" {
+		return "-"
+	}
+	return printable(r.Name)
+}
+
 // printState prints the table of a state: one row per holder and waiter,
 // each kind's as the table of kinds says.
 func printState(w io.Writer, st *inspect.State) {
@@ -203,10 +214,10 @@ func printState(w io.Writer, st *inspect.State) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tROLE\tOWNER\tHOLDS\tEXPIRES IN\tTOKEN")
+	fmt.Fprintln(tw, "KIND\tROLE\tOWNER\tNAME\tHOLDS\tEXPIRES IN\tTOKEN")
 	for _, k := range kinds.Table {
 		for _, r := range k.Rows(st) {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\n", k.Type, r.Role, r.Owner, r.Holds, dur(r.Expires), token(r.Token), waits(r.Wait, st.ServerTime))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", k.Type, r.Role, r.Owner, clientName(r), r.Holds, dur(r.Expires), token(r.Token), waits(r.Wait, st.ServerTime))
 		}
 	}
 	_ = tw.Flush()

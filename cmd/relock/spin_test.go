@@ -26,7 +26,7 @@ func TestCLISpinLock(t *testing.T) {
 
 	r := d.cmd(t, "", "inspect", name)
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Regexp(t, `(?m)^SpinLock\s+holder\s+`+own+`\s+1\s+\S+\s+\d+$`, r.stdout)
+	assert.Regexp(t, `(?m)^SpinLock\s+holder\s+`+own+`\s+\S+\s+1\s+\S+\s+\d+$`, r.stdout)
 	r = d.cmd(t, "", "--json", "inspect", name)
 	require.Equal(t, 0, r.code, r.stderr)
 	var js jsonState

@@ -48,7 +48,7 @@ func testInspectWaits(t *testing.T, d deployment) {
 		}
 		got <- err
 	}()
-	line := regexp.MustCompile(`(?m)^Lock\s+holder\s+` + regexp.QuoteMeta(own) + `\s+1\s+\S+\s+\S+\s+waits for lock cli/w-2 since [0-9.]+m?s$`)
+	line := regexp.MustCompile(`(?m)^Lock\s+holder\s+` + regexp.QuoteMeta(own) + `\s+\S+\s+1\s+\S+\s+\S+\s+waits for lock cli/w-2 since [0-9.]+m?s$`)
 	var r result
 	ok := assert.Eventually(t, func() bool {
 		r = d.cmd(t, "", "inspect", "cli/w-1")

@@ -33,6 +33,7 @@ type Kind struct {
 // Row is one line of the inspect table. A zero Expires or Token prints "-".
 type Row struct {
 	Role, Owner, Holds string
+	Name               string // the owner's Client's name ("" : unknown)
 	Expires            time.Duration
 	Token              int64
 	Wait               *inspect.Wait // a holder's: the lock its owner waits for
