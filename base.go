@@ -196,7 +196,10 @@ func (l *exclusive) IsLocked(ctx context.Context) (bool, error) {
 	// A free Lock's hash lives on without a generation (~g): it keeps the
 	// last token and the release latch (see release_common.lua).
 	return queryBounded(l.c, ctx, "is locked", func() (bool, error) {
-		return request(l.c, "is locked", l.c.rdb.HExists(context.WithoutCancel(ctx), *l.hash, "~g").Result)
+		return request(l.c, "is locked", func() (bool, error) {
+			g, err := hashWithLayout(context.WithoutCancel(ctx), l.c.rdb, *l.hash, "~g")
+			return g != nil, err
+		})
 	})
 }
 

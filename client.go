@@ -317,6 +317,9 @@ func wrapRedis(op string, err error) error {
 	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClientClosed) {
 		return err
 	}
+	if layout := layoutRefusal(err); layout != err {
+		return fmt.Errorf("relock: %s: %w", op, layout)
+	}
 	return fmt.Errorf("relock: %s: %w", op, unavailable(err))
 }
 

@@ -82,6 +82,9 @@ func parseInspect(ks keyspace, res []any) (*inspect.State, error) {
 			v[j] = keyValue{key: ks.key(s.suffix), pttl: p.int(i + 1)}
 			if s.typ == "hash" || s.typ == "zset" {
 				v[j].fields = p.strs(i)
+				if err := hashLayout(v[j].key, v[j].fields, s.typ); err != nil {
+					return nil, err
+				}
 			} else {
 				v[j].str = p.str(i)
 			}

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // CountDownLatch is a latch, like Redisson's RCountDownLatch: TrySetCount
@@ -73,11 +72,14 @@ func (l *CountDownLatch) Count(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	n, err := queryBounded(l.c, ctx, "latch count", func() (int, error) {
-		return request(l.c, "latch count", l.c.rdb.HGet(context.WithoutCancel(ctx), l.key, "n").Int)
+		return request(l.c, "latch count", func() (int, error) {
+			v, err := hashWithLayout(context.WithoutCancel(ctx), l.c.rdb, l.key, "n")
+			if v == nil || err != nil {
+				return 0, err
+			}
+			return strconv.Atoi(v.(string))
+		})
 	})
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
 	return n, err
 }
 

@@ -1,3 +1,4 @@
+-- include: layout_common
 -- acquire_common: helpers prepended to the acquire scripts (see scripts.go).
 --
 -- The replay contract shared by every lock type: a hold is one generation,
@@ -90,9 +91,12 @@ local function replay_or_read(hash, owner, op, gen, lease, extra)
 	end
 	local cur
 	if extra then
-		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', extra)
+		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', extra, '~v')
+		layout_check(cur[7], hash)
 	else
-		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q')
+		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', '~v')
+		layout_check(cur[6], hash)
+		cur[6] = nil
 	end
 	if last_op(cur[2], cur[4]) == op then
 		-- The lease is counted from now for the caller (a waiter claiming a

@@ -43,7 +43,9 @@ end
 -- waiter may now be told this lease, and a hand-over to a shorter one must
 -- wake it).
 local function reenter_hold(hash, owner, op, gen, lease)
-	local cur = redis.call('hmget', hash, '~g', '~o', '~t', owner, '~l')
+	local cur = redis.call('hmget', hash, '~g', '~o', '~t', owner, '~l', '~v')
+	layout_check(cur[6], hash)
+	cur[6] = nil
 	if cur[1] ~= gen then
 		return {-1, 0}
 	end

@@ -21,7 +21,9 @@
 -- Idempotent: once the waiter is neither queued nor holding, it changes
 -- nothing but a hand-over that was due.
 local hash, w = KEYS[1], ARGV[2]
-local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l')
+local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~v')
+layout_check(cur[7], hash)
+cur[7] = nil
 if cur[1] == w and (ARGV[1] == '' or redis.call('hexists', hash, ARGV[1]) == 1) then
 	local holder = ARGV[1]
 	if holder == '' then

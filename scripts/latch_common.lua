@@ -1,3 +1,4 @@
+-- include: layout_common
 -- latch_common: the latch's mark, prepended to latch_count_down and
 -- latch_delete; not run on its own.
 --

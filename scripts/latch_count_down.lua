@@ -14,7 +14,9 @@
 -- Idempotent under replay while the latch is closed: an op already applied
 -- is not counted twice.
 local hash = KEYS[1]
-local n = tonumber(redis.call('hget', hash, 'n') or 0)
+local f = redis.call('hmget', hash, 'n', '~v')
+layout_check(f[2], hash)
+local n = tonumber(f[1] or 0)
 if n <= 0 then
 	return 0
 end

@@ -14,7 +14,9 @@
 -- 0 the latch was not closed (nothing changed).
 local hash = KEYS[1]
 if redis.call('exists', hash) == 1 then
-	local gen = redis.call('hget', hash, 'g') or '-'
+	local f = redis.call('hmget', hash, 'g', '~v')
+	layout_check(f[2], hash)
+	local gen = f[1] or '-'
 	redis.call('del', hash)
 	latch_mark(KEYS[3], 'x:' .. gen, ARGV[3])
 	latch_mark(KEYS[3], 'd:' .. ARGV[1], ARGV[3])

@@ -1,3 +1,4 @@
+-- include: layout_common
 -- latch_set: close a CountDownLatch with a count, unless it is closed
 -- already.
 --
@@ -12,7 +13,9 @@
 -- (the latch it set is still closed, or the mark says it has passed since);
 -- 0 the latch was already closed by another request (nothing changed).
 if redis.call('exists', KEYS[1]) == 1 then
-	if redis.call('hget', KEYS[1], 'g') == ARGV[2] then
+	local f = redis.call('hmget', KEYS[1], 'g', '~v')
+	layout_check(f[2], KEYS[1])
+	if f[1] == ARGV[2] then
 		return 1
 	end
 	return 0

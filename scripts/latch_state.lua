@@ -1,3 +1,4 @@
+-- include: layout_common
 -- latch_state: what a CountDownLatch's waiter reads at each attempt.
 --
 -- KEYS[1]  latch hash (see latch_set)
@@ -7,10 +8,12 @@
 -- Returns {count, generation, passed}: the count (0: no latch), the
 -- latch's generation ("" : none; "-" : a latch set without one), and what
 -- became of generation ARGV[1]: "o" opened, "x" deleted, "" nothing known.
-local n = redis.call('hget', KEYS[1], 'n')
+local f = redis.call('hmget', KEYS[1], 'n', 'g', '~v')
+layout_check(f[3], KEYS[1])
+local n = f[1]
 local gen = ''
 if n then
-	gen = redis.call('hget', KEYS[1], 'g') or '-'
+	gen = f[2] or '-'
 end
 local passed = ''
 if ARGV[1] ~= '' then

@@ -16,7 +16,9 @@
 -- Idempotent: once the waiter is neither queued nor holding, it changes
 -- nothing.
 local hash, w = KEYS[1], ARGV[2]
-local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~@' .. w)
+local cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~@' .. w, '~v')
+layout_check(cur[8], hash)
+cur[8] = nil
 if cur[1] == w and (ARGV[1] == '' or redis.call('hexists', hash, ARGV[1]) == 1) then
 	local holder = ARGV[1]
 	if holder == '' then

@@ -23,7 +23,9 @@ local replayed = force_replayed(KEYS[3], ARGV[4])
 if replayed then
 	return replayed
 end
-local cur = redis.call('hmget', KEYS[1], '~g', '~o', '~t', '~q', '~m', '~l')
+local cur = redis.call('hmget', KEYS[1], '~g', '~o', '~t', '~q', '~m', '~l', '~v')
+layout_check(cur[7], KEYS[1])
+cur[7] = nil
 if not cur[1] then
 	return {}
 end

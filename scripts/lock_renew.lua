@@ -14,10 +14,12 @@
 -- revive a lock that was released, nor extend a later hold of the owner.
 --
 -- A renewal longer than the hold's ~l raises it (see hand_over in
--- handover_common: ~l bounds every PTTL a waiter was told).
+-- handover_common: ~l bounds every PTTL a waiter was told). A hold whose
+-- hash has a layout this relock does not know (layout_common) is reported
+-- gone, not renewed: one refusal would fail the whole batch.
 return renew_each(2, function(hash, gen, lease)
-	local cur = redis.call('hmget', hash, '~g', '~l')
-	if cur[1] ~= gen then
+	local cur = redis.call('hmget', hash, '~g', '~l', '~v')
+	if cur[1] ~= gen or not layout_known(cur[3]) then
 		return false
 	end
 	local ms = tonumber(lease)

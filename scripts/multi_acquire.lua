@@ -22,7 +22,8 @@ local n = #KEYS
 local owner, op = ARGV[1], ARGV[2]
 local cur = {}
 for i = 1, n do
-	cur[i] = redis.call('hmget', KEYS[i], owner, '~g', '~o', '~t')
+	cur[i] = redis.call('hmget', KEYS[i], owner, '~g', '~o', '~t', '~v')
+	layout_check(cur[i][5], KEYS[i])
 end
 if last_op(cur[1][3], cur[1][2]) == op then
 	local out = {1}

@@ -1,3 +1,4 @@
+-- include: layout_common
 -- red_fence: raise one node's token of a RedLock hold to the token handed
 -- out, so that a majority of nodes knows it before it is (see redlock.go):
 -- the tail a release leaves carries it, and the next token is above it.
@@ -10,7 +11,9 @@
 -- token is now at least the given one, 0 when the hold is gone (nothing is
 -- changed: a node that no longer holds the lock must not vouch for it).
 -- Raising is idempotent, so a replay is harmless.
-if redis.call('hget', KEYS[1], '~g') ~= ARGV[1] then
+local f = redis.call('hmget', KEYS[1], '~g', '~v')
+layout_check(f[2], KEYS[1])
+if f[1] ~= ARGV[1] then
 	return 0
 end
 if tonumber(redis.call('hget', KEYS[1], '~t') or 0) < tonumber(ARGV[2]) then

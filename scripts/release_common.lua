@@ -1,3 +1,4 @@
+-- include: layout_common
 -- release_common: helpers prepended to the release scripts (see scripts.go).
 --
 -- A lock that is free keeps, for the unlock latch's time after its last
@@ -106,18 +107,23 @@ end
 -- same HMGET, at cur[9]: the queue entry the hold's Client expects at the
 -- head (see qf_reader), which saves a hand-over its second HMGET.
 local function release_hold(hash, owner, op, gen, final, tail, ahead)
-	local cur
+	local cur, v
 	if final == '1' then
 		if ahead then
-			cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~r', '~n', ahead)
+			cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~r', '~n', ahead, '~v')
+			v, cur[10] = cur[10], nil
 		elseif tail == hash then
-			cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~r', '~n')
+			cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~r', '~n', '~v')
+			v, cur[9] = cur[9], nil
 		else
-			cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~s')
+			cur = redis.call('hmget', hash, '~g', '~o', '~t', '~q', '~m', '~l', '~s', '~v')
+			v, cur[8] = cur[8], nil
 		end
 	else
-		cur = redis.call('hmget', hash, '~g', '~o', owner)
+		cur = redis.call('hmget', hash, '~g', '~o', owner, '~v')
+		v = cur[4]
 	end
+	layout_check(v, hash)
 	if cur[1] ~= gen then
 		return nil, nil
 	end

@@ -1,3 +1,4 @@
+-- include: layout_common
 -- renew_common: the batch of the renewal scripts (lock_renew, rw_renew),
 -- prepended to them; not run on its own.
 --

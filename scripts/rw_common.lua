@@ -111,6 +111,7 @@ local function scan(hash, now, evict)
 	for i = 1, #all, 2 do
 		st.f[all[i]] = all[i + 1]
 	end
+	layout_check(st.f['~v'], hash)
 	for i = 1, #all, 2 do
 		local kind, owner = string.match(all[i], '^(%a+):(.*)$')
 		if kind == 'rd' or kind == 'wd' then

@@ -16,8 +16,9 @@
 local now = now_ms()
 return renew_each(4, function(hash, gf, df, gen, lease)
 	lease = tonumber(lease)
-	local dl = tonumber(redis.call('hget', hash, df) or 0)
-	if dl <= now or redis.call('hget', hash, gf) ~= gen then
+	local f = redis.call('hmget', hash, df, gf, '~v')
+	local dl = tonumber(f[1] or 0)
+	if dl <= now or f[2] ~= gen or not layout_known(f[3]) then
 		return false
 	end
 	if lease > 0 then

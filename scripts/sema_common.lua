@@ -108,7 +108,8 @@ end
 -- anything changed, see sema_wake_head) and st.set (fields sema_store
 -- writes).
 local function sema_open(k, now)
-	local f = redis.call('hmget', k.h, '~p', '~u', '~w')
+	local f = redis.call('hmget', k.h, '~p', '~u', '~w', '~v')
+	layout_check(f[4], k.h)
 	local st = {k = k, now = now, cap = tonumber(f[1]), used = tonumber(f[2] or 0), waiters = tonumber(f[3] or 0), set = {}}
 	if st.cap then
 		if st.waiters > 0 then

@@ -11,7 +11,8 @@
 -- holds that ended and wait for their reclaim.
 local k = {h = KEYS[1], d = KEYS[2], q = KEYS[3], c = KEYS[4]}
 local now = math.floor(now_us() / 1000)
-local f = redis.call('hmget', k.h, '~p', '~u')
+local f = redis.call('hmget', k.h, '~p', '~u', '~v')
+layout_check(f[3], k.h)
 local used = tonumber(f[2] or 0)
 local ended = redis.call('zrangebyscore', k.d, '-inf', now)
 sema_each(k, ended, 'h:', function(_, vals)
