@@ -17,8 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A Client hands out locks on one Redis deployment, safe for concurrent
-// use: create one per process and share it.
+// A Client hands out locks on one Redis deployment; share one per process.
 type Client struct {
 	rdb  redis.UniversalClient
 	id   string
@@ -61,8 +60,7 @@ type Client struct {
 	workers   *workers      // run the bounded calls (workers.go)
 }
 
-// New returns a Client on rdb, any go-redis client; Close does not close it.
-// A nil rdb or an invalid option makes every call fail.
+// New returns a Client on rdb, which Close leaves open; see Client.Err.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, id: newClientID(), opts: defaultOptions(), closing: make(chan struct{})}
 	c.workers = newWorkers(c.closing)

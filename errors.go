@@ -9,8 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Sentinel errors: test with errors.Is. The package doc says which wrap
-// which.
+// Sentinel errors, for errors.Is; docs/errors.md says when each is returned.
 var (
 	ErrNotObtained     = errors.New("relock: lock not obtained")           // an acquire failed, holding nothing
 	ErrNotHeld         = errors.New("relock: lock not held by this owner") // the owner holds no hold; nothing changed
@@ -23,29 +22,21 @@ var (
 	ErrNotConfirmed    = errors.New("relock: unlock not confirmed")        // a release unconfirmed in the unlock timeout
 	ErrUnsupported     = errors.New("relock: not supported by the server") // the server lacks what an option needs
 	ErrDeadlock        = errors.New("relock: deadlock")                    // see WithDeadlockDetection
-	// ErrForceUnlocked is the cause of a hold a force release freed (see
-	// Lock.ForceUnlock); it wraps ErrLockLost.
+	// ErrForceUnlocked: a force release freed the hold; it wraps ErrLockLost.
 	ErrForceUnlocked = fmt.Errorf("%w: force-unlocked", ErrLockLost)
-	// ErrHolderChanged: a guarded force release (Lock.ForceUnlockIf) found
-	// the lock held by someone else than it expected, and freed nothing.
-	// The error is a *HolderChangedError, naming who holds it now.
+	// ErrHolderChanged: see HolderChangedError.
 	ErrHolderChanged = errors.New("relock: the lock is held by someone else than expected")
 	// ErrUpgrade: a reader of an RWLock asked for its write lock.
 	ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot take the write lock (no upgrade)")
 )
 
-// A HolderChangedError is what a guarded force release returns when the lock
-// is held, but not as its ForceGuard expects: nothing was freed. errors.Is
-// matches it with ErrHolderChanged.
+// A HolderChangedError (ErrHolderChanged) is a guarded force release that
+// found the lock held, but not as its ForceGuard expects: it freed nothing.
 type HolderChangedError struct {
 	Lock     string     // the lock's name
 	Expected ForceGuard // what the caller expected
-	// Holders are the owners that hold the lock now, as Inspect shows them
-	// (Holder.Owner).
-	Holders []string
-	// Token is the fencing token of the current hold: 0 for a read hold, a
-	// Semaphore's, or with fencing off.
-	Token int64
+	Holders  []string   // the owners holding it now (inspect.Holder.Owner)
+	Token    int64      // the current hold's fencing token (0: none)
 }
 
 func (e *HolderChangedError) Error() string {

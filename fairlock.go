@@ -5,9 +5,7 @@ import (
 	"time"
 )
 
-// FairLock is a Lock granted in request order, like Redisson's fair lock: a
-// waiter that gives up or dies leaves the queue, one whose Client lost its
-// subscription queues again, and a paused one holds the lock for its lease.
+// FairLock is a Lock granted in request order, like Redisson's fair lock.
 type FairLock struct {
 	exclusive // Name, Key and the queries
 	keys      fairKeys

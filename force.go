@@ -7,16 +7,11 @@ import (
 	"strings"
 )
 
-// A ForceGuard names the hold a guarded force release (ForceUnlockIf,
-// ForceReleaseIf) may free, as Inspect showed it to an operator: a force
-// release repeated, or run after the lock changed hands, then frees nobody
-// else.
+// A ForceGuard names the hold, seen in Inspect, that ForceUnlockIf and
+// ForceReleaseIf may free: repeated or late, they free nobody else.
 type ForceGuard struct {
-	// Owner is the holder's owner field (inspect.Holder.Owner); "" for any.
-	Owner string
-	// Token is the hold's fencing token; 0 for any. Read holds and a
-	// Semaphore's carry none: a guard of theirs names an Owner only.
-	Token int64
+	Owner string // the holder's owner (inspect.Holder.Owner); "" for any
+	Token int64  // the hold's fencing token; 0 for any (read holds and permits have none)
 }
 
 func (g ForceGuard) String() string {
@@ -54,11 +49,8 @@ func (g ForceGuard) args() (owner, token string) {
 	return g.Owner, token
 }
 
-// ForceUnlockIf is ForceUnlock guarded by g: it frees the lock only while
-// the hold is the one g names. When someone else holds it, it frees
-// nothing and returns a *HolderChangedError (ErrHolderChanged) naming the
-// holder; (false, nil) when nobody holds it. An empty guard is
-// ErrInvalidArgument.
+// ForceUnlockIf is ForceUnlock if g names the hold; else *HolderChangedError,
+// or (false, nil) if it is free. An empty g is ErrInvalidArgument.
 func (l *Lock) ForceUnlockIf(ctx context.Context, g ForceGuard) (bool, error) {
 	return l.forceUnlockIf(ctx, g, true, l.keys.hash, lockForceReleaseCall(l.c, l.keys, g))
 }

@@ -17,8 +17,7 @@ func latchInspect(key, count string) *inspect.Latch {
 	return &inspect.Latch{Key: key, Count: n}
 }
 
-// Channels returns the channels of the locks called name (for relock watch).
-// It computes them and sends nothing, so it works after Close too.
+// Channels returns the channels of the locks called name, sending nothing.
 func (c *Client) Channels(name string) (inspect.Channels, error) {
 	if err := c.queryable(); err != nil {
 		return inspect.Channels{}, err

@@ -8,9 +8,7 @@ import (
 	"time"
 )
 
-// CountDownLatch is a latch, like Redisson's RCountDownLatch: TrySetCount
-// closes it with a count, and the CountDown that takes it to 0 opens it.
-// After Close, Count still works.
+// CountDownLatch is a latch: TrySetCount closes it, CountDown to 0 opens it.
 type CountDownLatch struct {
 	base
 	key, channel, mark string
@@ -97,10 +95,8 @@ func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
 }
 
 // Wait returns nil once the latch is open, at once if it is not closed. It
-// fails with ErrLockLost when Redis lost the latch (seen within seconds of
-// Redis coming back, or after 2 minutes out of reach), and as an acquire
-// does otherwise: ErrNotObtained, with context.Cause(ctx) when ctx ended
-// and ErrClientClosed when Close ended the wait.
+// fails as an acquire does, or with ErrLockLost when Redis lost the latch
+// (seen within seconds of Redis coming back, or 2 minutes out of reach).
 func (l *CountDownLatch) Wait(ctx context.Context) error {
 	if l.err != nil {
 		return l.err

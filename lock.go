@@ -57,10 +57,7 @@ func (c *Client) Lock(name string) *Lock {
 	return l
 }
 
-// Lock blocks until the lock is acquired, ctx ends or the Client closes
-// (ErrNotObtained and ErrClientClosed, even with a context that never
-// ends), and returns the hold context; if ctx's owner holds the lock, it
-// re-enters.
+// Lock acquires or re-enters the lock and returns the hold context.
 func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
 	if l.err != nil { // base.tryLock's check, written here: one frame fewer to Redis
 		return ctx, l.err
@@ -78,20 +75,15 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.
 func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(lockScheme{l})) }
 
 // ForceUnlock frees the lock whoever holds it and hands it to the next
-// waiter (ForceUnlockIf frees only the hold an operator saw). The holder's
-// context ends with ErrForceUnlocked: at once when its Client is
-// subscribed (it keeps its own channel from its first hold on, except on a
-// Cluster), else at its next renewal or Unlock.
+// waiter. The holder's context ends with ErrForceUnlocked at once, or on a
+// Cluster, if its Client is not subscribed, at its next renewal or Unlock.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	return l.forceUnlock(ctx, ForceGuard{}, l.keys.hash, lockForceReleaseCall(l.c, l.keys, ForceGuard{}))
 }
 
-// Token returns the fencing token of ctx's hold: greater than every earlier
-// acquisition's of the name while no Redis host's clock steps back (or lags
-// its master's) by more than the time since the acquisition Redis forgot.
-// A hold whose lease has run out by the Client's clock returns ErrNotHeld,
-// even before the timer that ends its context fires (the context's Err
-// reads the lease end too).
+// Token returns the fencing token of ctx's hold, above every earlier one of
+// the name unless a Redis clock steps back (or lags its master's) by more
+// than the time since a grant Redis forgot; ErrNotHeld past the lease.
 func (l *Lock) Token(ctx context.Context) (int64, error) { return l.token(ctx, lockScheme{l}) }
 
 // lockScheme runs Lock's scripts.

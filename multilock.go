@@ -13,9 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// MultiLock holds several Locks, of one Client or several, all or none, each
-// part a hold of its Lock for the caller's owner. It takes them in a fixed
-// order and keeps none while it waits: MultiLocks never deadlock.
+// MultiLock holds Locks, of one Client or several, all or none, for the
+// caller's owner; it keeps none while it waits: MultiLocks never deadlock.
 type MultiLock struct {
 	parts  []*Lock      // sorted, without duplicates
 	groups []multiGroup // runs of parts taken in one script call, in order

@@ -7,9 +7,8 @@ import (
 )
 
 // Observer's funcs, each optional, receive what happens to a Client's locks.
-// They run synchronously, maybe under a mutex: return quickly and never
-// call the Client, nor a hold context's Err (which may end a hold whose
-// lease ran out, under the Client's lock). Per hold: Acquired (and re-entries'), then one final
+// They run synchronously, maybe under a mutex: return at once; never call the Client or a
+// hold context's Err. Per hold: Acquired (and re-entries'), then one final
 // Released or Lost; a wait: WaitStarted, Woken, then WaitEnded.
 type Observer struct {
 	Acquired              func(context.Context, AcquiredEvent) // a Lock succeeded, re-entries included

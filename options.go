@@ -103,11 +103,9 @@ func WithFencingTokens(on bool) Option {
 	}
 }
 
-// WithUnlockLatch sets how long a final Unlock is remembered (default 30 s),
-// so that go-redis resending it after a lost reply reports success. It must
-// cover go-redis's retries. Limit: a Lock or a FairLock remembers its last
-// 32 to 40 final releases, and a hold whose lease runs out takes them along;
-// an RWLock its last 64.
+// WithUnlockLatch sets how long a final Unlock is remembered (30 s), to cover
+// go-redis's retries: a resend then reports success, not ErrLockLost. Limit:
+// a Lock or FairLock remembers 32 to 40 (none past a lease), an RWLock 64.
 func WithUnlockLatch(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock latch", d); err != nil {
@@ -146,11 +144,7 @@ func WithWaiterTimeout(d time.Duration) Option {
 	}
 }
 
-// WithUnlockTimeout sets the bound of Unlock, Release and Close (1 s).
-// Unlock and Release run on the caller's goroutine, which is cheaper, when
-// the go-redis client ends a request by the bound itself: with
-// ContextTimeoutEnabled, or with WriteTimeout + ReadTimeout at most half of
-// it; otherwise on a goroutine of the Client's (see the package doc).
+// WithUnlockTimeout bounds Unlock, Release, Close (1 s; see docs/errors.md).
 func WithUnlockTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock timeout", d); err != nil {

@@ -11,11 +11,8 @@ import (
 	"time"
 )
 
-// RedLock is the Redlock algorithm over independent masters, one Client
-// each: held while a majority (Quorum) granted it within its validity. Its
-// safety rests on timing and on masters that keep their data. A master
-// whose Client was made WithReplicas counts only once its grant reached
-// those replicas.
+// RedLock is Redlock over independent masters, one Client each, held while
+// a majority (Quorum) granted it; it rests on timing and durable masters.
 type RedLock struct {
 	nodes  []*Lock
 	home   *Client
@@ -142,13 +139,9 @@ func (r *RedLock) TryLock(ctx context.Context, wait, lease time.Duration) (conte
 	return lockWith(ctx, soleOf(redScheme{r}), wait, lease)
 }
 
-// Unlock is Lock.Unlock on every master, in parallel. It ends the hold
-// whatever the masters answer, and succeeds when a majority confirmed the
-// release. It returns ErrLockLost when a majority no longer had the hold.
-// Otherwise the masters that did not confirm may still grant the hold, so
-// no other caller can reach a quorum yet: it returns ErrNotConfirmed (with
-// ErrUnavailable), and each such master is released in the background,
-// until the lease ends.
+// Unlock is Lock.Unlock on every master, in parallel: nil when a majority
+// confirmed, ErrLockLost when a majority had lost it, else ErrNotConfirmed,
+// the rest retried in the background, blocking any quorum, until the lease.
 func (r *RedLock) Unlock(ctx context.Context) error {
 	if r.err != nil {
 		return r.err

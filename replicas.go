@@ -12,21 +12,7 @@ import (
 const maxReplicas = 1000
 
 // WithReplicas makes an acquire wait, at most timeout, for n replicas to have
-// its grant, or fail with ErrNotReplicated (a failover can still lose it).
-// An acquire that fails so has taken its grant back (a re-entry keeps the
-// count it added, which the owner's last Unlock frees anyway).
-//
-// It applies to every kind that grants a hold: Lock, FairLock, both sides
-// of an RWLock, Semaphore and SpinLock. A MultiLock waits for the replicas
-// of each Client of its parts that asks for them, and fails and releases
-// every part when one group of parts was not replicated. A RedLock counts a
-// master's grant towards its quorum only once it reached the replicas that
-// master's Client asks for: a master whose WAIT falls short counts as one
-// that did not grant, and the round is retried as it would be then (so the
-// RedLock's WithNodeTimeout must cover the WAIT: Redis ends a WAIT that
-// times out at its next tick, up to 100 ms late at the default hz 10). A
-// CountDownLatch grants no hold: its count changes are not waited for, nor
-// are renewals and releases of any kind.
+// its grant, or fail with ErrNotReplicated, taken back (docs/kinds.md).
 func WithReplicas(n int, timeout time.Duration) Option {
 	return func(o *options) error {
 		if n < 0 || n > maxReplicas {

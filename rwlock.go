@@ -6,9 +6,8 @@ import (
 	"time"
 )
 
-// RWLock is a reentrant read/write lock, like Redisson's RReadWriteLock:
-// new readers queue behind a waiting writer (at most the waiter timeout
-// after it died), and a writer may downgrade to a read hold.
+// RWLock is Redisson's RReadWriteLock: new readers queue behind a waiting
+// writer (a dead one: for the waiter timeout); a writer may downgrade.
 type RWLock struct {
 	base // Name and the queries' plumbing
 	keys rwKeys

@@ -12,10 +12,8 @@ import (
 // maxPermits bounds a Semaphore's capacity: more is a bug in the caller.
 const maxPermits = 1 << 30
 
-// Semaphore is a counting semaphore, like Redisson's RSemaphore, FIFO and
-// strict as x/sync/semaphore's; each Acquire is a hold of its own, without
-// fencing token. All its users pass the same capacity: an Acquire with
-// another fails with ErrInvalidArgument while anyone holds or waits.
+// Semaphore is Redisson's RSemaphore, FIFO and strict; each Acquire is a hold
+// without token, ErrInvalidArgument with a capacity other than the one used.
 type Semaphore struct {
 	base
 	// tail keeps the force releases' answers, latch the releases' (see
@@ -150,9 +148,8 @@ func (s *Semaphore) Available(ctx context.Context) (int, error) {
 	return st.Permits - st.Used, err
 }
 
-// SetPermits changes the capacity to n in Redis and for this Semaphore,
-// whose Acquires never fail because of it; other processes must use n too.
-// An ended ctx sends nothing.
+// SetPermits sets the capacity to n in Redis and for this Semaphore (whose
+// Acquires never fail for it; others must use n). An ended ctx sends nothing.
 func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	ctx, err := s.check(ctx)
 	if err != nil {

@@ -15,20 +15,14 @@ const KindSpinLock Kind = "spinlock"
 // lease lasts longer.
 const spinEvery = 20 * time.Millisecond
 
-// SpinLock is a Lock whose waiters poll every 20 ms, without pub/sub: for
-// short holds, or a user denied pub/sub (the Client then logs a warning).
-// It is a lock of its own: a SpinLock and a Lock of the same name have
-// different keys and do not exclude each other.
+// SpinLock is a Lock whose waiters poll every 20 ms, without pub/sub, for
+// short holds or a user denied pub/sub; it is not the Lock of its name.
 type SpinLock struct {
 	exclusive // Name, Key and the queries
 	keys      lockKeys
 }
 
-// SpinLock returns the spin lock called name. The name follows Client.Lock's
-// rules, but the lock is not the Lock of that name: holding one does not
-// keep anyone out of the other. (Each has its own key because a SpinLock's
-// release, run by a user who may be denied pub/sub, must never find Lock
-// waiters to publish to.)
+// SpinLock returns the spin lock called name, as Client.Lock does.
 func (c *Client) SpinLock(name string) *SpinLock {
 	l := &SpinLock{}
 	if l.init(c, name) {
