@@ -9,13 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrIncompatibleLayout: Redis holds records of the name in a layout this
-// relock does not read, written by another version of relock (see the
-// README's "Rolling upgrades"). The script that met them refused before it
-// changed anything: nothing was read wrongly, taken or released. It is not
-// ErrUnavailable (Redis answered, and retrying does not help until the
-// records are gone or this process runs the version that wrote them); an
-// acquire that meets it also returns ErrNotObtained.
+// ErrIncompatibleLayout: Redis holds records of the name written by another
+// relock version, which this one does not read; nothing was read or changed
+// (docs/errors.md). An acquire also returns ErrNotObtained.
 var ErrIncompatibleLayout = errors.New("relock: records of a layout this relock does not read")
 
 // layoutReplyPrefix starts the error reply of a script that met a layout it

@@ -26,8 +26,7 @@ import (
 // maxClientNameLen bounds a Client's name (WithName).
 const maxClientNameLen = 128
 
-// ErrInvalidName: a name given to WithName is empty, too long, or has a
-// character outside printable ASCII or a space. It wraps ErrInvalidArgument.
+// ErrInvalidName (an ErrInvalidArgument): a bad WithName name.
 var ErrInvalidName = fmt.Errorf("%w: invalid client name", ErrInvalidArgument)
 
 // WithName sets the Client's name, shown beside its owners (default
