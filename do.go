@@ -2,8 +2,7 @@ package relock
 
 import "context"
 
-// Do locks, runs fn with the hold context and unlocks, also when fn panics.
-// When only the Unlock fails, the error is a *ReleaseError.
+// Do runs fn under the lock with the hold context, unlocking even on panic.
 func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	return doWith(ctx, l.Lock, l.Unlock, fn)
 }

@@ -30,8 +30,7 @@ var (
 	ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot take the write lock (no upgrade)")
 )
 
-// A HolderChangedError (ErrHolderChanged) is a guarded force release that
-// found the lock held, but not as its ForceGuard expects: it freed nothing.
+// HolderChangedError (ErrHolderChanged): the guard missed; nothing was freed.
 type HolderChangedError struct {
 	Lock     string     // the lock's name
 	Expected ForceGuard // what the caller expected
@@ -47,8 +46,7 @@ func (e *HolderChangedError) Error() string {
 // Is makes errors.Is(err, ErrHolderChanged) true.
 func (e *HolderChangedError) Is(target error) bool { return target == ErrHolderChanged }
 
-// ReleaseError is what Do returns when fn returned nil and only the release
-// that followed failed: fn's work is done, and must not be repeated.
+// ReleaseError is Do's error when fn succeeded and only the release failed.
 type ReleaseError struct{ Err error }
 
 func (e *ReleaseError) Error() string {

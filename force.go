@@ -7,8 +7,7 @@ import (
 	"strings"
 )
 
-// A ForceGuard names the hold, seen in Inspect, that ForceUnlockIf and
-// ForceReleaseIf may free: repeated or late, they free nobody else.
+// A ForceGuard names the one hold ForceUnlockIf or ForceReleaseIf may free.
 type ForceGuard struct {
 	Owner string // the holder's owner (inspect.Holder.Owner); "" for any
 	Token int64  // the hold's fencing token; 0 for any (read holds and permits have none)
@@ -65,8 +64,7 @@ func (l *SpinLock) ForceUnlockIf(ctx context.Context, g ForceGuard) (bool, error
 	return l.forceUnlockIf(ctx, g, true, l.keys.hash, lockForceReleaseCall(l.c, l.keys, g))
 }
 
-// ForceUnlockIf is Lock.ForceUnlockIf for the read hold of g.Owner, the
-// only one it frees (g.Token must be 0).
+// ForceUnlockIf is Lock.ForceUnlockIf for g.Owner's read hold (no Token).
 func (r *ReadLock) ForceUnlockIf(ctx context.Context, g ForceGuard) (bool, error) {
 	return r.m.forceUnlockIf(ctx, g)
 }

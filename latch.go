@@ -94,9 +94,8 @@ func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
 	return n == 1, err
 }
 
-// Wait returns nil once the latch is open, at once if it is not closed. It
-// fails as an acquire does, or with ErrLockLost when Redis lost the latch
-// (seen within seconds of Redis coming back, or 2 minutes out of reach).
+// Wait returns nil once the latch is open, at once if it is not closed; it
+// fails as an acquire does, or with ErrLockLost (docs/kinds.md: when).
 func (l *CountDownLatch) Wait(ctx context.Context) error {
 	if l.err != nil {
 		return l.err

@@ -9,9 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrIncompatibleLayout: Redis holds records of the name written by another
-// relock version, which this one does not read; nothing was read or changed
-// (docs/errors.md). An acquire also returns ErrNotObtained.
+// ErrIncompatibleLayout: Redis holds records of the name from another relock
+// version, which this one does not read; nothing changed (docs/errors.md).
 var ErrIncompatibleLayout = errors.New("relock: records of a layout this relock does not read")
 
 // layoutReplyPrefix starts the error reply of a script that met a layout it

@@ -65,8 +65,7 @@ func (l *Lock) Lock(ctx context.Context) (context.Context, error) {
 	return lockWith(ctx, soleOf(lockScheme{l}), WaitForever, 0)
 }
 
-// TryLock is Lock waiting at most wait (0: one attempt). With lease > 0 the
-// hold is not renewed and is lost after lease.
+// TryLock is Lock waiting at most wait (0: once); lease > 0: not renewed.
 func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	return l.tryLock(ctx, soleOf(lockScheme{l}), wait, lease)
 }
@@ -74,9 +73,8 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (context.
 // Unlock releases one hold of ctx's owner (ErrLockLost: it was lost).
 func (l *Lock) Unlock(ctx context.Context) error { return l.unlock(ctx, soleOf(lockScheme{l})) }
 
-// ForceUnlock frees the lock whoever holds it and hands it to the next
-// waiter. The holder's context ends with ErrForceUnlocked at once, or on a
-// Cluster, if its Client is not subscribed, at its next renewal or Unlock.
+// ForceUnlock frees the lock, whoever holds it, for the next waiter; the
+// holder's context ends with ErrForceUnlocked (when: docs/kinds.md).
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	return l.forceUnlock(ctx, ForceGuard{}, l.keys.hash, lockForceReleaseCall(l.c, l.keys, ForceGuard{}))
 }

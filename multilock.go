@@ -13,8 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// MultiLock holds Locks, of one Client or several, all or none, for the
-// caller's owner; it keeps none while it waits: MultiLocks never deadlock.
+// MultiLock holds Locks, of any Clients, all or none; it never deadlocks.
 type MultiLock struct {
 	parts  []*Lock      // sorted, without duplicates
 	groups []multiGroup // runs of parts taken in one script call, in order
@@ -105,8 +104,7 @@ func (m *MultiLock) Lock(ctx context.Context) (context.Context, error) {
 	return m.TryLock(ctx, WaitForever, 0)
 }
 
-// TryLock is Lock.TryLock for every part, releasing those taken while it
-// waits for a busy one (a failed release is returned, and retried).
+// TryLock is Lock.TryLock for every part, releasing what it took to wait.
 func (m *MultiLock) TryLock(ctx context.Context, wait, lease time.Duration) (context.Context, error) {
 	if m.err != nil {
 		return ctx, m.err

@@ -29,9 +29,8 @@ const maxClientNameLen = 128
 // ErrInvalidName (an ErrInvalidArgument): a bad WithName name.
 var ErrInvalidName = fmt.Errorf("%w: invalid client name", ErrInvalidArgument)
 
-// WithName sets the Client's name, shown beside its owners (default
-// "<host>:<pid>"): 1 to 128 printable ASCII characters, no space
-// (ErrInvalidName otherwise).
+// WithName names the Client, beside its owners (default "<host>:<pid>"):
+// 1 to 128 printable ASCII characters, no space; else ErrInvalidName.
 func WithName(name string) Option {
 	return func(o *options) error {
 		if !validName(name) {

@@ -6,10 +6,9 @@ import (
 	"time"
 )
 
-// Observer's funcs, each optional, receive what happens to a Client's locks.
-// They run synchronously, maybe under a mutex: return at once; never call the Client or a
-// hold context's Err. Per hold: Acquired (and re-entries'), then one final
-// Released or Lost; a wait: WaitStarted, Woken, then WaitEnded.
+// Observer's funcs, each optional, run synchronously, maybe under a mutex:
+// return at once; never call the Client or a hold context's Err. Per hold:
+// Acquired, a final Released or Lost; per wait: WaitStarted, Woken, WaitEnded.
 type Observer struct {
 	Acquired              func(context.Context, AcquiredEvent) // a Lock succeeded, re-entries included
 	Released              func(context.Context, ReleasedEvent) // an Unlock, or Close's release; never after Lost
@@ -130,8 +129,7 @@ type DeadlockEvent struct {
 	Cycle []DeadlockWait
 }
 
-// DeadlockWait is one owner's wait in a deadlock (Owner as in Redis; Name
-// its Client's, "" when unknown: see WithName).
+// DeadlockWait is an owner's wait in a deadlock (Name: its Client's, or "").
 type DeadlockWait struct {
 	Owner string
 	Name  string

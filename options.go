@@ -116,8 +116,7 @@ func WithUnlockLatch(d time.Duration) Option {
 	}
 }
 
-// WithShardedPubSub forces sharded pub/sub on or off (default: on for a
-// *redis.ClusterClient whose servers accept SPUBLISH).
+// WithShardedPubSub turns sharded pub/sub on or off (default: where it works).
 func WithShardedPubSub(on bool) Option {
 	return func(o *options) error {
 		o.sharded = &on
