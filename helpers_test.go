@@ -219,11 +219,13 @@ func storedTail(t testing.TB, rdb redis.UniversalClient, key string) int64 {
 const defaultUnlockLatch = 30 * time.Second
 
 // leftover reports whether k is one of the keys that outlive a free lock by
-// design, for the unlock latch's time only: a tail (the last token, so that
+// design: a Client's name record (relock:client:{id}, renewed with its
+// watchdog, expiring two leases after), or, for the unlock latch's time
+// only, a tail (the last token, so that
 // the next one is above it, and the latch of the last final releases), or
 // a free Lock's hash, which keeps the same record (see freeRecord).
 func leftover(t testing.TB, rdb redis.UniversalClient, k string) bool {
-	return strings.HasSuffix(k, ":last") || freeRecord(t, rdb, k)
+	return strings.HasSuffix(k, ":last") || strings.HasPrefix(k, "relock:client:") || freeRecord(t, rdb, k)
 }
 
 // freeRecord reports whether k is the hash of a free Lock (or SpinLock, or

@@ -82,7 +82,6 @@ func main() {
 		jobs <- job{order: fmt.Sprint(i + 1), items: n}
 	}
 	close(jobs)
-	go terminateAfter(600 * time.Millisecond)
 
 	run(ctx, worker, store, jobs)
 	story.Say("worker", "SIGTERM: stopped taking jobs; closing the Client")
@@ -101,7 +100,10 @@ func run(ctx context.Context, c *relock.Client, store *ledger, jobs <-chan job) 
 			return
 		case j, ok := <-jobs:
 			if !ok {
-				<-ctx.Done() // a real worker waits for more work
+				// A real worker waits for more work; here the orchestrator
+				// stops the service once the queue is drained.
+				go terminate()
+				<-ctx.Done()
 				return
 			}
 			if err := process(ctx, c, store, j); err != nil {
@@ -158,10 +160,9 @@ func price(ctx context.Context, j job) (int, error) {
 	}
 }
 
-// terminateAfter sends this process SIGTERM, as an orchestrator stopping
-// the service would.
-func terminateAfter(d time.Duration) {
-	time.Sleep(d)
+// terminate sends this process SIGTERM, as an orchestrator stopping the
+// service would.
+func terminate() {
 	p, err := os.FindProcess(os.Getpid())
 	if err == nil {
 		err = p.Signal(syscall.SIGTERM)
