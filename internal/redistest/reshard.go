@@ -73,7 +73,7 @@ func (m *SlotMove) migrateKeys(ctx context.Context) error {
 		if err != nil || len(keys) == 0 {
 			return err
 		}
-		args := []any{"MIGRATE", "127.0.0.1", strconv.Itoa(m.To.Port()), "", 0, 5000, "KEYS"}
+		args := []any{"MIGRATE", "127.0.0.1", strconv.Itoa(m.To.Port()), "", 0, 20000, "KEYS"}
 		for _, k := range keys {
 			args = append(args, k)
 		}
@@ -113,4 +113,4 @@ func (m *SlotMove) Finish(ctx context.Context) error {
 
 // slowReplies lets a MIGRATE, which blocks its server for the transfer,
 // wait behind the others of a test that moves many slots at once.
-func slowReplies(o *redis.Options) { o.ReadTimeout = 10 * time.Second }
+func slowReplies(o *redis.Options) { o.ReadTimeout = 25 * time.Second }
