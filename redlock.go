@@ -339,38 +339,36 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 	return a, nil
 }
 
-// undo releases req, a failed round's grant, on every master; a master
-// that does not confirm it is retried in the background (retryUnconfirmed).
+// undo releases req, a failed round's grant, on every master (see
+// releaseEverywhere).
 func (s redScheme) undo(ctx context.Context, req releaseReq, until time.Time) {
-	_, errs := fanOut(s.r, ctx, s.releaseOn(req))
-	s.retryUnconfirmed(req, errs, until)
+	s.releaseEverywhere(ctx, req, until)
 }
 
-// releaseOn is req's release on one master.
-func (s redScheme) releaseOn(req releaseReq) func(context.Context, *Lock) (int64, error) {
+// releaseEverywhere runs req on every master. A master that does not
+// confirm it (an error, or no answer within the node timeout) may keep the
+// hold with nobody to use it, so its own Client retries the same request
+// there in the background (see Client.retryInBackground; a replay is
+// recognised) until it is confirmed or until, when the hold's lease has run
+// out anyway.
+func (s redScheme) releaseEverywhere(ctx context.Context, req releaseReq, until time.Time) ([]int64, []error) {
+	r := s.r
 	field := req.owner + redOwnerSuffix
-	return func(ctx context.Context, l *Lock) (int64, error) {
+	release := func(ctx context.Context, l *Lock) (int64, error) {
 		return l.c.eval(ctx, "release", lockReleaseCall(l.c, l.keys, field, req)).Int64()
 	}
-}
-
-// retryUnconfirmed retries req, in the background, on each master whose
-// errs entry says it did not confirm it: such a master may keep the hold
-// with nobody to use it. Its own Client retries the same request there (a
-// replay is recognised) until it is confirmed or until, when the hold's
-// lease has run out anyway.
-func (s redScheme) retryUnconfirmed(req releaseReq, errs []error, until time.Time) {
-	release := s.releaseOn(req)
+	res, errs := fanOut(r, ctx, release)
 	for i, err := range errs {
 		if err == nil {
 			continue
 		}
-		l := s.r.nodes[i]
+		l := r.nodes[i]
 		l.c.retryInBackground(func(ctx context.Context) error {
 			_, err := release(ctx, l)
 			return err
 		}, until)
 	}
+	return res, errs
 }
 
 // redVotes is what the masters answered to one round's acquire.
@@ -442,22 +440,14 @@ func (r *RedLock) spreadToken(ctx context.Context, field, gen string, granted []
 // most the node timeout. The lock counts as released when a majority
 // confirmed it; as lost when fewer than a majority still had it, whatever
 // the others said; otherwise the outcome is unknown (an error: the engine
-// retries the whole release in the background). Once the outcome is known,
-// the masters that did not confirm are retried each on its own
-// (retryUnconfirmed); not before, or every retry of the engine's would
-// start one more per master.
-func (s redScheme) release(ctx context.Context, req releaseReq) (out releaseOutcome, err error) {
+// retries it in the background).
+func (s redScheme) release(ctx context.Context, req releaseReq) (releaseOutcome, error) {
 	r := s.r
-	res, errs := fanOut(r, ctx, s.releaseOn(req))
-	defer func() {
-		if err == nil {
-			until := req.until
-			if until.IsZero() {
-				until = time.Now().Add(r.home.leaseFor(0))
-			}
-			s.retryUnconfirmed(req, errs, until)
-		}
-	}()
+	until := req.until
+	if until.IsZero() {
+		until = time.Now().Add(r.home.leaseFor(0))
+	}
+	res, errs := s.releaseEverywhere(ctx, req, until)
 	ok, lost := 0, 0
 	var failures []error
 	for i := range res {

@@ -2,16 +2,13 @@ package relock_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock"
-	"github.com/relock-go/relock/internal/redistest"
 )
 
 // A RedLock's Unlock succeeds only when a majority of the masters confirmed
@@ -63,64 +60,4 @@ func TestRedLockUnlockNeedsAMajority(t *testing.T) {
 			assert.Empty(t, hgetall(t, srv.Client(), "relock:{release}"))
 		}
 	}
-}
-
-// The background release of a RedLock Unlock that a majority did not
-// confirm retries the whole release, and that alone: each retry asks every
-// master once, so a dead master is asked no more often than a live one (no
-// retry of the master's own piling up per retry of the release). Once a
-// majority confirms, the master that did not is retried on its own until
-// it is released, long before the lease ends.
-func TestRedLockBackgroundReleaseDoesNotPileUp(t *testing.T) {
-	srvs := masters(t, 3)
-	scripts := make([]atomic.Int64, len(srvs))
-	clients := make([]*relock.Client, len(srvs))
-	for i, srv := range srvs {
-		rdb := srv.Client(func(o *redis.Options) { o.MaxRetries = -1 })
-		rdb.AddHook(&scriptHook{after: func(int, int) { scripts[i].Add(1) }})
-		clients[i] = relock.New(rdb)
-		c := clients[i]
-		t.Cleanup(func() { _ = c.Close() })
-	}
-	r := relock.NewRedLock("pile", clients, testNodeTimeout)
-	ctx := context.Background()
-
-	hctx, err := r.TryLock(ctx, 0, 20*time.Second)
-	require.NoError(t, err)
-	srvs[1].Kill()
-	srvs[2].Kill()
-	var before [3]int64
-	for i := range scripts {
-		before[i] = scripts[i].Load()
-	}
-	require.ErrorIs(t, r.Unlock(hctx), relock.ErrNotConfirmed)
-	time.Sleep(3 * time.Second) // the background retries run meanwhile: what is measured
-	live, dead := scripts[0].Load()-before[0], scripts[1].Load()-before[1]
-	t.Logf("release requests in 3 s: %d to the live master, %d to a dead one", live, dead)
-	require.GreaterOrEqual(t, live, int64(3), "the release was retried")
-	assert.LessOrEqual(t, dead, live+1, "a dead master was asked more often than the live one")
-
-	// A majority confirms; the master that did not (its request cut before
-	// it was sent) is released on its own.
-	srvs = masters(t, 3)
-	faults := redistest.NewConnFaults()
-	for i, srv := range srvs {
-		rdb := srv.Client()
-		if i == 2 {
-			rdb.AddHook(faults)
-		}
-		clients[i] = relock.New(rdb)
-		c := clients[i]
-		t.Cleanup(func() { _ = c.Close() })
-	}
-	r = relock.NewRedLock("pile", clients, testNodeTimeout)
-	hctx, err = r.TryLock(ctx, 0, 30*time.Second)
-	require.NoError(t, err)
-	faults.CutBefore(redistest.CommandConn, "EVALSHA", 1)
-	unlocked := time.Now()
-	require.NoError(t, r.Unlock(hctx))
-	require.Equal(t, 1, faults.Cuts())
-	require.Eventually(t, func() bool { return len(hgetall(t, srvs[2].Client(), "relock:{pile}")) == 0 },
-		5*time.Second, 10*time.Millisecond, "the master that did not confirm is released in the background")
-	t.Logf("the third master was released %v after Unlock (lease 30 s)", time.Since(unlocked))
 }
