@@ -110,7 +110,7 @@ func requireVictim(t *testing.T, run knotRun, victim string, after time.Duration
 	assert.Len(t, run.events[0].Cycle, n, "the event names every member")
 }
 
-// Issue 49, item 2: a Semaphore of 2 permits held by H1 and H2; W holds a
+// A Semaphore of 2 permits held by H1 and H2; W holds a
 // Lock and waits for a permit; H1 and H2 wait for the Lock. Every holder of
 // W's Semaphore waits for W: a deadlock of three, which its youngest wait
 // breaks, whichever it is, within after + after/2.
@@ -173,7 +173,7 @@ type mutexFunc struct {
 func (m mutexFunc) Lock(ctx context.Context) (context.Context, error) { return m.lock(ctx) }
 func (m mutexFunc) Unlock(ctx context.Context) error                  { return m.unlock(ctx) }
 
-// Issue 49, item 3: a wait that was granted, whose record's delete was
+// A wait that was granted, whose record's delete was
 // lost, is no wait. R waits long enough to publish its record, then is
 // granted; its record is put back as the lost DEL leaves it; W, holding
 // nothing, then waits for R's hold past its first search. W must wait

@@ -58,7 +58,7 @@ func TestDeadlockSearchGraphs(t *testing.T) {
 		cores map[string][]string // by searching owner; absent: none
 		stuck []string            // the owners deadlocked
 	}{{
-		// Issue 49's knot: W waits for a permit of a Semaphore held by H1
+		// A knot through a Semaphore: W waits for a permit of a Semaphore held by H1
 		// and H2, which both wait for W's Lock.
 		name:  "semaphore whose every holder waits for its waiter",
 		g:     waitGraph{"W": {sema, []string{"H1", "H2"}}, "H1": {lock, []string{"W"}}, "H2": {lock, []string{"W"}}},

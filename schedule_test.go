@@ -70,7 +70,7 @@ var (
 // the run near a minute; its new plan passes on the fixed code.
 // deadlock/490100 (four processes taking two of Locks A, D and a
 // Semaphore S of two permits) left a deadlock through both holders of S
-// unbroken for 20 s on the search before issue 49's fix.
+// unbroken for 20 s on a search that required every holder to lead back.
 var scheduleCISeeds = []scheduleCase{
 	{schedule.KindLock, 1006},
 	{schedule.KindFair, 101},

@@ -84,7 +84,7 @@ func nests(role string) bool {
 }
 
 // aimAtLongerReentry sets up, in half the plans of the kinds that take
-// nests, the window of issue 49's first item: a holder H whose holds take a
+// nests, the window where a re-entry's longer lease outlasts the granted one: a holder H whose holds take a
 // short lease and re-enter on the watchdog's (the hold's lease in Redis is
 // then 30 s, and waiters are told so), and a waiter W whose lease is longer
 // than H's own but far below 30 s, and whose holds outlast it: H's release
