@@ -33,7 +33,17 @@ func (c *Client) unlockFailed(e *entry, req releaseReq, until time.Time, retry b
 // the lease has run out and the lock is free anyway. It is how an Unlock that
 // failed and an acquire of unknown outcome are cleaned up.
 func (c *Client) releaseInBackground(s scheme, req releaseReq, until time.Time) {
+	if b, ok := s.(backgroundReleaser); ok {
+		b.releaseInBackground(req, until)
+		return
+	}
 	c.retryInBackground(releaseOp(s, req), until)
+}
+
+// A backgroundReleaser is a scheme that retries its releases its own way: a
+// RedLock, master by master (see redScheme.releaseInBackground).
+type backgroundReleaser interface {
+	releaseInBackground(req releaseReq, until time.Time)
 }
 
 // releaseOp is req's release on s as a retryable op (the same request each

@@ -43,6 +43,7 @@ type Client struct {
 	// goroutine joins bg after that (see goBackground).
 	bgMu      sync.Mutex
 	bgStopped bool
+	releases  releaseRetrier // RedLock releases this Client's master did not confirm
 
 	// args holds the script arguments that depend only on the options,
 	// boxed once (see scriptArgs): boxing them per call was an allocation

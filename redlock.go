@@ -347,28 +347,46 @@ func (s redScheme) undo(ctx context.Context, req releaseReq, until time.Time) {
 
 // releaseEverywhere runs req on every master. A master that does not
 // confirm it (an error, or no answer within the node timeout) may keep the
-// hold with nobody to use it, so its own Client retries the same request
-// there in the background (see Client.retryInBackground; a replay is
+// hold with nobody to use it, so its own Client's retrier sends the same
+// request there in the background (see Client.retryRelease; a replay is
 // recognised) until it is confirmed or until, when the hold's lease has run
 // out anyway.
 func (s redScheme) releaseEverywhere(ctx context.Context, req releaseReq, until time.Time) ([]int64, []error) {
-	r := s.r
-	field := req.owner + redOwnerSuffix
-	release := func(ctx context.Context, l *Lock) (int64, error) {
-		return l.c.eval(ctx, "release", lockReleaseCall(l.c, l.keys, field, req)).Int64()
-	}
-	res, errs := fanOut(r, ctx, release)
+	res, errs := fanOut(s.r, ctx, s.releaseOn(req))
 	for i, err := range errs {
-		if err == nil {
-			continue
+		if err != nil {
+			s.retryOn(i, req, until)
 		}
-		l := r.nodes[i]
-		l.c.retryInBackground(func(ctx context.Context) error {
-			_, err := release(ctx, l)
-			return err
-		}, until)
 	}
 	return res, errs
+}
+
+// releaseInBackground is how the engine retries a RedLock release whose
+// outcome it does not know: each master's retrier sends it there, so that
+// no retry of the whole release asks a dead master once more per release
+// waiting. A master that confirmed it already answers the replay at once.
+func (s redScheme) releaseInBackground(req releaseReq, until time.Time) {
+	for i := range s.r.nodes {
+		s.retryOn(i, req, until)
+	}
+}
+
+// retryOn has master i's Client retry req there (see Client.retryRelease).
+func (s redScheme) retryOn(i int, req releaseReq, until time.Time) {
+	l := s.r.nodes[i]
+	release := s.releaseOn(req)
+	l.c.retryRelease(l.keys.hash+"\x00"+req.op, func(ctx context.Context) error {
+		_, err := release(ctx, l)
+		return err
+	}, until)
+}
+
+// releaseOn is req's release on one master.
+func (s redScheme) releaseOn(req releaseReq) func(context.Context, *Lock) (int64, error) {
+	field := req.owner + redOwnerSuffix
+	return func(ctx context.Context, l *Lock) (int64, error) {
+		return l.c.eval(ctx, "release", lockReleaseCall(l.c, l.keys, field, req)).Int64()
+	}
 }
 
 // redVotes is what the masters answered to one round's acquire.
@@ -440,7 +458,7 @@ func (r *RedLock) spreadToken(ctx context.Context, field, gen string, granted []
 // most the node timeout. The lock counts as released when a majority
 // confirmed it; as lost when fewer than a majority still had it, whatever
 // the others said; otherwise the outcome is unknown (an error: the engine
-// retries it in the background).
+// retries it in the background, through releaseInBackground).
 func (s redScheme) release(ctx context.Context, req releaseReq) (releaseOutcome, error) {
 	r := s.r
 	until := req.until

@@ -2,13 +2,17 @@ package relock_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
 )
 
 // A RedLock's Unlock succeeds only when a majority of the masters confirmed
@@ -60,4 +64,65 @@ func TestRedLockUnlockNeedsAMajority(t *testing.T) {
 			assert.Empty(t, hgetall(t, srv.Client(), "relock:{release}"))
 		}
 	}
+}
+
+// The releases that a dead master did not confirm wait for it in one queue
+// per master, not one retry each: as Unlocks accumulate, the dead master is
+// asked no more often (its Client's retrier sends one request at a time,
+// with backoff), and once it answers again every release waiting is sent,
+// long before the leases end.
+func TestRedLockBackgroundReleaseDoesNotPileUp(t *testing.T) {
+	const (
+		holds  = 20
+		lease  = 20 * time.Second
+		window = 3 * time.Second
+	)
+	srvs := masters(t, 3)
+	faults := redistest.NewConnFaults()
+	var asked atomic.Int64 // release scripts sent to the dead master
+	clients := make([]*relock.Client, len(srvs))
+	for i, srv := range srvs {
+		rdb := srv.Client(func(o *redis.Options) { o.MaxRetries = -1 })
+		if i == 2 {
+			rdb.AddHook(faults)
+			rdb.AddHook(&scriptHook{after: func(int, int) { asked.Add(1) }})
+		}
+		clients[i] = relock.New(rdb)
+		c := clients[i]
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	ctx := context.Background()
+	locks := make([]*relock.RedLock, holds)
+	held := make([]context.Context, holds)
+	for i := range locks {
+		locks[i] = relock.NewRedLock(fmt.Sprintf("pile:%d", i), clients, testNodeTimeout)
+		var err error
+		held[i], err = locks[i].TryLock(ctx, 0, lease)
+		require.NoError(t, err)
+	}
+
+	// Master 2 dies: every request to it fails before it is sent.
+	faults.CutBefore(redistest.CommandConn, "EVALSHA", 1<<30)
+	before := asked.Load()
+	for i, r := range locks {
+		require.NoError(t, r.Unlock(held[i]), "a majority confirmed")
+	}
+	time.Sleep(window)                       // the background retries run meanwhile: what is measured
+	retries := asked.Load() - before - holds // less each Unlock's own request
+	t.Logf("%d releases waiting: the dead master was asked %d more times in %v", holds, retries, window)
+	require.Positive(t, retries, "the releases are retried")
+	assert.LessOrEqual(t, retries, int64(12), "one retrier with backoff asks about 8 times in %v, whatever waits", window)
+
+	// Master 2 answers again: every release that waited is sent there.
+	faults.StopCutting()
+	healed := time.Now()
+	rdb := srvs[2].Client()
+	require.Eventually(t, func() bool {
+		n := 0
+		for i := range locks {
+			n += len(hgetall(t, rdb, fmt.Sprintf("relock:{pile:%d}", i)))
+		}
+		return n == 0
+	}, 5*time.Second, 10*time.Millisecond, "the dead master's holds are released once it answers, not left to the %v lease", lease)
+	t.Logf("all %d released on the master %v after it answered", holds, time.Since(healed).Round(time.Millisecond))
 }
