@@ -134,7 +134,7 @@ func TestDeadlockTwoOwnersTwoClientsLock(t *testing.T) {
 	}
 	var names []string
 	for _, w := range run.deadlocks[0].Cycle {
-		names = append(names, w.Name)
+		names = append(names, w.ClientName)
 	}
 	assert.ElementsMatch(t, []string{"proc-0", "proc-1"}, names, "the Deadlock event names each owner's Client")
 	requireOnlyExpiringLeftovers(t, srv.Client())

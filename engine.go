@@ -184,7 +184,7 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		hctx, err = k.accept(dctx, req, a, started)
 	}
 	if slept > 0 {
-		c.emitWait(ctx, k.t, start, attempts, err)
+		c.emitWait(ctx, k.t, k.parts[0].h.key.owner, start, attempts, err)
 	}
 	switch {
 	case k.late != nil && err != nil:
@@ -395,7 +395,7 @@ func (k *lockCall) ungrant(hctx context.Context, n int) {
 // Acquired.
 func (k *lockCall) reportAcquired(ctx context.Context, start time.Time, attempts int, contended, reentry bool) {
 	for _, p := range k.parts {
-		p.h.client().emitAcquired(ctx, p.h.scheme, start, attempts, contended, reentry, p.h.token)
+		p.h.client().emitAcquired(ctx, p.h, start, attempts, contended, reentry)
 	}
 }
 

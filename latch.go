@@ -118,7 +118,7 @@ func (l *CountDownLatch) Wait(ctx context.Context) error {
 		err = w.verdict
 	}
 	if slept > 0 {
-		l.c.emitWait(ctx, l, start, 1, err)
+		l.c.emitWait(ctx, l, "", start, 1, err)
 	}
 	return err
 }

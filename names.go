@@ -104,19 +104,25 @@ func clientOf(owner string) string {
 	return id
 }
 
-// namesOf reads the names of the Clients of owners, by owner, in one
-// pipeline (go-redis splits it by slot on a Cluster): an owner whose
-// Client has no record is absent. Best-effort: it gives up by ctx, or
-// within the unlock timeout, and a failure returns what was read.
+// namesOf gives the names of the Clients of owners, by owner: this
+// Client's own from its options, the others' read in one pipeline (go-redis
+// splits it by slot on a Cluster). An owner whose Client has no record is
+// absent. Best-effort: it gives up within the unlock timeout, and a
+// failure returns what was read.
 func (c *Client) namesOf(ctx context.Context, owners []string) map[string]string {
+	out := map[string]string{}
 	ids := map[string]*redis.StringCmd{}
 	for _, o := range owners {
-		if id := clientOf(o); id != "" {
+		switch id := clientOf(o); id {
+		case "":
+		case c.id:
+			out[o] = c.opts.name
+		default:
 			ids[id] = nil
 		}
 	}
 	if len(ids) == 0 || c.rdb == nil {
-		return nil
+		return out
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.unlockTimeout)
 	defer cancel()
@@ -126,7 +132,6 @@ func (c *Client) namesOf(ctx context.Context, owners []string) map[string]string
 		}
 		return nil
 	})
-	out := map[string]string{}
 	for _, o := range owners {
 		if cmd := ids[clientOf(o)]; cmd != nil {
 			if name, err := cmd.Result(); err == nil {

@@ -92,6 +92,11 @@ func TestInspectNamesTheHoldersClients(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, s.FairLock.Holders[0].Name)
 	assert.NotEmpty(t, s.FairLock.Holders[0].Owner)
+	// The holder's own Client knows its name without the record.
+	own, err := holder.Inspect(ctx, "named")
+	require.NoError(t, err)
+	assert.Equal(t, "orders-worker-1", own.FairLock.Holders[0].Name)
+	assert.Equal(t, "orders-worker-2", own.FairLock.Waiters[0].Name, "another Client's, from its record")
 
 	require.NoError(t, holder.FairLock("named").Unlock(h))
 	require.NoError(t, <-done)

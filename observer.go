@@ -33,6 +33,7 @@ const (
 	KindRedLock        Kind = "redlock"
 	KindSemaphore      Kind = "semaphore"
 	KindCountDownLatch Kind = "countdownlatch" // its Wait: wait events only
+	KindSpinLock       Kind = "spinlock"
 )
 
 // LockInfo names the lock an event is about.
@@ -41,9 +42,13 @@ type LockInfo struct {
 	Kind Kind
 }
 
+// Holder is an owner and its Client's name (WithName; "" when unknown).
+type Holder struct{ Owner, ClientName string }
+
 // AcquiredEvent describes a successful Lock or TryLock.
 type AcquiredEvent struct {
 	LockInfo
+	Holder
 	Wait      time.Duration // from the call to the grant
 	Attempts  int           // acquire scripts run (a re-entry runs one: Redis counts it)
 	Contended bool          // the first attempt found the lock busy
@@ -54,6 +59,7 @@ type AcquiredEvent struct {
 // ReleasedEvent describes an Unlock.
 type ReleasedEvent struct {
 	LockInfo
+	Holder
 	Held  time.Duration // since this hold was granted
 	Final bool          // the lock is free of this owner now
 	Err   error         // the release could not be confirmed (see Unlock)
@@ -70,6 +76,7 @@ type RenewedEvent struct {
 // LostEvent describes a hold that ended without Unlock.
 type LostEvent struct {
 	LockInfo
+	Holder
 	Held   time.Duration
 	Reason LossReason // one of a fixed set: use it, not Cause's text, as a metric label
 	Cause  error      // wraps ErrLockLost or ErrClientClosed; the hold context's cause
@@ -114,9 +121,10 @@ func reasonOf(cause error) LossReason {
 	return LossGone
 }
 
-// WaitEvent describes the end of a Lock that had to wait.
+// WaitEvent describes the end of a Lock that had to wait (Holder: the waiter).
 type WaitEvent struct {
 	LockInfo
+	Holder
 	Waited      time.Duration
 	Attempts    int
 	NotObtained bool  // it gave up: wait time, context or Client ended
@@ -129,11 +137,10 @@ type DeadlockEvent struct {
 	Cycle []DeadlockWait
 }
 
-// DeadlockWait is an owner's wait in a deadlock (Name: its Client's, or "").
+// DeadlockWait is an owner's wait in a deadlock.
 type DeadlockWait struct {
-	Owner string
-	Name  string
-	Lock  LockInfo
+	Holder
+	Lock LockInfo
 }
 
 // SubscriberEvent describes a subscriber connection that came back.
@@ -171,10 +178,10 @@ func (c *Client) observedNow() time.Time {
 // observed is what an event is about: a scheme, or a MultiLock (its wait).
 type observed interface{ info() LockInfo }
 
-func (c *Client) emitAcquired(ctx context.Context, s observed, start time.Time, attempts int, contended, reentry bool, token int64) {
+func (c *Client) emitAcquired(ctx context.Context, h *hold, start time.Time, attempts int, contended, reentry bool) {
 	if o := c.opts.observer; o != nil && o.Acquired != nil {
-		o.Acquired(ctx, AcquiredEvent{LockInfo: s.info(), Wait: time.Since(start), Attempts: attempts,
-			Contended: contended, Reentry: reentry, Token: token})
+		o.Acquired(ctx, AcquiredEvent{LockInfo: h.scheme.info(), Holder: c.holder(h.key.owner), Wait: time.Since(start),
+			Attempts: attempts, Contended: contended, Reentry: reentry, Token: h.token})
 	}
 }
 
@@ -186,7 +193,8 @@ func (c *Client) emitReleased(ctx context.Context, h *hold, since time.Time, fin
 		return
 	}
 	if o.Released != nil {
-		o.Released(ctx, ReleasedEvent{LockInfo: h.scheme.info(), Held: time.Since(since), Final: final, Err: err})
+		o.Released(ctx, ReleasedEvent{LockInfo: h.scheme.info(), Holder: c.holder(h.key.owner), Held: time.Since(since),
+			Final: final, Err: err})
 	}
 }
 
@@ -198,8 +206,18 @@ func (c *Client) emitLost(h *hold, cause error) {
 	}
 	c.log.Warn("relock: lock lost", "lock", h.key.id, "cause", cause)
 	if o := c.opts.observer; o != nil && o.Lost != nil {
-		o.Lost(LostEvent{LockInfo: h.scheme.info(), Held: time.Since(h.since.time()), Reason: reasonOf(cause), Cause: cause})
+		o.Lost(LostEvent{LockInfo: h.scheme.info(), Holder: c.holder(h.key.owner), Held: time.Since(h.since.time()),
+			Reason: reasonOf(cause), Cause: cause})
 	}
+}
+
+// holder is the Holder of this Client's owner field owner: the Client's
+// own name is known here, so no event reads Redis for it.
+func (c *Client) holder(owner string) Holder {
+	if owner == "" {
+		return Holder{}
+	}
+	return Holder{Owner: owner, ClientName: c.opts.name}
 }
 
 // emitWaitStarted, emitWoken: s is nil for a wait that reports nothing.
@@ -215,10 +233,12 @@ func (c *Client) emitWoken(ctx context.Context, s observed) {
 	}
 }
 
-func (c *Client) emitWait(ctx context.Context, s observed, start time.Time, attempts int, err error) {
+// emitWait reports the end of owner's wait ("" for a CountDownLatch's,
+// which has no owner).
+func (c *Client) emitWait(ctx context.Context, s observed, owner string, start time.Time, attempts int, err error) {
 	if o := c.opts.observer; o != nil && o.WaitEnded != nil {
-		o.WaitEnded(ctx, WaitEvent{LockInfo: s.info(), Waited: time.Since(start), Attempts: attempts,
-			NotObtained: err != nil, Err: err})
+		o.WaitEnded(ctx, WaitEvent{LockInfo: s.info(), Holder: c.holder(owner), Waited: time.Since(start),
+			Attempts: attempts, NotObtained: err != nil, Err: err})
 	}
 }
 
@@ -234,7 +254,7 @@ func (c *Client) emitDeadlock(ctx context.Context, lock LockInfo, cycle []waitRe
 	if o := c.opts.observer; o != nil && o.Deadlock != nil {
 		ev := DeadlockEvent{LockInfo: lock, Cycle: make([]DeadlockWait, len(cycle))}
 		for i, r := range cycle {
-			ev.Cycle[i] = DeadlockWait{Owner: r.owner, Name: names[r.owner], Lock: r.lock}
+			ev.Cycle[i] = DeadlockWait{Holder: Holder{Owner: r.owner, ClientName: names[r.owner]}, Lock: r.lock}
 		}
 		o.Deadlock(ctx, ev)
 	}

@@ -123,7 +123,7 @@ func BenchmarkObserverEmit(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				start := c.observedNow()
-				c.emitAcquired(ctx, h.scheme, start, 1, false, false, 1)
+				c.emitAcquired(ctx, h, start, 1, false, false)
 				h.told.Store(false) // a new generation, as grant does
 				c.emitReleased(ctx, h, start, true, nil)
 			}

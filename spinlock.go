@@ -8,9 +8,6 @@ import (
 	"github.com/relock-go/relock/internal/kinds"
 )
 
-// KindSpinLock is a SpinLock's events.
-const KindSpinLock Kind = "spinlock"
-
 // spinEvery is how often a SpinLock's waiter tries again while the holder's
 // lease lasts longer.
 const spinEvery = 20 * time.Millisecond

@@ -9,6 +9,7 @@ package relockotel_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ func eachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 func TestClientEvents(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		h := newHarness(t)
-		c := relock.New(b.rdb, relock.WithObserver(h.obs))
+		c := relock.New(b.rdb, relock.WithObserver(h.obs), relock.WithName("orders-1"))
 		t.Cleanup(func() { _ = c.Close() })
 		bg := context.Background()
 		orders := c.Lock("orders")
@@ -117,6 +118,13 @@ func TestClientEvents(t *testing.T) {
 		}
 		if d := spans[0].EndTime.Sub(spans[0].StartTime); d < 50*time.Millisecond {
 			t.Errorf("the wait span lasts %v; the waiter waited about 100ms", d)
+		}
+		attrs := attribute.NewSet(spans[0].Attributes...)
+		if v, _ := attrs.Value(relockotel.ClientKey); v.AsString() != "orders-1" {
+			t.Errorf("the wait span's lock.client is %q, want the Client's name", v.AsString())
+		}
+		if v, _ := attrs.Value(relockotel.OwnerKey); !strings.HasPrefix(v.AsString(), c.ID()+":") {
+			t.Errorf("the wait span's lock.owner is %q, want one of the Client's owners", v.AsString())
 		}
 	})
 }

@@ -22,7 +22,10 @@
 // series.
 //
 // A Lock that had to wait also gets a span "relock.wait" covering the wait,
-// with the attributes lock.kind, attempts and not_obtained. It is a child of
+// with the attributes lock.kind, attempts, not_obtained, and lock.owner and
+// lock.client, the waiting owner and its Client's name (relock.WithName),
+// which metrics leave out: an owner is one series per hold, and the
+// process's resource attributes tell its series apart. It is a child of
 // the span in the context the Lock was called with, and measurements of the
 // hooks that get that context record with it (so exemplars can link to the
 // caller's trace); losses, renewals and reconnects happen on the Client's own
@@ -63,6 +66,12 @@ const (
 	CauseKey       = attribute.Key("cause")
 	OutcomeKey     = attribute.Key("outcome")
 	AttemptsKey    = attribute.Key("attempts")
+	OwnerKey       = attribute.Key("lock.owner")  // spans only: relock.Holder.Owner
+	ClientKey      = attribute.Key("lock.client") // spans only: relock.Holder.ClientName
+	// The owners of a deadlock's waits and their Clients' names ("" when
+	// unknown), victim first: the relock.deadlock span event's.
+	CycleOwnersKey  = attribute.Key("lock.cycle.owners")
+	CycleClientsKey = attribute.Key("lock.cycle.clients")
 )
 
 // Values of the cause attribute of relock.lock.losses: the core's
@@ -353,6 +362,7 @@ func (r *recorder) waitEnded(ctx context.Context, e relock.WaitEvent) {
 	}
 	end := time.Now()
 	attrs := append(r.baseOf(e.LockInfo), AttemptsKey.Int(e.Attempts), NotObtainedKey.Bool(e.NotObtained))
+	attrs = appendHolder(attrs, e.Holder)
 	_, span := r.tracer.Start(ctx, "relock.wait",
 		trace.WithTimestamp(end.Add(-e.Waited)),
 		trace.WithSpanKind(trace.SpanKindInternal),
@@ -361,6 +371,18 @@ func (r *recorder) waitEnded(ctx context.Context, e relock.WaitEvent) {
 		span.SetStatus(codes.Error, e.Err.Error())
 	}
 	span.End(trace.WithTimestamp(end))
+}
+
+// appendHolder adds the owner and its Client's name, those known, to a
+// span's attributes.
+func appendHolder(attrs []attribute.KeyValue, h relock.Holder) []attribute.KeyValue {
+	if h.Owner != "" {
+		attrs = append(attrs, OwnerKey.String(h.Owner))
+	}
+	if h.ClientName != "" {
+		attrs = append(attrs, ClientKey.String(h.ClientName))
+	}
+	return attrs
 }
 
 func (r *recorder) subscriberReconnected(relock.SubscriberEvent) {
@@ -386,7 +408,18 @@ func causeIndex(reason relock.LossReason) int {
 }
 
 // deadlock counts a deadlock the Client broke, by the kind its victim
-// waited for.
+// waited for, and adds an event "relock.deadlock" naming the cycle's owners
+// and their Clients to the span of the victim's caller, when it records.
 func (r *recorder) deadlock(ctx context.Context, e relock.DeadlockEvent) {
 	r.deadlocks.Add(ctx, 1, r.add(e.LockInfo, func(ka *kindAttrs) []metric.AddOption { return ka.holds })...)
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	owners, clients := make([]string, len(e.Cycle)), make([]string, len(e.Cycle))
+	for i, w := range e.Cycle {
+		owners[i], clients[i] = w.Owner, w.ClientName
+	}
+	span.AddEvent("relock.deadlock", trace.WithAttributes(append(r.baseOf(e.LockInfo),
+		CycleOwnersKey.StringSlice(owners), CycleClientsKey.StringSlice(clients))...))
 }

@@ -450,11 +450,65 @@ func TestLossCauseIsBounded(t *testing.T) {
 // A deadlock the Client broke is counted by the kind its victim waited for.
 func TestDeadlockCounter(t *testing.T) {
 	h := newHarness(t)
-	cycle := []relock.DeadlockWait{{Owner: "a:1", Lock: info("x", relock.KindLock)}, {Owner: "b:1", Lock: info("y", relock.KindFairLock)}}
+	cycle := []relock.DeadlockWait{{Holder: relock.Holder{Owner: "a:1"}, Lock: info("x", relock.KindLock)},
+		{Holder: relock.Holder{Owner: "b:1"}, Lock: info("y", relock.KindFairLock)}}
 	h.obs.Deadlock(bg, relock.DeadlockEvent{LockInfo: info("x", relock.KindLock), Cycle: cycle})
 	h.obs.Deadlock(bg, relock.DeadlockEvent{LockInfo: info("x", relock.KindLock), Cycle: cycle})
 	h.obs.Deadlock(bg, relock.DeadlockEvent{LockInfo: info("s", relock.KindSemaphore), Cycle: cycle})
 	ms := h.metrics(t)
 	wantSum(t, ms, "relock.deadlocks", set(relockotel.KindKey.String("lock")), 2)
 	wantSum(t, ms, "relock.deadlocks", set(relockotel.KindKey.String("semaphore")), 1)
+}
+
+// The wait span names the waiting owner and its Client (lock.owner,
+// lock.client); no metric carries either.
+func TestWaitSpanNamesTheHolder(t *testing.T) {
+	h := newHarness(t)
+	who := relock.Holder{Owner: "k2aV:4", ClientName: "orders-worker-1"}
+	h.obs.Acquired(bg, relock.AcquiredEvent{LockInfo: info("orders", relock.KindLock), Holder: who, Wait: time.Millisecond})
+	h.obs.WaitStarted(bg, info("orders", relock.KindLock))
+	h.obs.WaitEnded(bg, relock.WaitEvent{LockInfo: info("orders", relock.KindLock), Holder: who, Waited: time.Millisecond, Attempts: 2})
+	h.obs.Released(bg, relock.ReleasedEvent{LockInfo: info("orders", relock.KindLock), Holder: who, Final: true})
+	spans := h.spans.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	attrs := attribute.NewSet(spans[0].Attributes...)
+	for key, want := range map[attribute.Key]string{relockotel.OwnerKey: who.Owner, relockotel.ClientKey: who.ClientName} {
+		if v, ok := attrs.Value(key); !ok || v.AsString() != want {
+			t.Errorf("span %s = %q (%v), want %q", key, v.AsString(), ok, want)
+		}
+	}
+	for name, m := range h.metrics(t) {
+		for _, set := range attrSets(m) {
+			if set.HasValue(relockotel.OwnerKey) || set.HasValue(relockotel.ClientKey) {
+				t.Errorf("%s carries an owner or a Client name", name)
+			}
+		}
+	}
+}
+
+// A broken deadlock adds an event to the victim caller's span that names
+// each owner of the cycle and its Client.
+func TestDeadlockSpanEventNamesTheCycle(t *testing.T) {
+	h := newHarness(t)
+	app := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(app))
+	defer tp.Shutdown(bg)
+	ctx, parent := tp.Tracer("app").Start(bg, "handle request")
+	cycle := []relock.DeadlockWait{{Holder: relock.Holder{Owner: "a:1", ClientName: "proc-a"}, Lock: info("x", relock.KindLock)},
+		{Holder: relock.Holder{Owner: "b:1"}, Lock: info("y", relock.KindLock)}}
+	h.obs.Deadlock(ctx, relock.DeadlockEvent{LockInfo: info("x", relock.KindLock), Cycle: cycle})
+	parent.End()
+	spans := app.GetSpans()
+	if len(spans) != 1 || len(spans[0].Events) != 1 {
+		t.Fatalf("%d spans, want 1 with 1 event", len(spans))
+	}
+	ev := spans[0].Events[0]
+	attrs := attribute.NewSet(ev.Attributes...)
+	owners, _ := attrs.Value(relockotel.CycleOwnersKey)
+	clients, _ := attrs.Value(relockotel.CycleClientsKey)
+	if ev.Name != "relock.deadlock" || fmt.Sprint(owners.AsStringSlice()) != "[a:1 b:1]" || fmt.Sprint(clients.AsStringSlice()) != "[proc-a ]" {
+		t.Errorf("event %q: owners %v, clients %q", ev.Name, owners.AsStringSlice(), clients.AsStringSlice())
+	}
 }
