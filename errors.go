@@ -28,6 +28,10 @@ var (
 	ErrHolderChanged = errors.New("relock: the lock is held by someone else than expected")
 	// ErrUpgrade: a reader of an RWLock asked for its write lock.
 	ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot take the write lock (no upgrade)")
+	// ErrIncompatibleLayout: the name's records are of another relock
+	// version's layout, which this one does not read; nothing changed.
+	ErrIncompatibleLayout = errors.New("relock: records of a layout this relock does not read")
+	ErrInvalidName        = fmt.Errorf("%w: invalid client name", ErrInvalidArgument) // a bad WithName name
 )
 
 // HolderChangedError (ErrHolderChanged): the guard missed; nothing was freed.

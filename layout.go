@@ -9,10 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrIncompatibleLayout: Redis holds records of the name from another relock
-// version, which this one does not read; nothing changed (docs/errors.md).
-var ErrIncompatibleLayout = errors.New("relock: records of a layout this relock does not read")
-
 // layoutReplyPrefix starts the error reply of a script that met a layout it
 // does not know (layout_common.lua).
 const layoutReplyPrefix = "RELOCK_LAYOUT"

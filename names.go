@@ -26,9 +26,6 @@ import (
 // maxClientNameLen bounds a Client's name (WithName).
 const maxClientNameLen = 128
 
-// ErrInvalidName (an ErrInvalidArgument): a bad WithName name.
-var ErrInvalidName = fmt.Errorf("%w: invalid client name", ErrInvalidArgument)
-
 // WithName names the Client, beside its owners (default "<host>:<pid>"):
 // 1 to 128 printable ASCII characters, no space; else ErrInvalidName.
 func WithName(name string) Option {
