@@ -411,26 +411,15 @@ func TestDeadlockProcesses(t *testing.T) {
 	bin := buildHolder(t)
 	srv := redistest.Start(t)
 	const procs = 4
-	type proc struct {
-		lines  <-chan string
-		exited <-chan struct{}
-	}
-	ps := make([]proc, procs)
+	ps := make([]*reportingProc, procs)
 	for i := range ps {
-		_, lines, exited := startHolderProcess(t, bin, "-addr", srv.Addr(), "-kind", "deadlock",
+		ps[i] = startReportingProcess(t, bin, "-addr", srv.Addr(), "-kind", "deadlock",
 			"-name", "dlp-0,dlp-1,dlp-2,dlp-3", "-for", runFor.String())
-		ps[i] = proc{lines, exited}
 	}
 	var total struct{ ops, deadlocks, timeouts, overlaps, errs int }
 	var maxBreak int
 	for i, p := range ps {
-		var line string
-		select {
-		case line = <-p.lines:
-		case <-time.After(runFor + 30*time.Second):
-			t.Fatalf("process %d did not report", i)
-		}
-		<-p.exited
+		line := p.report(t, i, runFor+30*time.Second)
 		var ops, dls, mb, tos, ovs, errs int
 		_, err := fmt.Sscanf(line, "result ops=%d deadlocks=%d maxbreak=%d timeouts=%d overlaps=%d errors=%d", &ops, &dls, &mb, &tos, &ovs, &errs)
 		require.NoError(t, err, "process %d said %q", i, line)
