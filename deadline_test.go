@@ -250,7 +250,7 @@ func tracesOf(rdb *redis.Client, id string) []string {
 	}
 	var left []string
 	for _, key := range keys {
-		if (strings.HasSuffix(key, ":latch:done") || strings.HasSuffix(key, ":last")) && rdb.PTTL(ctx, key).Val() > 0 {
+		if (strings.HasSuffix(key, ":latch:past") || strings.HasSuffix(key, ":last")) && rdb.PTTL(ctx, key).Val() > 0 {
 			continue // a latch's mark or a lock's tail (its release latch), which expire
 		}
 		var items []string

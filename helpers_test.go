@@ -243,7 +243,7 @@ func freeRecord(t testing.TB, rdb redis.UniversalClient, k string) bool {
 
 // latchMark reports whether k is a CountDownLatch's mark, which outlives
 // the latch by design for relock.LatchMarkTTL.
-func latchMark(k string) bool { return strings.HasSuffix(k, ":latch:done") }
+func latchMark(k string) bool { return strings.HasSuffix(k, ":latch:past") }
 
 // requireLatchMarkExpires checks that the latch mark k expires within
 // relock.LatchMarkTTL.

@@ -26,7 +26,7 @@ const latchRecheck = 10 * time.Second
 func (c *Client) CountDownLatch(name string) *CountDownLatch {
 	l := &CountDownLatch{}
 	if l.init(c, name) {
-		l.key, l.channel, l.mark = l.ks.key("latch"), l.ks.key("latch:ch"), l.ks.key("latch:done")
+		l.key, l.channel, l.mark = l.ks.key("latch"), l.ks.key("latch:ch"), l.ks.key("latch:past")
 	}
 	return l
 }
@@ -206,7 +206,7 @@ var (
 
 // latchSetCall closes the latch with count n, as generation op.
 func latchSetCall(key, mark string, n int, op string) scriptCall {
-	return scriptCall{script: latchSetScript, keys: []string{key, mark}, args: []any{n, op}}
+	return scriptCall{script: latchSetScript, keys: []string{key, mark}, args: []any{n, op, latchMarkTTL.Milliseconds()}}
 }
 
 // latchCountDownCall takes one off the count (request op).
@@ -221,5 +221,5 @@ func latchDeleteCall(c *Client, key, channel, mark, op string) scriptCall {
 
 // latchStateCall reads {count, generation, what became of seen}.
 func latchStateCall(key, mark, seen string) scriptCall {
-	return scriptCall{script: latchStateScript, keys: []string{key, mark}, args: []any{seen}}
+	return scriptCall{script: latchStateScript, keys: []string{key, mark}, args: []any{seen, latchMarkTTL.Milliseconds()}}
 }

@@ -111,7 +111,7 @@ func TestSemaphoreReleaseReplayBoundedByTime(t *testing.T) {
 	assert.LessOrEqual(t, n, younger, "the latch forgets what its lifetime no longer covers")
 }
 
-// semaLatchSlots is SEMA_SLOTS of sema_release.lua.
+// semaLatchSlots is TIMESET_SLOTS of timeset_common.lua.
 const semaLatchSlots = 32
 
 // A release replayed just before the latch's age limit is recognised, one

@@ -23,7 +23,7 @@ if redis.call('exists', hash) == 1 then
 	redis.call(ARGV[2], KEYS[2], 'all')
 	return 1
 end
-if redis.call('zscore', KEYS[3], 'd:' .. ARGV[1]) then
+if latch_marked(KEYS[3], 'd:' .. ARGV[1], ARGV[3]) then
 	return 1
 end
 return 0

@@ -1,4 +1,4 @@
--- include: layout_common
+-- include: latch_common
 -- latch_set: close a CountDownLatch with a count, unless it is closed
 -- already.
 --
@@ -8,6 +8,7 @@
 -- KEYS[2]  the latch's mark (see latch_common)
 -- ARGV[1]  the count (>= 1)
 -- ARGV[2]  op id of this request: the generation it sets
+-- ARGV[3]  the mark's lifetime in ms
 --
 -- Returns 1 set, also to this request resent after its reply was lost
 -- (the latch it set is still closed, or the mark says it has passed since);
@@ -20,7 +21,7 @@ if redis.call('exists', KEYS[1]) == 1 then
 	end
 	return 0
 end
-if redis.call('zscore', KEYS[2], 'o:' .. ARGV[2]) or redis.call('zscore', KEYS[2], 'x:' .. ARGV[2]) then
+if latch_marked(KEYS[2], 'o:' .. ARGV[2], ARGV[3]) or latch_marked(KEYS[2], 'x:' .. ARGV[2], ARGV[3]) then
 	return 1
 end
 redis.call('hset', KEYS[1], 'n', ARGV[1], 'g', ARGV[2])

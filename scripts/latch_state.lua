@@ -1,9 +1,10 @@
--- include: layout_common
+-- include: latch_common
 -- latch_state: what a CountDownLatch's waiter reads at each attempt.
 --
 -- KEYS[1]  latch hash (see latch_set)
 -- KEYS[2]  the latch's mark (see latch_common)
 -- ARGV[1]  the generation the waiter saw closed ("" : none yet)
+-- ARGV[2]  the mark's lifetime in ms
 --
 -- Returns {count, generation, passed}: the count (0: no latch), the
 -- latch's generation ("" : none; "-" : a latch set without one), and what
@@ -17,9 +18,9 @@ if n then
 end
 local passed = ''
 if ARGV[1] ~= '' then
-	if redis.call('zscore', KEYS[2], 'o:' .. ARGV[1]) then
+	if latch_marked(KEYS[2], 'o:' .. ARGV[1], ARGV[2]) then
 		passed = 'o'
-	elseif redis.call('zscore', KEYS[2], 'x:' .. ARGV[1]) then
+	elseif latch_marked(KEYS[2], 'x:' .. ARGV[1], ARGV[2]) then
 		passed = 'x'
 	end
 end
