@@ -144,8 +144,9 @@ func (l *base) forceRelease(ctx context.Context, g ForceGuard, call scriptCall, 
 	if err != nil {
 		return false, err
 	}
-	if err := l.refusal(g, gens); err != nil {
-		return false, err
+	if refused := l.refusal(g, gens); refused != nil {
+		l.c.nameHolders(ctx, refused)
+		return false, refused
 	}
 	end(gens)
 	return len(gens) > 0, nil

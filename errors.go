@@ -38,13 +38,17 @@ var (
 type HolderChangedError struct {
 	Lock     string     // the lock's name
 	Expected ForceGuard // what the caller expected
-	Holders  []string   // the owners holding it now (inspect.Holder.Owner)
+	Holders  []Holder   // who holds it now (ClientName: "" when unknown)
 	Token    int64      // the current hold's fencing token (0: none)
 }
 
 func (e *HolderChangedError) Error() string {
+	held := make([]string, len(e.Holders))
+	for i, h := range e.Holders {
+		held[i] = h.text()
+	}
 	return fmt.Sprintf("%v: lock %q is held by %s at token %d, not %s", ErrHolderChanged, e.Lock,
-		strings.Join(e.Holders, ", "), e.Token, e.Expected)
+		strings.Join(held, ", "), e.Token, e.Expected)
 }
 
 // Is makes errors.Is(err, ErrHolderChanged) true.

@@ -103,13 +103,31 @@ func (l *base) forceUnlockIf(ctx context.Context, g ForceGuard, tokens bool, id 
 }
 
 // refusal is the error of a guarded force release's refusal reply (see
-// force_refused in force_common.lua), nil for any other reply.
-func (l *base) refusal(g ForceGuard, reply []string) error {
+// force_refused in force_common.lua), nil for any other reply; its
+// Holders have no names yet (see nameHolders).
+func (l *base) refusal(g ForceGuard, reply []string) *HolderChangedError {
 	if len(reply) < 2 || reply[0] != "!" {
 		return nil
 	}
 	token, _ := strconv.ParseInt(reply[1], 10, 64)
-	return &HolderChangedError{Lock: l.ks.name, Expected: g, Holders: reply[2:], Token: token}
+	holders := make([]Holder, len(reply)-2)
+	for i, o := range reply[2:] {
+		holders[i].Owner = o
+	}
+	return &HolderChangedError{Lock: l.ks.name, Expected: g, Holders: holders, Token: token}
+}
+
+// nameHolders adds their Clients' names to e's Holders (best-effort, see
+// namesOf).
+func (c *Client) nameHolders(ctx context.Context, e *HolderChangedError) {
+	owners := make([]string, len(e.Holders))
+	for i, h := range e.Holders {
+		owners[i] = h.Owner
+	}
+	names := c.namesOf(ctx, owners)
+	for i := range e.Holders {
+		e.Holders[i].ClientName = names[e.Holders[i].Owner]
+	}
 }
 
 // forcedElsewhere ends the holds of generation gen recorded under id (or,

@@ -161,7 +161,7 @@ func TestForceUnlockIfFreesOnlyTheHoldItNames(t *testing.T) {
 			ctx := context.Background()
 			first := relock.New(b.newConn(t), relock.WithLogger(quietLogger()))
 			t.Cleanup(func() { _ = first.Close() })
-			next := relock.New(b.newConn(t), relock.WithLogger(quietLogger()))
+			next := relock.New(b.newConn(t), relock.WithLogger(quietLogger()), relock.WithName("next-proc"))
 			t.Cleanup(func() { _ = next.Close() })
 			operator := relock.New(b.newConn(t), relock.WithLogger(quietLogger()))
 			t.Cleanup(func() { _ = operator.Close() })
@@ -192,9 +192,9 @@ func TestForceUnlockIfFreesOnlyTheHoldItNames(t *testing.T) {
 				require.ErrorIs(t, err, relock.ErrHolderChanged, "%v", g)
 				var hc *relock.HolderChangedError
 				require.True(t, errors.As(err, &hc))
-				assert.Equal(t, []string{nextOwner}, hc.Holders, "the error names who holds it now")
+				assert.Equal(t, []relock.Holder{{Owner: nextOwner, ClientName: "next-proc"}}, hc.Holders, "the error names who holds it now")
 				assert.Equal(t, g, hc.Expected)
-				assert.Contains(t, err.Error(), nextOwner)
+				assert.Contains(t, err.Error(), nextOwner+" (next-proc)")
 				if k.tokens {
 					tok, err := k.token(next, h2)
 					require.NoError(t, err)

@@ -332,6 +332,7 @@ var tagUnescaper = strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%")
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
 // ListLocks lists the locks whose name matches pattern (a glob), by SCAN.
+// Their Owners carry their Clients' names as Inspect's do.
 func (c *Client) ListLocks(ctx context.Context, pattern string) ([]inspect.Summary, error) {
 	if err := c.queryable(); err != nil {
 		return nil, err
@@ -355,6 +356,7 @@ func (c *Client) listLocks(ctx context.Context, pattern string) ([]inspect.Summa
 		if err != nil {
 			return nil, err
 		}
+		c.addNames(ctx, states...)
 		for _, st := range states {
 			out = append(out, summarize(st)...)
 		}

@@ -89,14 +89,15 @@ func summarizeRW(st *inspect.State) (inspect.Summary, bool) {
 	if rw == nil {
 		return inspect.Summary{}, false
 	}
-	s := inspect.Summary{Holders: len(rw.Readers), Waiters: len(rw.WritersWaiting), Token: rw.Token}
-	for _, h := range rw.Readers {
+	s := inspect.Summary{Waiters: len(rw.WritersWaiting), Token: rw.Token}
+	if rw.Writer != nil {
+		s.Owners = append(s.Owners, *rw.Writer)
+	}
+	s.Owners = append(s.Owners, rw.Readers...)
+	for _, h := range s.Owners {
 		s.Lease = max(s.Lease, h.Lease)
 	}
-	if rw.Writer != nil {
-		s.Holders++
-		s.Lease = max(s.Lease, rw.Writer.Lease)
-	}
+	s.Holders = len(s.Owners)
 	return s, true
 }
 
@@ -172,7 +173,7 @@ func (v exclusiveView) summary() (inspect.Summary, bool) {
 	if v.lock == nil {
 		return inspect.Summary{}, false
 	}
-	return inspect.Summary{Holders: len(v.lock.Holders), Waiters: len(v.queue), Lease: v.lock.Lease, Token: v.lock.Token}, true
+	return inspect.Summary{Holders: len(v.lock.Holders), Owners: v.lock.Holders, Waiters: len(v.queue), Lease: v.lock.Lease, Token: v.lock.Token}, true
 }
 
 func (v exclusiveView) rows() []kinds.Row {

@@ -95,7 +95,7 @@ func summarizeSema(st *inspect.State) (inspect.Summary, bool) {
 	if sm == nil {
 		return inspect.Summary{}, false
 	}
-	s := inspect.Summary{Holders: len(sm.Holders), Waiters: len(sm.Waiters)}
+	s := inspect.Summary{Holders: len(sm.Holders), Owners: sm.Holders, Waiters: len(sm.Waiters)}
 	for _, h := range sm.Holders {
 		s.Lease = max(s.Lease, h.Lease)
 	}

@@ -464,8 +464,10 @@ func TestListLocksCluster(t *testing.T) {
 
 func testListLocks(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	c := relock.New(rdb, relock.WithKeyPrefix("lst"))
+	c := relock.New(rdb, relock.WithKeyPrefix("lst"), relock.WithName("lister"))
 	t.Cleanup(func() { _ = c.Close() })
+	peer := relock.New(rdb, relock.WithKeyPrefix("lst"), relock.WithName("peer-1")) // the RWLocks' reader
+	t.Cleanup(func() { _ = peer.Close() })
 	other := relock.New(rdb) // default prefix: not listed
 	t.Cleanup(func() { _ = other.Close() })
 
@@ -482,11 +484,13 @@ func testListLocks(t *testing.T, rdb redis.UniversalClient) {
 			require.NoError(t, err)
 			held = append(held, func() { require.NoError(t, c.FairLock(name).Unlock(hctx)) })
 		case 2:
-			hctx, err := c.RWLock(name).ReadLock().Lock(ctx)
+			hctx, err := peer.RWLock(name).ReadLock().Lock(ctx)
 			require.NoError(t, err)
-			held = append(held, func() { require.NoError(t, c.RWLock(name).ReadLock().Unlock(hctx)) })
+			held = append(held, func() { require.NoError(t, peer.RWLock(name).ReadLock().Unlock(hctx)) })
 		}
 	}
+	require.Eventually(t, func() bool { return rdb.Exists(ctx, "lst:client:{"+peer.ID()+"}").Val() == 1 },
+		5*time.Second, time.Millisecond, "the peer never recorded its name")
 	// Two kinds under one name.
 	wctx, err := c.RWLock("list/a1").WriteLock().Lock(ctx)
 	require.NoError(t, err)
@@ -509,6 +513,13 @@ func testListLocks(t *testing.T, rdb redis.UniversalClient) {
 	for _, s := range all {
 		got = append(got, nk{s.Name, s.Kind})
 		assert.Equal(t, 1, s.Holders, s.Name)
+		require.Len(t, s.Owners, 1, s.Name)
+		want := "lister"
+		if s.Kind == inspect.KindRWLock && s.Name != "list/a1" {
+			want = "peer-1" // read from its record
+		}
+		assert.Equal(t, want, s.Owners[0].Name, "%s %s names its owner's Client", s.Name, s.Kind)
+		assert.NotEmpty(t, s.Owners[0].Owner, s.Name)
 		assert.Zero(t, s.Waiters, s.Name)
 		assert.Greater(t, s.Lease, time.Duration(0), s.Name)
 		if s.Kind != inspect.KindRWLock || s.Name == "list/a1" {

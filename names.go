@@ -151,10 +151,15 @@ func (c *Client) cycleNames(ctx context.Context, self string, cycle []waitRecord
 	return c.namesOf(ctx, owners)
 }
 
-// addNames sets the Name of every holder and waiter of st (best-effort).
-func (c *Client) addNames(ctx context.Context, st *inspect.State) {
-	holders := stateHolders(st)
-	waiters := stateWaiters(st)
+// addNames sets the Name of every holder and waiter of sts, read in one
+// pipeline (best-effort).
+func (c *Client) addNames(ctx context.Context, sts ...*inspect.State) {
+	var holders []*inspect.Holder
+	var waiters []*inspect.Waiter
+	for _, st := range sts {
+		holders = append(holders, stateHolders(st)...)
+		waiters = append(waiters, stateWaiters(st)...)
+	}
 	owners := make([]string, 0, len(holders)+len(waiters))
 	for _, h := range holders {
 		owners = append(owners, h.Owner)

@@ -45,6 +45,12 @@ type LockInfo struct {
 // Holder is an owner and its Client's name (WithName; "" when unknown).
 type Holder struct{ Owner, ClientName string }
 
+// text is the owner, followed by its Client's name in parentheses when
+// known (see named).
+func (h Holder) text() string {
+	return named(h.Owner, map[string]string{h.Owner: h.ClientName})
+}
+
 // AcquiredEvent describes a successful Lock or TryLock.
 type AcquiredEvent struct {
 	LockInfo

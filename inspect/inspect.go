@@ -214,6 +214,9 @@ type Summary struct {
 	// Holders is the number of owners holding it (readers and writer for an
 	// RWLock).
 	Holders int
+	// Owners are the holders themselves, as State shows them (an RWLock's
+	// writer first), each with its Client's Name when known.
+	Owners []Holder
 	// Waiters is the number of queued waiters: a Lock's or a FairLock's, or
 	// an RWLock's writers waiting, or a Semaphore's.
 	Waiters int

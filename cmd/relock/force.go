@@ -32,10 +32,10 @@ type jsonForce struct {
 
 // jsonRefused is who holds a lock that a guarded force release refused.
 type jsonRefused struct {
-	Kind    string   `json:"kind"`
-	Mode    string   `json:"mode,omitempty"`
-	Holders []string `json:"holders"`
-	Token   int64    `json:"token,omitempty"`
+	Kind    string      `json:"kind"`
+	Mode    string      `json:"mode,omitempty"`
+	Holders []jsonOwner `json:"holders"`
+	Token   int64       `json:"token,omitempty"`
 }
 
 // release is one force release of one kind, as its row in the table of
@@ -64,6 +64,9 @@ func (r release) heldText() string {
 		n := strconv.Itoa(h.Count) + " " + r.Unit + "s"
 		if h.Count == 1 {
 			n = "1 " + r.Unit
+		}
+		if h.Name != "" {
+			n = printable(h.Name) + ", " + n
 		}
 		parts[i] = h.Owner + " (" + n + ")"
 	}
@@ -193,14 +196,21 @@ func (cl *cli) release(ctx context.Context, r release) (bool, error) {
 // it expected, and returns exitFail.
 func (cl *cli) refused(name string, r release, e *relock.HolderChangedError, out jsonForce) int {
 	if cl.json {
-		out.Refused = &jsonRefused{Kind: string(r.kind), Mode: r.Mode, Holders: e.Holders, Token: e.Token}
+		out.Refused = &jsonRefused{Kind: string(r.kind), Mode: r.Mode, Token: e.Token}
+		for _, h := range e.Holders {
+			out.Refused.Holders = append(out.Refused.Holders, jsonOwner{Owner: h.Owner, Name: h.ClientName})
+		}
 		if code := cl.writeOrFail(out); code != exitOK {
 			return code
 		}
 		return exitFail
 	}
+	held := make([]string, len(e.Holders))
+	for i, h := range e.Holders {
+		held[i] = ownerText(h.Owner, h.ClientName)
+	}
 	fmt.Fprintf(cl.stderr, "relock: %s %s is held by %s now (token %d), not by %s; not released\n",
-		r.what(), name, strings.Join(e.Holders, ", "), e.Token, e.Expected)
+		r.what(), name, strings.Join(held, ", "), e.Token, e.Expected)
 	return exitFail
 }
 

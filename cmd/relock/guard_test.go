@@ -39,7 +39,7 @@ func TestForceUnlockGuardFreesOnlyTheHoldSeen(t *testing.T) {
 	}
 	assert.ErrorIs(t, context.Cause(h1), relock.ErrForceUnlocked)
 
-	next := d.client(t)
+	next := d.client(t, relock.WithName("next-proc"))
 	h2, err := next.Lock(name).Lock(ctx)
 	require.NoError(t, err)
 	nextOwner := owner(t, next, h2)
@@ -47,7 +47,7 @@ func TestForceUnlockGuardFreesOnlyTheHoldSeen(t *testing.T) {
 		before := srv.Client().HGetAll(ctx, "relock:{"+name+"}").Val()
 		r = d.cmd(t, "", append([]string{"--yes", "force-unlock", name}, guard...)...)
 		assert.Equal(t, 1, r.code, "%v: %s", guard, r.stdout)
-		assert.Contains(t, r.stderr, nextOwner, "%v: the refusal names the holder now", guard)
+		assert.Contains(t, r.stderr, nextOwner+" (next-proc, 1 hold)", "%v: the refusal names the holder now, with its Client", guard)
 		assert.Contains(t, r.stderr, "nothing released", guard)
 		assert.Equal(t, before, srv.Client().HGetAll(ctx, "relock:{"+name+"}").Val(), "%v changed Redis", guard)
 		require.NoError(t, h2.Err(), "%v: the next holder keeps the lock", guard)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -302,7 +303,7 @@ func testForceUnlock(t *testing.T, d deployment) {
 	for _, answer := range []string{"n\n", "\n", ""} {
 		r := d.cmd(t, answer, "force-unlock", name)
 		assert.Equal(t, 1, r.code)
-		assert.Equal(t, "release lock "+name+" held by "+own+" (1 hold) [Lock]? [y/N] not confirmed; nothing released\n", r.stderr)
+		assert.Equal(t, "release lock "+name+" held by "+own+" ("+c.Name()+", 1 hold) [Lock]? [y/N] not confirmed; nothing released\n", r.stderr)
 		assert.Empty(t, r.stdout)
 		held, err := c.Lock(name).HoldCount(hctx)
 		require.NoError(t, err)
@@ -312,7 +313,7 @@ func testForceUnlock(t *testing.T, d deployment) {
 	// Confirmed on stdin.
 	r := d.cmd(t, "y\n", "force-unlock", name)
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Equal(t, "released Lock "+name+" held by "+own+" (1 hold)\n", r.stdout)
+	assert.Equal(t, "released Lock "+name+" held by "+own+" ("+c.Name()+", 1 hold)\n", r.stdout)
 	assert.Contains(t, r.stderr, "[y/N]")
 	<-hctx.Done()
 	assert.ErrorIs(t, context.Cause(hctx), relock.ErrLockLost)
@@ -346,10 +347,10 @@ func testForceUnlock(t *testing.T, d deployment) {
 	t.Logf("\n%s", r.stdout)
 	assert.Empty(t, r.stderr)
 	assert.Equal(t, strings.Join([]string{
-		"released Lock " + name + " held by " + owner(t, other, l1) + " (1 hold)",
-		"released FairLock " + name + " held by " + owner(t, other, f1) + " (1 hold); woke the first of 1 queued waiters",
-		"released RWLock write " + name + " held by " + owner(t, other, w1) + " (1 hold)",
-		"released RWLock read " + name + " held by " + owner(t, other, rd1) + " (1 hold)",
+		"released Lock " + name + " held by " + owner(t, other, l1) + " (" + other.Name() + ", 1 hold)",
+		"released FairLock " + name + " held by " + owner(t, other, f1) + " (" + other.Name() + ", 1 hold); woke the first of 1 queued waiters",
+		"released RWLock write " + name + " held by " + owner(t, other, w1) + " (" + other.Name() + ", 1 hold)",
+		"released RWLock read " + name + " held by " + owner(t, other, rd1) + " (" + other.Name() + ", 1 hold)",
 	}, "\n")+"\n", r.stdout)
 	select {
 	case err := <-got:
@@ -378,9 +379,15 @@ func testForceUnlock(t *testing.T, d deployment) {
 
 func testList(t *testing.T, d deployment) {
 	ctx := context.Background()
-	c := d.client(t, relock.WithKeyPrefix("clilist"))
+	c := d.client(t, relock.WithKeyPrefix("clilist"), relock.WithName("jobs-worker"))
 	a, err := c.Lock("jobs/a").Lock(ctx)
 	require.NoError(t, err)
+	var permits []context.Context // four owners: the table shows three
+	for range 4 {
+		p, err := c.Semaphore("other/s", 4).Acquire(ctx, 1)
+		require.NoError(t, err)
+		permits = append(permits, p)
+	}
 	b, err := c.FairLock("jobs/b").Lock(ctx)
 	require.NoError(t, err)
 	x, err := c.RWLock("other/x").ReadLock().Lock(ctx)
@@ -392,11 +399,13 @@ func testList(t *testing.T, d deployment) {
 	require.Equal(t, 0, r.code, r.stderr)
 	t.Logf("\n%s", r.stdout)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	require.Len(t, lines, 4)
-	assert.Regexp(t, `^NAME\s+KIND\s+HOLDERS\s+WAITERS\s+EXPIRES IN\s+TOKEN\s+COUNT$`, lines[0])
-	assert.Regexp(t, `^jobs/a\s+Lock\s+1\s+0\s+[0-9.]+m?s\s+`+strconv.FormatInt(tokA, 10)+`\s+-$`, lines[1])
-	assert.Regexp(t, `^jobs/b\s+FairLock\s+1\s+0\s`, lines[2])
-	assert.Regexp(t, `^other/x\s+RWLock\s+1\s+0\s+[0-9.]+m?s\s+-\s+-$`, lines[3])
+	require.Len(t, lines, 5)
+	named := func(ctx context.Context) string { return regexp.QuoteMeta(owner(t, c, ctx) + " (jobs-worker)") }
+	assert.Regexp(t, `^NAME\s+KIND\s+HOLDERS\s+WAITERS\s+EXPIRES IN\s+TOKEN\s+COUNT\s+OWNERS$`, lines[0])
+	assert.Regexp(t, `^jobs/a\s+Lock\s+1\s+0\s+[0-9.]+m?s\s+`+strconv.FormatInt(tokA, 10)+`\s+-\s+`+named(a)+`$`, lines[1])
+	assert.Regexp(t, `^jobs/b\s+FairLock\s+1\s+0\s.*\s`+named(b)+`$`, lines[2])
+	assert.Regexp(t, `^other/s\s+Semaphore\s+4\s+0\s.*\s\S+ \(jobs-worker\), \S+ \(jobs-worker\), \S+ \(jobs-worker\), \+1 more$`, lines[3])
+	assert.Regexp(t, `^other/x\s+RWLock\s+1\s+0\s+[0-9.]+m?s\s+-\s+-\s+`+named(x)+`$`, lines[4])
 
 	r = d.cmd(t, "", "--prefix", "clilist", "list", "jobs/*")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -412,6 +421,13 @@ func testList(t *testing.T, d deployment) {
 	assert.Equal(t, "lock", js[0].Kind)
 	assert.Equal(t, tokA, js[0].Token)
 	assert.Equal(t, "fairlock", js[1].Kind)
+	assert.Equal(t, []jsonOwner{{Owner: owner(t, c, a), Name: "jobs-worker"}}, js[0].Owners)
+
+	r = d.cmd(t, "", "--prefix", "clilist", "--json", "list", "other/s")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &js))
+	require.Len(t, js, 1)
+	assert.Len(t, js[0].Owners, 4, "--json lists every owner")
 
 	r = d.cmd(t, "", "--prefix", "clilist", "list", "nothing*")
 	assert.Equal(t, result{code: 0, stdout: "no locks match nothing*\n"}, r)
@@ -421,6 +437,9 @@ func testList(t *testing.T, d deployment) {
 	require.NoError(t, c.Lock("jobs/a").Unlock(a))
 	require.NoError(t, c.FairLock("jobs/b").Unlock(b))
 	require.NoError(t, c.RWLock("other/x").ReadLock().Unlock(x))
+	for _, p := range permits {
+		require.NoError(t, c.Semaphore("other/s", 4).Release(p))
+	}
 	r = d.cmd(t, "", "--prefix", "clilist", "list")
 	assert.Equal(t, result{code: 0, stdout: "no locks\n"}, r)
 }

@@ -54,7 +54,7 @@ func testSemaphore(t *testing.T, d deployment) {
 
 	r = d.cmd(t, "", "--prefix", "clisema", "list")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Regexp(t, `(?m)^`+name+`\s+Semaphore\s+1\s+1\s+[0-9.]+m?s\s+-\s+-$`, r.stdout)
+	assert.Regexp(t, `(?m)^`+name+`\s+Semaphore\s+1\s+1\s+[0-9.]+m?s\s+-\s+-\s+`+regexp.QuoteMeta(holder+" ("+c.Name()+")")+`$`, r.stdout)
 
 	require.NoError(t, s.Release(h))
 	require.NoError(t, <-waiting)
@@ -120,12 +120,12 @@ func testLatch(t *testing.T, d deployment) {
 
 	r = d.cmd(t, "", "--prefix", "clilatch", "list")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Regexp(t, `(?m)^`+name+`\s+CountDownLatch\s+0\s+0\s+-\s+-\s+3$`, r.stdout)
+	assert.Regexp(t, `(?m)^`+name+`\s+CountDownLatch\s+0\s+0\s+-\s+-\s+3\s+-$`, r.stdout)
 	r = d.cmd(t, "", "--prefix", "clilatch", "--json", "list")
 	require.Equal(t, 0, r.code, r.stderr)
 	var sums []jsonSummary
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sums))
-	assert.Equal(t, []jsonSummary{{Name: name, Kind: "countdownlatch", Count: 3}}, sums)
+	assert.Equal(t, []jsonSummary{{Name: name, Kind: "countdownlatch", Owners: []jsonOwner{}, Count: 3}}, sums)
 
 	out, code := startWatch(t, d, "closed", "--prefix", "clilatch", name, "--for", "1500ms", "--refresh", "100ms")
 	require.NoError(t, l.CountDown(ctx))
@@ -178,9 +178,9 @@ func testForceSemaphore(t *testing.T, d deployment) {
 	r = d.cmd(t, "", "--yes", "force-unlock", name)
 	require.Equal(t, 0, r.code, r.stderr)
 	t.Logf("\n%s", r.stdout)
-	assert.Regexp(t, `^released Semaphore `+name+` held by \S+ \(\d permits?\), \S+ \(\d permits?\); 1 queued waiter may take the permits\n$`, r.stdout)
-	assert.Contains(t, r.stdout, owner(t, c, h1)+" (2 permits)")
-	assert.Contains(t, r.stdout, owner(t, c, h2)+" (1 permit)")
+	assert.Regexp(t, `^released Semaphore `+name+` held by \S+ \(\S+, \d permits?\), \S+ \(\S+, \d permits?\); 1 queued waiter may take the permits\n$`, r.stdout)
+	assert.Contains(t, r.stdout, owner(t, c, h1)+" ("+c.Name()+", 2 permits)")
+	assert.Contains(t, r.stdout, owner(t, c, h2)+" ("+c.Name()+", 1 permit)")
 	for _, h := range []context.Context{h1, h2} {
 		select {
 		case <-h.Done():
@@ -256,7 +256,7 @@ func testForceLatch(t *testing.T, d deployment) {
 	r := d.cmd(t, "", "--yes", "--delete-latch", "force-unlock", name)
 	require.Equal(t, 0, r.code, r.stderr)
 	t.Logf("\n%s", r.stdout)
-	assert.Contains(t, r.stdout, "released Lock "+name+" held by "+owner(t, c, hctx)+" (1 hold)\n")
+	assert.Contains(t, r.stdout, "released Lock "+name+" held by "+owner(t, c, hctx)+" ("+c.Name()+", 1 hold)\n")
 	assert.Contains(t, r.stdout, "deleted CountDownLatch "+name+" (count 2)\n")
 	n, err := l.Count(ctx)
 	require.NoError(t, err)

@@ -90,13 +90,57 @@ type jsonRW struct {
 }
 
 type jsonSummary struct {
-	Name    string `json:"name"`
-	Kind    string `json:"kind"`
-	Holders int    `json:"holders"`
-	Waiters int    `json:"waiters"`
-	LeaseMs int64  `json:"lease_ms"`
-	Token   int64  `json:"token"`
-	Count   int    `json:"count,omitempty"` // a CountDownLatch's count left
+	Name    string      `json:"name"`
+	Kind    string      `json:"kind"`
+	Holders int         `json:"holders"`
+	Owners  []jsonOwner `json:"owners"`
+	Waiters int         `json:"waiters"`
+	LeaseMs int64       `json:"lease_ms"`
+	Token   int64       `json:"token"`
+	Count   int         `json:"count,omitempty"` // a CountDownLatch's count left
+}
+
+// jsonOwner is an owner and its Client's name, when known.
+type jsonOwner struct {
+	Owner string `json:"owner"`
+	Name  string `json:"name,omitempty"`
+}
+
+func jsonOwners(hs []inspect.Holder) []jsonOwner {
+	out := make([]jsonOwner, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, jsonOwner{Owner: h.Owner, Name: h.Name})
+	}
+	return out
+}
+
+// ownersCell is the OWNERS cell of list's table: up to listedOwners
+// owners, each with its Client's name when known, and how many more.
+func ownersCell(hs []inspect.Holder) string {
+	if len(hs) == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, min(len(hs), listedOwners)+1)
+	for _, h := range hs[:min(len(hs), listedOwners)] {
+		parts = append(parts, ownerText(h.Owner, h.Name))
+	}
+	if more := len(hs) - listedOwners; more > 0 {
+		parts = append(parts, "+"+strconv.Itoa(more)+" more")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// listedOwners bounds the owners a line of list's table shows; --json
+// lists them all.
+const listedOwners = 3
+
+// ownerText is owner followed by its Client's name in parentheses, when
+// known, as relock's errors write it.
+func ownerText(owner, name string) string {
+	if name == "" {
+		return owner
+	}
+	return owner + " (" + printable(name) + ")"
 }
 
 func holders(hs []inspect.Holder) []jsonHolder {
@@ -246,7 +290,7 @@ func (cl *cli) list(ctx context.Context, pattern string) int {
 	if cl.json {
 		out := make([]jsonSummary, 0, len(locks))
 		for _, s := range locks {
-			out = append(out, jsonSummary{Name: s.Name, Kind: string(s.Kind), Holders: s.Holders, Waiters: s.Waiters,
+			out = append(out, jsonSummary{Name: s.Name, Kind: string(s.Kind), Holders: s.Holders, Owners: jsonOwners(s.Owners), Waiters: s.Waiters,
 				LeaseMs: s.Lease.Milliseconds(), Token: s.Token, Count: s.Count})
 		}
 		if err := writeJSON(cl.stdout, out); err != nil {
@@ -263,9 +307,9 @@ func (cl *cli) list(ctx context.Context, pattern string) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(cl.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tHOLDERS\tWAITERS\tEXPIRES IN\tTOKEN\tCOUNT")
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDERS\tWAITERS\tEXPIRES IN\tTOKEN\tCOUNT\tOWNERS")
 	for _, s := range locks {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", printable(s.Name), kindName(s.Kind), s.Holders, s.Waiters, dur(s.Lease), token(s.Token), count(s.Count))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", printable(s.Name), kindName(s.Kind), s.Holders, s.Waiters, dur(s.Lease), token(s.Token), count(s.Count), ownersCell(s.Owners))
 	}
 	_ = tw.Flush()
 	return exitOK

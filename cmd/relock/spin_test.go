@@ -38,6 +38,6 @@ func TestCLISpinLock(t *testing.T) {
 
 	r = d.cmd(t, "", "--yes", "force-unlock", name)
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Equal(t, "released SpinLock "+name+" held by "+own+" (1 hold)\n", r.stdout)
+	assert.Equal(t, "released SpinLock "+name+" held by "+own+" ("+c.Name()+", 1 hold)\n", r.stdout)
 	assert.ErrorIs(t, c.SpinLock(name).Unlock(hctx), relock.ErrLockLost)
 }
