@@ -3,6 +3,7 @@ package relock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -115,6 +116,21 @@ func (l *base) refusal(g ForceGuard, reply []string) *HolderChangedError {
 		holders[i].Owner = o
 	}
 	return &HolderChangedError{Lock: l.ks.name, Expected: g, Holders: holders, Token: token}
+}
+
+// join is the refusal of e and other, two masters' of a RedLock: the
+// holders of either, once each, at the larger token.
+func (e *HolderChangedError) join(other *HolderChangedError) *HolderChangedError {
+	if e == nil {
+		return other
+	}
+	for _, h := range other.Holders {
+		if !slices.Contains(e.Holders, h) {
+			e.Holders = append(e.Holders, h)
+		}
+	}
+	e.Token = max(e.Token, other.Token)
+	return e
 }
 
 // nameHolders adds their Clients' names to e's Holders (best-effort, see

@@ -2,6 +2,7 @@ package relock
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -176,4 +177,32 @@ func TestEveryKindThroughTheTable(t *testing.T) {
 	st, err = c.Inspect(ctx, name)
 	require.NoError(t, err)
 	assert.False(t, st.Exists(), "force releases left %v", st.Kinds())
+}
+
+// Every kind with holds has a guarded force release (ForceUnlockIf, or a
+// Semaphore's ForceReleaseIf); a kind without one says why here and in
+// docs/kinds.md. A kind added to the table fails this test until it does
+// one or the other.
+func TestKindTableEveryKindHasAGuardedForceRelease(t *testing.T) {
+	guarded := map[string][]any{
+		"Lock": {(*Lock)(nil)}, "FairLock": {(*FairLock)(nil)}, "RWLock": {(*ReadLock)(nil), (*WriteLock)(nil)},
+		"RedLock": {(*RedLock)(nil)}, "Semaphore": {(*Semaphore)(nil)}, "SpinLock": {(*SpinLock)(nil)},
+	}
+	why := map[string]string{
+		"MultiLock":      "its parts are Locks, each forced on its own",
+		"CountDownLatch": "it has no holder: Delete, or force-unlock --delete-latch",
+	}
+	for _, k := range kindTable {
+		types, ok := guarded[k.typeName]
+		if !ok {
+			assert.NotEmpty(t, why[k.typeName], "%s has no guarded force release and no reason", k.typeName)
+			continue
+		}
+		for _, v := range types {
+			typ := reflect.TypeOf(v)
+			_, unlock := typ.MethodByName("ForceUnlockIf")
+			_, release := typ.MethodByName("ForceReleaseIf")
+			assert.True(t, unlock || release, "%v has no guarded force release", typ)
+		}
+	}
 }

@@ -139,9 +139,8 @@ func (r *RedLock) TryLock(ctx context.Context, wait, lease time.Duration) (conte
 	return lockWith(ctx, soleOf(redScheme{r}), wait, lease)
 }
 
-// Unlock is Lock.Unlock on every master, in parallel: nil when a majority
-// confirmed, ErrLockLost when a majority had lost it, else ErrNotConfirmed,
-// the rest retried in the background, blocking any quorum, until the lease.
+// Unlock is Lock.Unlock on every master: nil when a majority confirmed,
+// ErrLockLost when a majority had lost it, else ErrNotConfirmed (kinds.md).
 func (r *RedLock) Unlock(ctx context.Context) error {
 	if r.err != nil {
 		return r.err
@@ -178,6 +177,28 @@ func (r *RedLock) Validity(ctx context.Context) (time.Duration, error) {
 
 // ForceUnlock frees the lock on every master and reports how many had it.
 func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
+	return r.forceUnlock(ctx, ForceGuard{})
+}
+
+// ForceUnlockIf is ForceUnlock on the masters g.Owner holds, g.Token 0 (the
+// masters' tokens differ); a *HolderChangedError names others' holders.
+func (r *RedLock) ForceUnlockIf(ctx context.Context, g ForceGuard) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if g.Token != 0 {
+		return 0, fmt.Errorf("%w: a RedLock's masters may record one hold at different tokens: guard it by its owner", ErrInvalidArgument)
+	}
+	if err := g.check(true); err != nil {
+		return 0, err
+	}
+	return r.forceUnlock(ctx, g)
+}
+
+// forceUnlock runs the force release guarded by g (zero: none) on every
+// master, ends this Client's holds it removed, and reports how many masters
+// it freed and, when a master refused, who holds it there.
+func (r *RedLock) forceUnlock(ctx context.Context, g ForceGuard) (int, error) {
 	if r.err != nil {
 		return 0, r.err
 	}
@@ -188,20 +209,28 @@ func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	res, errs := fanOut(r, context.WithoutCancel(ctx), func(ctx context.Context, l *Lock) ([]string, error) {
-		return l.c.eval(ctx, "force unlock", lockForceReleaseCall(l.c, l.keys, ForceGuard{})).StringSlice()
+		return l.c.eval(ctx, "force unlock", lockForceReleaseCall(l.c, l.keys, g)).StringSlice()
 	})
 	var gens []string
+	var refused *HolderChangedError
 	freed, failed := 0, 0
 	for i := range res {
-		if errs[i] != nil {
+		switch no := r.nodes[i].refusal(g, res[i]); {
+		case errs[i] != nil:
 			failed++
-		} else if len(res[i]) > 0 {
+		case no != nil:
+			refused = refused.join(no)
+		case len(res[i]) > 0:
 			freed++
 			gens = append(gens, res[i]...)
 		}
 	}
-	r.home.endForced(r.id, gens, fmt.Errorf("%w: force-unlocked", ErrLockLost))
-	if failed == len(res) {
+	r.home.endForced(r.id, gens, ErrForceUnlocked)
+	switch {
+	case refused != nil:
+		r.home.nameHolders(ctx, refused)
+		return freed, refused
+	case failed == len(res):
 		return 0, fmt.Errorf("relock: redlock force unlock: %w", errors.Join(errs...))
 	}
 	return freed, nil
