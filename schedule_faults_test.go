@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/schedule"
 )
 
@@ -149,7 +150,32 @@ func (r *scheduleRun) inject(f schedule.Fault) {
 		r.pause(f.Proc, f.For)
 	case schedule.FaultRestore:
 		r.restore(f.Server, f.For)
+	case schedule.FaultReshard:
+		r.reshard(f.For)
 	}
+}
+
+// reshard moves the Cluster slot of A to another master, as redis-cli
+// --cluster reshard does, leaving it split between the two for d: the
+// processes meet ASK and TRYAGAIN meanwhile, then MOVED.
+func (r *scheduleRun) reshard(d time.Duration) {
+	r.resharding.Lock()
+	defer r.resharding.Unlock()
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := r.cluster.BeginMove(ctx, r.inspect[0].Lock(schedule.ResA).Key())
+	if err != nil {
+		r.troublef("reshard: %v", err)
+		return
+	}
+	time.Sleep(d)
+	if err := m.Finish(ctx); err != nil {
+		r.troublef("reshard: %v", err)
+		return
+	}
+	r.t.Logf("slot %d of %s moved from %s to %s at %v, in %v", m.Slot, schedule.ResA, m.From.Addr(), m.To.Addr(),
+		time.Since(r.start).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 }
 
 // pause stops a process (SIGSTOP) for d.
@@ -252,19 +278,30 @@ func anyHeld(s schedule.Sample) bool {
 	return false
 }
 
+// keyServers are the redis-servers that hold the run's keys: its own, or
+// its Cluster's nodes.
+func (r *scheduleRun) keyServers() []*redistest.Server {
+	if r.cluster != nil {
+		return r.cluster.Nodes
+	}
+	return r.servers
+}
+
 // checkLeftover: once every process has ended, nothing is held, and every
 // key left (latches, tails) carries a TTL.
 func (r *scheduleRun) checkLeftover(v *schedule.Verdict) {
 	ctx := context.Background()
 	for res, srv := range r.resources() {
-		if srv >= len(r.servers) {
+		if srv >= len(r.inspect) {
 			continue
 		}
 		if held, err := r.held(ctx, res); err != nil || held {
 			v.AddProblem(schedule.RuleLeftover, "%s still held in Redis %v after every process finished (inspect error: %v)",
 				res, schedule.Bound, err)
 		}
-		rdb := r.servers[srv].Client()
+	}
+	for _, srv := range r.keyServers() {
+		rdb := srv.Client()
 		keys, _ := rdb.Keys(ctx, "*").Result()
 		for _, k := range keys {
 			if r.restoredLatch(k) {

@@ -26,19 +26,21 @@ type scheduleRun struct {
 	plan    *schedule.Plan
 	size    schedule.Size
 	servers []*redistest.Server
-	inspect []*relock.Client // one per server, the test's own
+	cluster *redistest.Cluster // a Cluster plan's, instead of servers
+	inspect []*relock.Client   // one per server (one for a Cluster), the test's own
 	judge   *judge.Judge
 	procs   map[string]*holderProc
 	start   time.Time
 	// stopEarly ends the run at its first broken rule.
 	stopEarly bool
 
-	restoring atomic.Bool // samples are unknown while a snapshot is restored
-	mu        sync.Mutex
-	samples   []schedule.Sample
-	pauses    []schedule.Span
-	forced    []time.Time // the test's ForceUnlocks after a restore
-	trouble   []string
+	restoring  atomic.Bool // samples are unknown while a snapshot is restored
+	resharding sync.Mutex  // one slot move at a time (concurrent MIGRATEs block each other)
+	mu         sync.Mutex
+	samples    []schedule.Sample
+	pauses     []schedule.Span
+	forced     []time.Time // the test's ForceUnlocks after a restore
+	trouble    []string
 }
 
 // scheduleDeadline bounds a run: past it the judge stops the processes. A
@@ -53,6 +55,12 @@ func scheduleDeadline(plan *schedule.Plan, size schedule.Size) time.Duration {
 
 func newScheduleRun(t *testing.T, bin string, plan *schedule.Plan, size schedule.Size) *scheduleRun {
 	r := &scheduleRun{t: t, bin: bin, plan: plan, size: size, procs: map[string]*holderProc{}}
+	if plan.Cluster {
+		r.cluster = redistest.StartCluster(t, 3, 0)
+		c := relock.New(r.cluster.Client())
+		t.Cleanup(func() { _ = c.Close() })
+		r.inspect = append(r.inspect, c)
+	}
 	for range plan.Servers() {
 		srv := redistest.Start(t)
 		c := relock.New(srv.Client())
@@ -124,6 +132,9 @@ func (r *scheduleRun) startProcs() bool {
 	addrs := make([]string, len(r.servers))
 	for i, s := range r.servers {
 		addrs[i] = s.Addr()
+	}
+	if r.cluster != nil {
+		addrs = r.cluster.Addrs()
 	}
 	planJSON := r.plan.Encode()
 	for _, pr := range r.plan.Procs {

@@ -36,6 +36,10 @@ import (
 // drawn orders, keeping the first while they wait for the second: no
 // overlap on A or D, no wait reaching schedule.DeadlockWait (a deadlock not
 // broken), every process done within schedule.DeadlockRun.
+// -schedule.kind=reshard plays a Lock's, FairLock's or RWLock's plan on a
+// three-master Cluster while the test moves A's slot between masters two
+// to four times (each split for 0 to 500 ms: ASK and TRYAGAIN, then
+// MOVED), with the lock kinds' checks.
 //
 // go test runs the CI seeds; -schedule.long runs many fresh ones and prints
 // the table RELIABILITY.md shows; -schedule.seed and -schedule.kind replay
@@ -43,7 +47,7 @@ import (
 var (
 	scheduleLong   = flag.Bool("schedule.long", false, "TestFaultSchedule: run -schedule.runs fresh seeds and print the table")
 	scheduleSeed   = flag.Int64("schedule.seed", 0, "TestFaultSchedule: replay this seed (with -schedule.kind); with -schedule.long: the first seed")
-	scheduleKind   = flag.String("schedule.kind", "", "TestFaultSchedule: lock kind of -schedule.seed: lock, fair, rw, multi, sema, latch or deadlock (default: every kind)")
+	scheduleKind   = flag.String("schedule.kind", "", "TestFaultSchedule: lock kind of -schedule.seed: lock, fair, rw, multi, sema, latch, deadlock or reshard (default: every kind)")
 	scheduleRuns   = flag.Int("schedule.runs", 40, "TestFaultSchedule: runs of -schedule.long")
 	scheduleClient = flag.String("schedule.client", "", "TestFaultSchedule: give every process this go-redis setup (default, ctxtimeout or timeouts) instead of the plan's draw")
 	scheduleDump   = flag.Bool("schedule.dump", false, "TestFaultSchedule: on a failure, print each process's log and every key left in Redis")
@@ -71,6 +75,9 @@ var (
 // deadlock/490100 (four processes taking two of Locks A, D and a
 // Semaphore S of two permits) left a deadlock through both holders of S
 // unbroken for 20 s on a search that required every holder to lead back.
+// reshard/2002 (a Lock plan, four moves of A's slot) left A held by nobody
+// for 24 s when a release's retry stopped at ASK, TRYAGAIN or MOVED (2 runs
+// of 2 with those refusals not retried).
 var scheduleCISeeds = []scheduleCase{
 	{schedule.KindLock, 1006},
 	{schedule.KindFair, 101},
@@ -84,6 +91,7 @@ var scheduleCISeeds = []scheduleCase{
 	{schedule.KindSema, 19},
 	{schedule.KindLatch, 14},
 	{schedule.KindDeadlock, 490100},
+	{schedule.KindReshard, 2002},
 }
 
 type scheduleCase struct {
@@ -200,7 +208,7 @@ func (r *scheduleRun) dump(t *testing.T) {
 		t.Logf("%s log:\n%s", id, p.stderr.tail(60))
 	}
 	ctx := context.Background()
-	for i, srv := range r.servers {
+	for i, srv := range r.keyServers() {
 		rc := srv.Client()
 		keys, _ := rc.Keys(ctx, "*").Result()
 		for _, k := range keys {

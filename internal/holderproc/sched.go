@@ -64,18 +64,7 @@ func runSchedule(planJSON, id, judgeAddr, addrs string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proc", id)
 	w := &schedWorker{plan: plan, proc: proc, logger: logger}
-	for _, addr := range strings.Split(addrs, ",") {
-		rdb := redis.NewClient(redisOptions(addr, proc.Client))
-		defer rdb.Close()
-		f, counter := redistest.NewConnFaults(), &evalshaCounter{}
-		counter.faults = f
-		rdb.AddHook(f)
-		rdb.AddHook(counter)
-		c := relock.New(rdb, clientOptions(proc, logger)...)
-		defer c.Close()
-		w.clients, w.faults, w.cutters = append(w.clients, c), append(w.faults, f), append(w.cutters, counter)
-		w.rdbs = append(w.rdbs, rdb)
-	}
+	defer w.connect(strings.Split(addrs, ","))()
 	if len(w.cutters) == 2 {
 		w.cutters[1].rollbackCut = w.cutters[0]
 	}
@@ -95,6 +84,36 @@ func runSchedule(planJSON, id, judgeAddr, addrs string) error {
 		return w.runDeadlock()
 	}
 	return w.run()
+}
+
+// connect makes the process's Clients, one per server of addrs, each with
+// its connection faults; or, on a Cluster, one Client over its nodes and no
+// connection faults (the plan's faults are the Cluster's reshards). It
+// returns what closes them.
+func (w *schedWorker) connect(addrs []string) (closeAll func()) {
+	if w.plan.Cluster {
+		rdb := redis.NewClusterClient(clusterOptions(addrs, w.proc.Client))
+		c := relock.New(rdb, clientOptions(w.proc, w.logger)...)
+		w.clients = append(w.clients, c)
+		return func() { _ = c.Close(); _ = rdb.Close() }
+	}
+	var closers []func() error
+	for _, addr := range addrs {
+		rdb := redis.NewClient(redisOptions(addr, w.proc.Client))
+		f, counter := redistest.NewConnFaults(), &evalshaCounter{}
+		counter.faults = f
+		rdb.AddHook(f)
+		rdb.AddHook(counter)
+		c := relock.New(rdb, clientOptions(w.proc, w.logger)...)
+		w.clients, w.faults, w.cutters = append(w.clients, c), append(w.faults, f), append(w.cutters, counter)
+		w.rdbs = append(w.rdbs, rdb)
+		closers = append(closers, rdb.Close, c.Close)
+	}
+	return func() {
+		for i := len(closers) - 1; i >= 0; i-- { // each Client before its go-redis client
+			_ = closers[i]()
+		}
+	}
 }
 
 // open builds the lock of the process's role.
@@ -302,6 +321,13 @@ func redisOptions(addr, setup string) *redis.Options {
 		o.ReadTimeout, o.WriteTimeout = schedule.ShortTimeout, schedule.ShortTimeout
 	}
 	return o
+}
+
+// clusterOptions are redisOptions for a ClusterClient of the nodes addrs.
+func clusterOptions(addrs []string, setup string) *redis.ClusterOptions {
+	o := redisOptions("", setup)
+	return &redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: o.ContextTimeoutEnabled,
+		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout}
 }
 
 func clientOptions(proc *schedule.Proc, logger *slog.Logger) []relock.Option {

@@ -71,9 +71,12 @@ func (v *Verdict) noisy(plan *Plan, proc string, pauses []Span) []Span {
 		add(p.Start, p.End)
 	}
 	for _, f := range plan.Faults {
-		if f.Op == FaultRestore {
-			at := v.Start.Add(f.At)
+		at := v.Start.Add(f.At)
+		switch f.Op {
+		case FaultRestore:
 			add(at, at.Add(f.For+Bound)) // the restart, and the stale holds' ForceUnlock
+		case FaultReshard:
+			add(at, at.Add(f.For+reshardSlack)) // the MIGRATEs, then every master's SETSLOT
 		}
 	}
 	sortSpans(out)

@@ -138,6 +138,9 @@ func generate(seed int64, kind string, size Size) *Plan {
 	case KindDeadlock:
 		genDeadlock(r, p, size)
 		return p
+	case KindReshard:
+		genReshard(r, p, size)
+		return p
 	}
 	for i, role := range roles(kind, r) {
 		p.Procs = append(p.Procs, genProc(r, fmt.Sprintf("p%d", i+1), role, kind, size))

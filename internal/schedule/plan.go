@@ -24,10 +24,14 @@ const (
 	// KindDeadlock: processes take two of Locks A and D and a Semaphore S,
 	// in orders that deadlock; detection breaks them (generate_deadlock.go).
 	KindDeadlock = "deadlock"
+	// KindReshard: a Lock's, FairLock's or RWLock's processes on a
+	// three-master Redis Cluster whose slot of A moves between masters
+	// (generate_reshard.go).
+	KindReshard = "reshard"
 )
 
 // Kinds lists every kind, in the order the short run takes them.
-var Kinds = []string{KindLock, KindFair, KindRW, KindMulti, KindSema, KindLatch, KindDeadlock}
+var Kinds = []string{KindLock, KindFair, KindRW, KindMulti, KindSema, KindLatch, KindDeadlock, KindReshard}
 
 // Roles: what one process takes.
 const (
@@ -63,6 +67,9 @@ type Plan struct {
 	Permits int `json:",omitempty"`
 	// Rounds are the latches of KindLatch, one name each (LatchName).
 	Rounds []Round `json:",omitempty"`
+	// Cluster runs the plan on a three-master Redis Cluster (KindReshard):
+	// each process has one Client, of a ClusterClient over its nodes.
+	Cluster bool `json:",omitempty"`
 }
 
 // Round is one latch: set to Count at At by the process SetBy.
@@ -193,6 +200,11 @@ type ConnFault struct {
 const (
 	FaultPause   = "pause"   // SIGSTOP Proc for For, then SIGCONT
 	FaultRestore = "restore" // SAVE Server, For of traffic, restart loading it, ForceUnlock the stale holds
+	// FaultReshard moves the Cluster slot of A to another master: MIGRATING
+	// and IMPORTING, its keys moved, For with the slot split between the
+	// two (ASK, TRYAGAIN), then SETSLOT NODE (MOVED for the clients that
+	// still ask the old master).
+	FaultReshard = "reshard"
 )
 
 // Fault is one fault the test injects itself.
@@ -217,8 +229,12 @@ func Resources(role string) []string {
 	return []string{ResA}
 }
 
-// Servers is how many redis-servers the plan needs.
+// Servers is how many redis-servers of their own the plan needs (none for
+// a Cluster plan: it runs on a Cluster).
 func (p *Plan) Servers() int {
+	if p.Cluster {
+		return 0
+	}
 	if p.Kind == KindMulti {
 		return 2
 	}
@@ -259,6 +275,9 @@ func (p *Plan) Proc(id string) *Proc {
 func (p *Plan) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d, kind %s:", p.Seed, p.Kind)
+	if p.Cluster {
+		b.WriteString(" on a three-master Cluster")
+	}
 	for _, pr := range p.Procs {
 		var leases []string
 		for _, h := range pr.Holds {
@@ -288,8 +307,11 @@ func (p *Plan) Describe() string {
 	}
 	for _, f := range p.Faults {
 		target := f.Proc
-		if f.Op == FaultRestore {
+		switch f.Op {
+		case FaultRestore:
 			target = fmt.Sprintf("server %d", f.Server)
+		case FaultReshard:
+			target = "the slot of " + ResA
 		}
 		fmt.Fprintf(&b, "\n  at %v: %s %s for %v", f.At, f.Op, target, f.For)
 	}
