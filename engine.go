@@ -133,62 +133,79 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 	// Scripts run detached from ctx: a script cancelled in flight may still
 	// have run, and a hold nobody knows of would be leaked until its lease.
 	dctx := detached(ctx)
-	req := k.request()
-	start := c.observedNow()
-	var started time.Time
-	unknown := "" // op of the last attempt whose outcome is unknown
-	attempts := 0
-	waitAs, stray := k.queueAs(&req, wait)
-	if waitAs != "" {
-		defer c.subs.settle(k.queue.channel(), waitAs) // after grant or giveUp
-	}
-	try := func() (attempt, error) {
-		if k.late != nil { // the bound came: never a second attempt in flight
-			return attempt{}, k.c.overrun(ctx)
-		}
-		if waitAs == "" {
-			req.newOp(c)
-		} else {
-			req.waiter = c.subs.listening(k.queue.channel())
-		}
-		started = time.Now()
-		attempts++
-		var a attempt
-		var err error
-		if k.unbounded(ctx) { // the common case, one call less deep
-			a, err = k.t.acquireParts(dctx, req, k.parts)
-		} else {
-			a, err = k.acquireBounded(ctx, dctx, req)
-		}
-		if k.late != nil {
-			return a, err // settled by settleLate
-		}
-		a, unknown = k.settleAttempt(dctx, req, a, err, unknown, started)
-		return a, err
+	q := acquisition{req: k.request(), start: c.observedNow()}
+	var stray strayRelease
+	q.waitAs, stray = k.queueAs(&q.req, wait)
+	if q.waitAs != "" {
+		defer c.subs.settle(k.queue.channel(), q.waitAs) // after grant or giveUp
 	}
 	// The first attempt is made here, and the wait loop entered only when
 	// it did not acquire.
 	tried := time.Now()
-	a, err := try()
+	a, err := k.try(ctx, dctx, &q)
 	slept := 0
 	if err != nil || a.outcome != acquired {
-		spec := waitSpec{wait: wait, id: waitAs, lease: c.leaseFor(k.lease), obs: k.t, owner: k.deadlockOwner(), stray: stray}
-		a, slept, err = c.waitFrom(ctx, spec, tried, a, err, try)
+		spec := waitSpec{wait: wait, id: q.waitAs, lease: c.leaseFor(k.lease), obs: k.t, owner: k.deadlockOwner(), stray: stray}
+		a, slept, err = c.waitFrom(ctx, spec, tried, a, err, func() (attempt, error) { return k.try(ctx, dctx, &q) })
 	}
+	return k.finishNew(ctx, dctx, &q, a, slept, err)
+}
+
+// acquisition is what acquireNew keeps across its attempts.
+type acquisition struct {
+	req      acquireReq
+	start    time.Time // of the call, for the Observer (zero: none is set)
+	started  time.Time // when the last attempt was sent
+	unknown  string    // op of the last attempt whose outcome is unknown
+	waitAs   string    // the queued waiter's op id ("": it does not queue)
+	attempts int
+}
+
+// try is one attempt of acquireNew, detached from ctx (dctx) but bounded
+// by it.
+func (k *lockCall) try(ctx, dctx context.Context, q *acquisition) (attempt, error) {
+	if k.late != nil { // the bound came: never a second attempt in flight
+		return attempt{}, k.c.overrun(ctx)
+	}
+	if q.waitAs == "" {
+		q.req.newOp(k.c)
+	} else {
+		q.req.waiter = k.c.subs.listening(k.queue.channel())
+	}
+	q.started = time.Now()
+	q.attempts++
+	var a attempt
+	var err error
+	if k.unbounded(ctx) { // the common case, one call less deep
+		a, err = k.t.acquireParts(dctx, q.req, k.parts)
+	} else {
+		a, err = k.acquireBounded(ctx, dctx, q.req)
+	}
+	if k.late != nil {
+		return a, err // settled by settleLate
+	}
+	a, q.unknown = k.settleAttempt(dctx, q.req, a, err, q.unknown, q.started)
+	return a, err
+}
+
+// finishNew ends acquireNew once its last attempt, after slept sleeps,
+// returned a and err: it keeps the grant and reports it, or gives up,
+// freeing what an attempt may have taken.
+func (k *lockCall) finishNew(ctx, dctx context.Context, q *acquisition, a attempt, slept int, err error) (context.Context, error) {
 	err = waitResultErr(a, err)
 	if err == nil && a.gen == "" {
-		a.gen = req.op // handed over: the hold is named after the waiter
+		a.gen = q.req.op // handed over: the hold is named after the waiter
 	}
 	var hctx context.Context
 	if err == nil {
-		hctx, err = k.accept(dctx, req, a, started)
+		hctx, err = k.accept(dctx, q.req, a, q.started)
 	}
 	if slept > 0 {
-		c.emitWait(ctx, k.t, k.parts[0].h.key.owner, start, attempts, err)
+		k.c.emitWait(ctx, k.t, k.parts[0].h.key.owner, q.start, q.attempts, err)
 	}
 	switch {
 	case k.late != nil && err != nil:
-		k.settleLate(dctx, req, waitAs, unknown, started)
+		k.settleLate(dctx, q.req, q.waitAs, q.unknown, q.started)
 		return ctx, err
 	case k.late != nil:
 		// Handed over while an attempt of the same waiter was in flight:
@@ -196,10 +213,10 @@ func (k *lockCall) acquireNew(ctx context.Context, wait time.Duration) (context.
 		// serialised until it has returned.
 		k.detach(func(reply[attempt]) {})
 	case err != nil:
-		k.giveUpBounded(dctx, req, waitAs, unknown, started)
+		k.giveUpBounded(dctx, q.req, q.waitAs, q.unknown, q.started)
 		return ctx, err
 	}
-	k.reportAcquired(ctx, start, attempts, slept > 0 || attempts > 1, false)
+	k.reportAcquired(ctx, q.start, q.attempts, slept > 0 || q.attempts > 1, false)
 	return hctx, nil
 }
 

@@ -96,25 +96,35 @@ func (c *Client) waitFrom(ctx context.Context, spec waitSpec, tried time.Time, a
 			return a, slept, afterFault(err, faults.last)
 		}
 		tried = time.Now()
-		prev := a
-		a, err = try()
-		check.saw(a, err)
-		if err == nil && a.outcome != busy {
-			if a.outcome == acquired {
-				a.at = prev.at // the claim of a grant from the queue
-			}
-			return a, slept, nil
+		var done bool
+		if a, done, err = c.retry(a, try, &check, &faults); done {
+			return a, slept, err
 		}
-		if err != nil {
-			if err = c.ride(err, &faults); err != nil {
-				return a, slept, err
-			}
-			a = prev
-			a.retryIn = faultBackoff(faults.n)
-			continue
-		}
-		faults = faultRun{}
 	}
+}
+
+// retry makes the attempt of a wait loop that follows prev. done: it ends
+// the wait, acquired or with another outcome than busy, or with a failure
+// that is not to be ridden out (err); else a is the attempt to wait on,
+// prev with a backoff after a failure ridden out.
+func (c *Client) retry(prev attempt, try func() (attempt, error), check *grantCheck, faults *faultRun) (a attempt, done bool, err error) {
+	a, err = try()
+	check.saw(a, err)
+	switch {
+	case err == nil && a.outcome != busy:
+		if a.outcome == acquired {
+			a.at = prev.at // the claim of a grant from the queue
+		}
+		return a, true, nil
+	case err != nil:
+		if err = c.ride(err, faults); err != nil {
+			return a, true, err
+		}
+		prev.retryIn = faultBackoff(faults.n)
+		return prev, false, nil
+	}
+	*faults = faultRun{}
+	return a, false, nil
 }
 
 // sleepBound is how long the next sleep of a wait loop may last after
