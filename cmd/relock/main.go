@@ -5,7 +5,7 @@
 // Usage:
 //
 //	relock [flags] inspect NAME        holders, waiters, leases and tokens of every kind of lock NAME
-//	relock [flags] list [PATTERN]      the locks that exist now, one line per lock (PATTERN: a Redis glob on names)
+//	relock [flags] list [PATTERN]      the locks that exist now, one line per lock, with its owners (PATTERN: a Redis glob on names)
 //	relock [flags] watch NAME          live view of NAME, re-printed when it changes
 //	relock [flags] force-unlock NAME   release NAME whoever holds it, a Semaphore's permits too (asks first unless --yes; --owner, --token: only that hold)
 //
@@ -63,7 +63,8 @@ const usage = `usage: relock [flags] COMMAND [ARG]
 
 commands:
   inspect NAME        holders, waiters, leases and fencing tokens of the locks called NAME
-  list [PATTERN]      the locks that exist now, one line each (PATTERN: Redis glob on names)
+  list [PATTERN]      the locks that exist now, one line each with its owners
+                      (PATTERN: Redis glob on names)
   watch NAME          live view of NAME: re-printed when it changes, until Ctrl-C (or --for)
   force-unlock NAME   release NAME whoever holds it (a Semaphore's permits too); asks first
                       unless --yes; refuses a closed CountDownLatch unless --delete-latch;
