@@ -69,8 +69,11 @@ func awaitWith[T any](ws *workers, pool *sync.Pool, ctx context.Context, until t
 		return v, err, nil
 	}
 	w := newBoundedWait[T](pool)
-	if pool == &releaseWaits {
+	switch pool {
+	case &releaseWaits:
 		releaseGoroutines.Add(1)
+	case &acquireWaits:
+		acquireGoroutines.Add(1)
 	}
 	ws.run(func() {
 		v, err := call()

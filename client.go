@@ -33,6 +33,8 @@ type Client struct {
 	// unbounded): Unlock runs its release inline when that fits in the
 	// unlock timeout.
 	pastDeadline time.Duration
+	// clones end their requests by a bound when rdb does not (clones.go).
+	clones timeoutClones
 
 	holds    registry
 	coalesce coalescer // lock calls issued at the same time share a round trip
@@ -82,6 +84,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		c.err = checkReplicaTimeout(rdb, c.opts.replicaTimeout)
 	}
 	c.pastDeadline = pastDeadline(rdb)
+	c.initClones(rdb)
 	c.initMode()
 	if c.opts.logger == nil {
 		c.opts.logger = slog.Default()

@@ -34,6 +34,11 @@
 // context.Cause(ctx) when the context ended and ErrUnavailable when Redis
 // was the reason, holding nothing: what a request cut short took is
 // released before the owner's next call on that lock.
+// A cancellation without a deadline takes effect when Redis answers the
+// request in flight (within one round trip on a healthy Redis) or when
+// go-redis's own timeouts end it (on a hung Redis, up to WriteTimeout +
+// ReadTimeout), as with go-redis itself; a wait between attempts ends at
+// once.
 //
 // Unlock and Release work with a cancelled context and return within
 // WithUnlockTimeout; a release unconfirmed by then returns ErrNotConfirmed

@@ -12,9 +12,10 @@ import (
 	"time"
 )
 
-// acquireBounded runs one attempt of the call, bounded by ctx and k.until.
-// On overrun it records the attempt in flight (k.late) and returns
-// overrun's error.
+// acquireBounded runs one attempt of the call, bounded by ctx and k.until:
+// on the caller's goroutine where go-redis ends it by the bound
+// (acquireInline), else on a worker. On overrun it records the attempt in
+// flight (k.late) and returns overrun's error.
 func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (attempt, error) {
 	if k.unbounded(ctx) {
 		return k.t.acquireParts(dctx, req, k.parts) // no closure to allocate
@@ -26,6 +27,9 @@ func (k *lockCall) acquireBounded(ctx, dctx context.Context, req acquireReq) (at
 		// by themselves later: traits.attemptBound).
 		grace := max(cleanupGrace, k.t.traits().attemptBound)
 		until = later(until, time.Now().Add(grace))
+	}
+	if bctx, ok := k.inlineContext(ctx, dctx, until); ok {
+		return k.acquireInline(ctx, bctx, dctx, until, req)
 	}
 	a, err, late := awaitWith(k.c.workers, &acquireWaits, ctx, until, k.c.closing, func() (attempt, error) { return k.t.acquireParts(dctx, req, k.parts) })
 	if late != nil {

@@ -1,30 +1,35 @@
 package relock
 
-// Unlock's release on the caller's goroutine.
+// Lock and Unlock on the caller's goroutine.
 //
-// Unlock is always bounded (WithUnlockTimeout). Handing a call to another
-// goroutine and its reply back wakes a second P each way: on a small
-// machine, where redis-server competes for the cores, that cost an
-// uncontended Lock+Unlock ~25% of its time and a third of the Client's CPU
-// (BenchmarkUncontendedParts/client 139-143 µs/op and 94-97 client-µs/op
-// against 106-118 and 61-65 inline and timeouts, on 2 cores). So Unlock runs its release
-// on the caller's goroutine whenever go-redis's own bounds end it by the
-// unlock timeout:
+// Handing a call to another goroutine and its reply back wakes a second P
+// each way: on a small machine, where redis-server competes for the cores,
+// that cost an uncontended Lock+Unlock 20-25% of its time and a third of
+// the Client's CPU (BENCHMARKS.md). So a bounded call — a Lock whose
+// context can end or whose wait ends (TryLock), an Unlock (always bounded
+// by WithUnlockTimeout) — runs its requests on the caller's goroutine
+// whenever go-redis's own bounds end them by the call's bound:
 //
 //   - A go-redis client made with ContextTimeoutEnabled bounds the pool
 //     wait, the dial, the write and the read by the context's deadline
-//     itself (honoursDeadlines). The release runs under a context whose
-//     deadline is the unlock bound.
+//     itself (honoursDeadlines). The call runs under a context whose
+//     deadline is its bound.
 //   - Without it, go-redis still stops its pool wait, its dial and its
 //     retries at the context's deadline, but a write and a read it has
 //     begun run to their own timeouts (pastDeadline: WriteTimeout +
-//     ReadTimeout). Where that is at most half the unlock timeout (a client
-//     with timeouts of 250 ms or less each, for the default 1 s), the
-//     release runs under a context that ends that much before the bound,
-//     so that a request begun by then is over by the bound. With go-redis's
-//     default timeouts (3 s each) the release runs on a goroutine of
-//     relock's and the caller waits for it at most the unlock timeout
-//     (bounded.go).
+//     ReadTimeout). The call runs under a context that ends that much (its
+//     slack) before the bound, so that a request begun by then is over by
+//     the bound, when that leaves at least half the bound to send the
+//     request in; else, on a *redis.Client (plain or failover), on a clone
+//     of it whose timeouts fit (clones.go; off for now: clonesEnabled).
+//   - A client whose timeouts do not fit (go-redis's defaults, 3 s each)
+//     and a client relock does not know (a wrapper)
+//     keep the call on a goroutine of relock's, the caller waiting for it
+//     at most its bound (bounded.go).
+//   - A Lock whose context can be cancelled but has no deadline runs its
+//     request under go-redis's own timeouts: the cancellation takes effect
+//     when Redis answers, or when those timeouts end the request (a
+//     wrapper keeps the goroutine).
 //
 // The context is derived from the caller's (detached) context so that its
 // values reach hooks. A release cut short — the deadline passed, a network
@@ -37,17 +42,22 @@ package relock
 // only once its release has been settled in Redis (it cannot, say, take its
 // own stale hold over ahead of the waiters the release hands the lock to).
 //
-// The limit, without ContextTimeoutEnabled: a connection that go-redis
-// opens for the release, or a Cluster's slot map it reloads, costs round
-// trips of their own (HELLO, CLIENT SETINFO, CLUSTER SLOTS), each bounded
-// by the same timeouts and not by the deadline. Such a step that is slow
-// but answered can carry the release past the bound by those round trips;
-// one that fails (a paused or unreachable Redis) ends the attempt by its
-// timeout, within the bound.
+// An acquire cut short by the call's bound — or whose caller's context
+// ended while it ran — may have taken the lock in Redis with nobody to use
+// it. The caller returns ErrNotObtained; in the background the same
+// request, with the same op id, is sent again (the scripts answer it as a
+// replay: the grant the first one made, or one of its own), and what it
+// took is released, as for an attempt that overran its bound on the
+// goroutine path (lockCall.settleLate). The records' semaphores stay taken
+// until then, and Close waits for it within its bound (calls.go).
 //
-// Lock keeps its detached request (bounded.go): an acquire cut short by
-// go-redis may still run in Redis later and leave a hold that nobody knows
-// of, so its caller stops waiting but the request is never abandoned.
+// The limit, without ContextTimeoutEnabled: a connection that go-redis
+// opens for a call, or a Cluster's slot map it reloads, costs round trips
+// of their own (HELLO, CLIENT SETINFO, CLUSTER SLOTS), each bounded by the
+// same timeouts and not by the deadline. Such a step that is slow but
+// answered can carry the call past the bound by those round trips; one
+// that fails (a paused or unreachable Redis) ends the attempt by its
+// timeout, within the bound.
 
 import (
 	"context"
@@ -59,10 +69,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// releaseGoroutines counts the releases Unlock ran on a goroutine of its
-// own (awaitWith on releaseWaits): what the inline path saves, and what its
-// tests check.
-var releaseGoroutines atomic.Uint64
+// releaseGoroutines and acquireGoroutines count the releases and the
+// acquire attempts that ran on a goroutine other than their caller's
+// (awaitWith on releaseWaits, acquireWaits): what the inline path saves,
+// and what its tests check.
+var releaseGoroutines, acquireGoroutines atomic.Uint64
 
 // A deadlineCtx is a context that ends only at its deadline: an inline
 // release's. The coalescer queues calls with such a context (a call whose
@@ -76,6 +87,7 @@ var releaseGoroutines atomic.Uint64
 type deadlineCtx struct {
 	parent   context.Context
 	deadline time.Time
+	slack    time.Duration // what a request may run past deadline (clones.go)
 	done     chan struct{} // closed at the deadline
 	released chan struct{} // closed when the call is done (release)
 	timer    *time.Timer
@@ -87,6 +99,15 @@ func newDeadlineCtx(parent context.Context, deadline time.Time) *deadlineCtx {
 	done := make(chan struct{})
 	d := &deadlineCtx{parent: parent, deadline: deadline, done: done, released: make(chan struct{})}
 	d.timer = time.AfterFunc(time.Until(deadline), func() { close(done) })
+	return d
+}
+
+// newBoundedCtx is newDeadlineCtx for a call bounded at deadline+slack,
+// whose requests run on clients that end them within slack of deadline
+// (Client.rdbFor).
+func newBoundedCtx(parent context.Context, deadline time.Time, slack time.Duration) *deadlineCtx {
+	d := newDeadlineCtx(parent, deadline)
+	d.slack = slack
 	return d
 }
 
@@ -102,7 +123,12 @@ func (d *deadlineCtx) release() {
 
 func (d *deadlineCtx) Deadline() (time.Time, bool) { return d.deadline, true }
 func (d *deadlineCtx) Done() <-chan struct{}       { return d.done }
-func (d *deadlineCtx) Value(key any) any           { return d.parent.Value(key) }
+func (d *deadlineCtx) Value(key any) any {
+	if _, ok := key.(boundKey); ok {
+		return d
+	}
+	return d.parent.Value(key)
+}
 
 // AfterFunc makes a context derived from d (context.WithTimeout in
 // go-redis's dial, say) watch d by a timer of its own, stopped when that
@@ -159,12 +185,4 @@ func pastDeadline(rdb redis.UniversalClient) time.Duration {
 		return -1
 	}
 	return t.read + t.write
-}
-
-// inlineWithin reports whether a call bounded by bound can run on the
-// caller's goroutine, go-redis ending it by then: rdb honours deadlines,
-// or what it may run past one leaves at least half the bound to send the
-// request in.
-func (c *Client) inlineWithin(bound time.Duration) bool {
-	return c.pastDeadline == 0 || (c.pastDeadline > 0 && 2*c.pastDeadline <= bound)
 }

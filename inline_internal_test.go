@@ -15,46 +15,69 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// Unlock runs its release on the caller's goroutine, with no goroutine of
-// relock's started for it, when go-redis ends the release by the unlock
-// timeout itself: with ContextTimeoutEnabled, or with write and read
-// timeouts that together fit in half of it. With go-redis's default
-// timeouts (3 s each) every Unlock still starts one, which is how its bound
-// holds (TestCallsReturnByTheCallersBound checks the bound itself). Not
-// parallel: the counter is the package's.
-func TestUnlockRunsInlineWhenGoRedisEndsItByTheBound(t *testing.T) {
+// Lock and Unlock run their requests on the caller's goroutine, with no
+// goroutine of relock's started for them, whenever go-redis ends them by
+// the call's bound: with ContextTimeoutEnabled or timeouts that fit in
+// half the bound, with a context that has a deadline as with
+// context.Background(). go-redis's default timeouts (the bounded clones
+// are off: clonesEnabled) and a client relock does not know (a wrapper)
+// hand both off (TestCallsReturnByTheCallersBound checks the bound
+// itself). Not parallel: the counters are the package's.
+func TestLockAndUnlockHandNothingOffWhenGoRedisEndsThemByTheBound(t *testing.T) {
 	srv := redistest.Start(t)
 	const cycles = 20
 	for _, tc := range []struct {
-		name      string
-		opts      func(*redis.Options)
-		spawnsPer uint64
+		name       string
+		rdb        func() redis.UniversalClient
+		lockHops   uint64 // per Lock with a deadline
+		unlockHops uint64 // per Unlock
 	}{
-		{"ContextTimeoutEnabled", func(o *redis.Options) { o.ContextTimeoutEnabled = true }, 0},
-		{"ShortTimeouts", func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = 250*time.Millisecond, 250*time.Millisecond }, 0},
-		{"TimeoutsBeyondHalfTheBound", func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = 300*time.Millisecond, 250*time.Millisecond }, 1},
-		{"Default", func(*redis.Options) {}, 1},
+		{"ContextTimeoutEnabled", func() redis.UniversalClient {
+			return srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+		}, 0, 0},
+		{"ShortTimeouts", func() redis.UniversalClient {
+			return srv.Client(func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = 250*time.Millisecond, 250*time.Millisecond })
+		}, 0, 0},
+		{"TimeoutsBeyondHalfTheBound", func() redis.UniversalClient {
+			return srv.Client(func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = 300*time.Millisecond, 250*time.Millisecond })
+		}, 0, 1},
+		{"Default", func() redis.UniversalClient { return srv.Client(func(*redis.Options) {}) }, 1, 1},
+		{"Wrapper", func() redis.UniversalClient { return wrapped{srv.Client(func(*redis.Options) {})} }, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := New(srv.Client(tc.opts), WithUnlockTimeout(time.Second))
+			c := New(tc.rdb(), WithUnlockTimeout(time.Second))
 			t.Cleanup(func() { _ = c.Close() })
 			kinds := []interface {
 				Lock(context.Context) (context.Context, error)
 				Unlock(context.Context) error
-			}{c.Lock("inline"), c.FairLock("inline-fair"), c.RWLock("inline-rw").WriteLock(), NewMultiLock(c.Lock("inline-a"), c.Lock("inline-b"))}
-			before := releaseGoroutines.Load()
-			for range cycles {
-				for _, l := range kinds {
-					held, err := l.Lock(context.Background())
-					require.NoError(t, err)
-					require.NoError(t, l.Unlock(held))
+			}{c.Lock("inline"), c.FairLock("inline-fair"), c.RWLock("inline-rw").WriteLock(), c.RWLock("inline-rw").ReadLock(), NewMultiLock(c.Lock("inline-a"), c.Lock("inline-b"))}
+			for _, withDeadline := range []bool{true, false} {
+				ctx := context.Background()
+				if withDeadline {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+					defer cancel()
 				}
-				s := c.Semaphore("inline-sema", 2)
-				held, err := s.Acquire(context.Background(), 1)
-				require.NoError(t, err)
-				require.NoError(t, s.Release(held))
+				before := releaseGoroutines.Load() + acquireGoroutines.Load()
+				for range cycles {
+					for _, l := range kinds {
+						held, err := l.Lock(ctx)
+						require.NoError(t, err)
+						require.NoError(t, l.Unlock(held))
+					}
+					s := c.Semaphore("inline-sema", 2)
+					held, err := s.Acquire(ctx, 1)
+					require.NoError(t, err)
+					require.NoError(t, s.Release(held))
+				}
+				per := tc.unlockHops // Unlock is always bounded
+				if withDeadline {
+					per += tc.lockHops
+				}
+				want := per * cycles * uint64(len(kinds)+1)
+				handOffs := releaseGoroutines.Load() + acquireGoroutines.Load() - before
+				assert.Equal(t, want, handOffs, "deadline: %v", withDeadline)
 			}
-			assert.Equal(t, tc.spawnsPer*cycles*uint64(len(kinds)+1), releaseGoroutines.Load()-before)
 		})
 	}
 }

@@ -202,7 +202,8 @@ func (k *unlockCall) settle() []partFailure {
 
 // releaseBounded runs the release of the live parts, bounded by the
 // Client's unlock timeout: inline when go-redis ends it by that bound
-// itself (see inline.go), else on a goroutine of its own. The call in flight then
+// itself, on the client or a clone of it (see inline.go), else on a
+// goroutine of its own. The call in flight then
 // works on its own copy of the parts. On overrun each live part's error is errUnlockTimeout, and the
 // returned channel (else nil) gets a reply when the release in flight has
 // returned; late then holds its outcome per part, to finish with in the
@@ -210,8 +211,8 @@ func (k *unlockCall) settle() []partFailure {
 func (k *unlockCall) releaseBounded(ctx context.Context) (done <-chan reply[struct{}], late []unlockPart) {
 	dctx := detached(ctx)
 	until := time.Now().Add(k.c.opts.unlockTimeout)
-	if k.inline() {
-		k.releaseInline(dctx, until)
+	if slack, ok := k.inline(); ok {
+		k.releaseInline(dctx, until, slack)
 		return nil, nil
 	}
 	// The copy goes in the room unlockWith left; the call in flight
@@ -265,33 +266,31 @@ func (k *unlockCall) unlockLater(ctx context.Context, taken int) error {
 }
 
 // inline reports whether the Unlock's release can run on the caller's
-// goroutine: go-redis ends every part's request by the unlock timeout
-// (Client.inlineWithin), and the scheme sends nothing through other
-// Clients (a RedLock fans out on goroutines anyway, bounded by its node
-// timeout, not by the unlock timeout).
-func (k *unlockCall) inline() bool {
+// goroutine, and the slack its context ends by before the unlock bound
+// (see clones.go): go-redis ends every part's request by the bound, on the
+// part's client or a clone of it, and the scheme sends nothing through
+// other Clients (a RedLock fans out on goroutines anyway, bounded by its
+// node timeout, not by the unlock timeout).
+func (k *unlockCall) inline() (slack time.Duration, ok bool) {
 	if k.t.traits().otherClients {
-		return false
+		return 0, false
 	}
 	for i := range k.parts {
-		if !k.parts[i].e.h.client().inlineWithin(k.c.opts.unlockTimeout) {
-			return false
+		s, fits := k.parts[i].e.h.client().slackNeeded(k.c.opts.unlockTimeout)
+		if !fits {
+			return 0, false
 		}
+		slack = max(slack, s)
 	}
-	return true
+	return slack, true
 }
 
 // releaseInline runs the release of the live parts on the caller's
 // goroutine, until the unlock bound at the latest, and marks the parts
-// whose release was cut short (see inline.go). The context ends early by
-// what go-redis may run past it (Client.pastDeadline), so that a request
-// begun by then is over by the bound.
-func (k *unlockCall) releaseInline(dctx context.Context, until time.Time) {
-	var past time.Duration
-	for i := range k.parts {
-		past = max(past, k.parts[i].e.h.client().pastDeadline)
-	}
-	bctx := newDeadlineCtx(dctx, until.Add(-past))
+// whose release was cut short (see inline.go). The context ends slack
+// before the bound, so that a request begun by then is over by the bound.
+func (k *unlockCall) releaseInline(dctx context.Context, until time.Time, slack time.Duration) {
+	bctx := newBoundedCtx(dctx, until.Add(-slack), slack)
 	k.t.releaseParts(bctx, k.parts)
 	bctx.release()
 	for i := range k.parts {
