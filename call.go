@@ -86,9 +86,9 @@ func (c *Client) eval(ctx context.Context, what string, sc scriptCall) result {
 	}
 	var cmd *redis.Cmd
 	if _, bounded := ctx.(*deadlineCtx); bounded || ctx.Done() == nil {
-		cmd = c.coalesce.run(ctx, c.rdb, sc)
+		cmd = c.coalesce.run(ctx, c.rdbFor(ctx), sc)
 	} else {
-		cmd = sc.run(ctx, c.rdb)
+		cmd = sc.run(ctx, c.rdbFor(ctx))
 	}
 	c.noteFault(cmd.Err())
 	return result{cmd, what}
@@ -197,7 +197,7 @@ func (c *Client) evalPipeline(ctx context.Context, what string, calls []scriptCa
 		}
 		return out, 0
 	}
-	cmds, sent := evalPipeline(ctx, c.rdb, calls, nil)
+	cmds, sent := evalPipeline(ctx, c.rdbFor(ctx), calls, nil)
 	for i, cmd := range cmds {
 		c.noteFault(cmd.Err())
 		out[i] = result{cmd, what}

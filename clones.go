@@ -13,16 +13,18 @@ package relock
 // *redis.Client (a plain or a failover one) sends the call's commands on a
 // clone of it made by WithTimeout(slack/2): it shares the pool and the
 // options, and ends each write and each read at slack/2.
-// Clones are kept per Client by bucket of slack (slackBuckets, made when a
-// call first needs one), not made per call.
 //
-// Hooks: go-redis's clones carry no hooks (v9.17: WithTimeout makes a
-// baseClient of its own). So New adds one hook to such a client
-// (boundHook), which hands the commands relock sends under a bound to the
-// clone once the hooks outside it have run: the hooks added to the client
-// before New wrap relock's bounded calls, as they wrap every other; a
-// hook added after New sits inside relock's and does not see them. The
-// hook passes every other command on untouched.
+// The clones are made once, by New, one per bucket of slack below the
+// client's own WriteTimeout + ReadTimeout (slackBuckets), never per call.
+// go-redis's WithTimeout (v9.17 to v9.23 at least) makes a clone without
+// hooks, so New adds
+// to each clone the hooks the client has then (hooksOf), in their order:
+// those hooks see relock's bounded calls as they see every other. A hook
+// added to the client after New does not: it sees only relock's calls that
+// run on the client itself (those without a bound, and all of them with
+// ContextTimeoutEnabled). Where relock cannot read the client's hooks (a
+// go-redis whose layout it does not know), it makes no clones and the
+// calls keep the goroutine path, as go-redis's default timeouts did.
 //
 // A Cluster or Ring client has no WithTimeout: with its own timeouts
 // longer than half the bound (go-redis's defaults: 3 s each), its bounded
@@ -30,19 +32,13 @@ package relock
 
 import (
 	"context"
-	"sync/atomic"
+	"reflect"
+	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// clonesEnabled turns the bounded clones on. They are off: New's AddHook
-// races with the go-redis client's use by other goroutines (go-redis's
-// AddHook is not safe for concurrent use), and go-redis's clones carry no
-// hooks of their own, so a default *redis.Client keeps its bounded calls on
-// a goroutine of relock's (bounded.go) until the hooks can be followed
-// without adding one at New.
-const clonesEnabled = false
 
 // slackBuckets are the slacks a bounded inline call reserves, one clone
 // each per Client at most (a clone's timeouts are half its slack). The
@@ -54,26 +50,82 @@ var slackBuckets = [...]time.Duration{
 	time.Second, 2 * time.Second, 5 * time.Second,
 }
 
-// timeoutClones are a Client's clones of its *redis.Client, one per
-// bucket of slackBuckets, made on first use; base is nil when the client
-// cannot be cloned so (not a *redis.Client, or one with
-// ContextTimeoutEnabled, which needs none).
+// timeoutClones are a Client's clones of its *redis.Client, one per bucket
+// of slackBuckets below the client's own pastDeadline (nil above it, and
+// all nil when the client cannot be cloned so: not a *redis.Client, one
+// with ContextTimeoutEnabled, which needs none, or hooks relock cannot
+// read). Made by New, read-only after.
 type timeoutClones struct {
-	base   *redis.Client
+	any    bool // some bucket has a clone
 	timed  bool // go-redis ends every request of the client by its own timeouts
-	clones [len(slackBuckets)]atomic.Pointer[redis.Client]
+	clones [len(slackBuckets)]*redis.Client
 }
 
-// initClones makes rdb's clones available when rdb is a *redis.Client
-// that does not end commands at their context's deadline, and records
-// whether go-redis bounds every request of rdb by timeouts of its own.
+// initClones makes rdb's clones when rdb is a *redis.Client that does not
+// end commands at their context's deadline, and records whether go-redis
+// bounds every request of rdb by timeouts of its own. A clone whose read
+// timeout would cut WithReplicas's WAIT short is not made.
 func (c *Client) initClones(rdb redis.UniversalClient) {
-	if r, ok := rdb.(*redis.Client); ok && c.pastDeadline != 0 && clonesEnabled {
-		c.clones.base = r
-		r.AddHook(boundHook{c})
-	}
 	t, ok := timeoutsOf(rdb)
 	c.clones.timed = ok && t.read > 0 && t.write > 0
+	r, ok := rdb.(*redis.Client)
+	if !ok || c.pastDeadline <= 0 {
+		return
+	}
+	hooks, ok := hooksOf(r)
+	if !ok {
+		return
+	}
+	for i, slack := range slackBuckets {
+		if slack >= c.pastDeadline {
+			break
+		}
+		if c.opts.replicas > 0 && slack/2 <= c.opts.replicaTimeout {
+			continue
+		}
+		clone := r.WithTimeout(slack / 2)
+		for _, h := range hooks {
+			clone.AddHook(h)
+		}
+		c.clones.clones[i], c.clones.any = clone, true
+	}
+}
+
+// hooksOf returns the hooks added to r, outermost first, as go-redis keeps
+// them: Client.baseClient.hooksMixin.slice (v9.17), or the slice of the
+// snapshot hooksMixin.state holds (later v9). ok is false when r's layout
+// is neither. go-redis has no accessor for them.
+func hooksOf(r *redis.Client) (hooks []redis.Hook, ok bool) {
+	base := reflect.ValueOf(r).Elem().FieldByName("baseClient")
+	if base.Kind() != reflect.Pointer || base.IsNil() || base.Elem().Kind() != reflect.Struct {
+		return nil, false
+	}
+	mixin := base.Elem().FieldByName("hooksMixin")
+	if mixin.Kind() != reflect.Struct {
+		return nil, false
+	}
+	holder := mixin
+	if state := mixin.FieldByName("state"); state.Kind() == reflect.Pointer && !state.IsNil() {
+		load := readable(state).MethodByName("Load")
+		if !load.IsValid() || load.Type().NumIn() != 0 || load.Type().NumOut() != 1 {
+			return nil, false
+		}
+		snapshot := load.Call(nil)[0]
+		if snapshot.Kind() != reflect.Pointer || snapshot.IsNil() || snapshot.Elem().Kind() != reflect.Struct {
+			return nil, false
+		}
+		holder = snapshot.Elem()
+	}
+	slice := holder.FieldByName("slice")
+	if !slice.IsValid() || slice.Type() != reflect.TypeFor[[]redis.Hook]() {
+		return nil, false
+	}
+	return slices.Clone(readable(slice).Interface().([]redis.Hook)), true
+}
+
+// readable is v, an addressable unexported field, as one that can be read.
+func readable(v reflect.Value) reflect.Value {
+	return reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
 }
 
 // bucketWithin is the index of the largest slack bucket of at most slack,
@@ -87,20 +139,6 @@ func bucketWithin(slack time.Duration) int {
 	return -1
 }
 
-// clone returns the clone of bucket i, making it on first use (two
-// callers may both make it; one is kept, the other dropped: they share
-// everything but their options).
-func (t *timeoutClones) clone(i int) *redis.Client {
-	if r := t.clones[i].Load(); r != nil {
-		return r
-	}
-	r := t.base.WithTimeout(slackBuckets[i] / 2)
-	if t.clones[i].CompareAndSwap(nil, r) {
-		return r
-	}
-	return t.clones[i].Load()
-}
-
 // slackNeeded is the slack c needs for a call that has left to its bound,
 // and whether c can bound such a call itself (0, true: it ends requests at
 // the deadline).
@@ -110,66 +148,43 @@ func (c *Client) slackNeeded(left time.Duration) (time.Duration, bool) {
 		return 0, true
 	case c.pastDeadline > 0 && 2*c.pastDeadline <= left:
 		return c.pastDeadline, true
-	case c.clones.base == nil:
+	case !c.clones.any:
 		return 0, false
 	}
-	i := bucketWithin(left / 2)
-	if i < 0 {
-		return 0, false
+	for i := bucketWithin(left / 2); i >= 0; i-- {
+		if c.clones.clones[i] != nil {
+			return slackBuckets[i], true
+		}
 	}
-	return slackBuckets[i], true
+	return 0, false
 }
-
-// boundHook runs, on a clone (see slackNeeded), each command and pipeline
-// that relock sends under an inline bound (a deadlineCtx, found by
-// ctx.Value: hooks outside it may wrap the context) on a client that does
-// not end it by the bound itself; anything else goes on down the chain.
-// It is added to the client by New, so the hooks added before New wrap
-// relock's calls (go-redis's clones carry no hooks of their own).
-type boundHook struct{ c *Client }
 
 // boundOf is the bound ctx carries (nil: none).
 func boundOf(ctx context.Context) *deadlineCtx {
+	if d, ok := ctx.(*deadlineCtx); ok {
+		return d
+	}
 	d, _ := ctx.Value(boundKey{}).(*deadlineCtx)
 	return d
 }
 
 type boundKey struct{}
 
-// cloneFor is the clone a call bounded by d runs on, nil when c's own
-// client ends it by the bound.
-func (c *Client) cloneFor(d *deadlineCtx) *redis.Client {
-	if d == nil || (c.pastDeadline > 0 && c.pastDeadline <= d.slack) {
-		return nil
+// rdbFor is the go-redis client a request of c's under ctx runs on: the
+// clone that ends it within the slack of ctx's bound (see slackNeeded),
+// else c's own.
+func (c *Client) rdbFor(ctx context.Context) redis.UniversalClient {
+	if !c.clones.any {
+		return c.rdb
 	}
-	if i := bucketWithin(d.slack); i >= 0 {
-		return c.clones.clone(i)
+	d := boundOf(ctx)
+	if d == nil || d.slack == 0 || (c.pastDeadline > 0 && c.pastDeadline <= d.slack) {
+		return c.rdb
 	}
-	return nil
-}
-
-func (h boundHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h boundHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if r := h.c.cloneFor(boundOf(ctx)); r != nil {
-			return r.Process(ctx, cmd)
+	for i := bucketWithin(d.slack); i >= 0; i-- {
+		if r := c.clones.clones[i]; r != nil {
+			return r
 		}
-		return next(ctx, cmd)
 	}
-}
-
-func (h boundHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r := h.c.cloneFor(boundOf(ctx))
-		if r == nil {
-			return next(ctx, cmds)
-		}
-		pipe := r.Pipeline()
-		for _, cmd := range cmds {
-			_ = pipe.Process(ctx, cmd)
-		}
-		_, err := pipe.Exec(ctx)
-		return err
-	}
+	return c.rdb
 }

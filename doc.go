@@ -29,7 +29,7 @@
 // # Failure and cancellation
 //
 // An acquire (Lock, TryLock, Acquire, TryAcquire, Wait, Do) returns by its
-// context's end or its Try wait, plus scheduling and at most 50 ms,
+// context's deadline or its Try wait, plus scheduling and at most 50 ms,
 // whatever Redis does. It fails with ErrNotObtained, wrapping
 // context.Cause(ctx) when the context ended and ErrUnavailable when Redis
 // was the reason, holding nothing: what a request cut short took is
@@ -38,7 +38,8 @@
 // request in flight (within one round trip on a healthy Redis) or when
 // go-redis's own timeouts end it (on a hung Redis, up to WriteTimeout +
 // ReadTimeout), as with go-redis itself; a wait between attempts ends at
-// once.
+// once. Calls run on the caller's goroutine where go-redis ends them by
+// their bound (see New for hooks).
 //
 // Unlock and Release work with a cancelled context and return within
 // WithUnlockTimeout; a release unconfirmed by then returns ErrNotConfirmed

@@ -20,10 +20,11 @@ package relock
 //     ReadTimeout). The call runs under a context that ends that much (its
 //     slack) before the bound, so that a request begun by then is over by
 //     the bound, when that leaves at least half the bound to send the
-//     request in; else, on a *redis.Client (plain or failover), on a clone
-//     of it whose timeouts fit (clones.go; off for now: clonesEnabled).
-//   - A client whose timeouts do not fit (go-redis's defaults, 3 s each)
-//     and a client relock does not know (a wrapper)
+//     request in; else, on a *redis.Client (plain or failover, go-redis's
+//     default timeouts among them), on a clone of it whose timeouts fit,
+//     made by New with the client's hooks (clones.go).
+//   - A Cluster or Ring client whose timeouts do not fit (go-redis's
+//     defaults, 3 s each) and a client relock does not know (a wrapper)
 //     keep the call on a goroutine of relock's, the caller waiting for it
 //     at most its bound (bounded.go).
 //   - A Lock whose context can be cancelled but has no deadline runs its

@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -241,4 +242,48 @@ func TestCallsReturnByTheCallersBoundWithContextTimeouts(t *testing.T) {
 			runBoundedCalls(t, rdb, admin, breakIt, heal)
 		})
 	}
+}
+
+// On go-redis's default *redis.Client, a Lock with a deadline and every
+// Unlock run on clones New made (with go-redis's default timeouts a
+// request could outlive the bound on the client itself). A hook added to
+// the client before New sees those calls, with the caller's values, in its
+// place among the client's hooks; one added after New sees only the calls
+// that run on the client itself (a Lock without a deadline). Each run is
+// one EVALSHA: the hook sees each call once.
+func TestHooksAddedBeforeNewSeeTheBoundedCalls(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	before := &tracingHook{}
+	rdb.AddHook(before)
+	c := relock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	after := &tracingHook{}
+	rdb.AddHook(after)
+	l := c.Lock("hooked")
+	warm, err := l.Lock(context.Background()) // the server learns the scripts: one EVALSHA each from now on
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(warm))
+	before.reset()
+	after.reset()
+
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), traceKey{}, "bounded"), 5*time.Second)
+	defer cancel()
+	held, err := l.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(held))
+	held, err = l.Lock(context.WithValue(context.Background(), traceKey{}, "unbounded"))
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(held))
+
+	assert.Equal(t, []any{"bounded", "bounded", "unbounded", "unbounded"}, before.values(), "a hook added before New sees every call")
+	assert.Equal(t, []any{"unbounded"}, after.values(), "a hook added after New sees the unbounded Lock only")
+}
+
+func (h *tracingHook) reset() { h.mu.Lock(); h.seen = nil; h.mu.Unlock() }
+
+func (h *tracingHook) values() []any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.seen)
 }

@@ -54,7 +54,7 @@ func (c *Client) waitTarget(ctx context.Context, key string) (redis.Cmdable, err
 	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
 		return cc.MasterForKey(ctx, key)
 	}
-	return c.rdb, nil
+	return c.rdbFor(ctx), nil
 }
 
 // queueWait adds WithReplicas's WAIT to pipe.

@@ -20,6 +20,14 @@ func relockFairLibrary() Library {
 		func(c *relock.Client, name string) relockLock { return c.FairLock(name) })
 }
 
+// relockDefaultLibrary is relock's Lock on go-redis's default client
+// (ContextTimeoutEnabled off whatever -ctxtimeout says): beside "relock"
+// in one run, the two go-redis setups.
+func relockDefaultLibrary() Library {
+	return relockKind(relockDefaultName, "Lock on go-redis's default *redis.Client (ContextTimeoutEnabled false, 3 s timeouts), whatever -ctxtimeout says",
+		func(c *relock.Client, name string) relockLock { return c.Lock(name) })
+}
+
 // relockLock is what relock's exclusive lock types have in common here.
 type relockLock interface {
 	Lock(ctx context.Context) (context.Context, error)
@@ -33,7 +41,7 @@ func relockKind(name, strategy string, open func(*relock.Client, string) relockL
 		Name:     name,
 		Strategy: strategy,
 		New: func(addr, prefix string, c *Counter) (Locker, error) {
-			rdb := newGoredis(addr, c)
+			rdb := newGoredisWith(addr, c, contextTimeout.Load() && name != relockDefaultName)
 			rc := relock.New(rdb, append([]relock.Option{relock.WithKeyPrefix(prefix + name)}, opts...)...)
 			if err := rc.Err(); err != nil {
 				_ = rdb.Close()

@@ -72,7 +72,13 @@ var contextTimeout atomic.Bool
 // newGoredis returns a go-redis client with default options, but for
 // ContextTimeoutEnabled (Config.ContextTimeout), whose commands c counts.
 func newGoredis(addr string, c *Counter) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: contextTimeout.Load()})
+	return newGoredisWith(addr, c, contextTimeout.Load())
+}
+
+// newGoredisWith is newGoredis with ContextTimeoutEnabled set to
+// ctxTimeout.
+func newGoredisWith(addr string, c *Counter, ctxTimeout bool) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: ctxTimeout})
 	if c != nil {
 		rdb.AddHook(goredisHook{c})
 	}

@@ -58,6 +58,8 @@ func Libraries() []Library {
 		// relock's FairLock: the contended scenarios (3 and 4) show what FIFO
 		// hand-off across processes costs and buys in fairness.
 		relockFairLibrary(),
+		// relock's Lock on go-redis's default client, beside "relock".
+		relockDefaultLibrary(),
 	}
 }
 

@@ -20,7 +20,9 @@ const overshootSlack = 250 * time.Millisecond
 
 // The CI smoke run of the overshoot measurement: two trials per fault and
 // library. relock must return by its deadline plus the slack under every
-// fault, saying ErrNotObtained, and leave nothing held once Redis is back.
+// fault, saying ErrNotObtained (or having obtained the lock on a new
+// connection, behind a half-open one), and leave nothing held once Redis
+// is back.
 func TestOvershootUnderEveryFault(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy := redistest.NewProxy(t, srv.Addr())
@@ -39,6 +41,12 @@ func TestOvershootUnderEveryFault(t *testing.T) {
 		}
 		for _, tr := range r.Trials {
 			assert.LessOrEqual(t, tr.Overshoot, overshootSlack, "relock, %s: returned %v after its deadline", r.Fault, tr.Overshoot)
+			if tr.Class == "obtained" && strings.HasPrefix(r.Fault, "half-open") {
+				// go-redis (relock's bounded clone of the default client) cut
+				// the blackholed read and retried on a new connection,
+				// which works: obtained by the deadline.
+				continue
+			}
 			assert.True(t, strings.HasPrefix(tr.Class, "ErrNotObtained+ErrUnavailable"), "relock, %s: %s", r.Fault, tr.Class)
 			assert.False(t, tr.LeftHeld, "relock, %s: a lock whose Lock failed is held after recovery", r.Fault)
 		}

@@ -43,6 +43,12 @@ type Scenario struct {
 	// per worker, or one worker); the others are kept for comparison with
 	// earlier reports.
 	Headline bool
+	// Background makes the workers pass context.Background() to Lock.
+	// Otherwise they pass the run's context, which has a deadline (the end
+	// of the run) and can be cancelled, as a service passes its request's.
+	// Only for scenarios whose Lock never waits: a waiter would not stop
+	// at the end of the run.
+	Background bool
 }
 
 // Scenario IDs.
@@ -56,7 +62,17 @@ const (
 	OneKey      = "onekey"
 	Hold2ms     = "hold2ms"
 	Reentrant3  = "reentrant3"
+
+	// The same with context.Background() (Scenario.Background).
+	UncontendedBackground = "uncontended-bg"
+	Procs64KeysBackground = "p64keys-bg"
+	ManyKeysBackground    = "64keys-bg"
 )
+
+// backgroundLibraries run the context.Background() scenarios: relock's
+// targets are against the seed lock (rueidislock's Lock, given a context
+// that never ends, was seen not to return in one of them).
+var backgroundLibraries = []string{FloorName, SeedName, relockName, relockDefaultName}
 
 // tinyHold is the critical section of the many-process scenarios, about one
 // loopback round trip long: a short call to some other service, say.
@@ -141,6 +157,17 @@ func Scenarios() []Scenario {
 			ID: Reentrant3, Title: "9. reentrant depth 3, 1 process (relock and the seed lock)", Workers: 1, Processes: 1, Depth: 3,
 			Only: []string{"relock", SeedName}, Baseline: Uncontended,
 		},
+		// Lock's context without a deadline or a cancellation, beside the
+		// scenarios above, whose Lock gets the run's context.
+		{
+			ID: UncontendedBackground, Title: "1b. uncontended Lock+Unlock, 1 process, context.Background()",
+			Workers: 1, Processes: 1, Background: true, Only: backgroundLibraries,
+		},
+		{
+			ID: Procs64KeysBackground, Title: "5b. 64 processes on 64 keys, context.Background()",
+			Workers: 64, Processes: 64, OwnKeys: true, Background: true, Only: backgroundLibraries,
+		},
+		{ID: ManyKeysBackground, Title: "6b. 64 goroutines on 64 keys, shared Clients, context.Background()", Workers: 64, OwnKeys: true, Background: true, Only: backgroundLibraries},
 		// FairLock runs every scenario above as the library "relock-fair".
 		// An RWLock scenario (readers + a writer) needs a reader/writer split
 		// in Worker, which only knows exclusive holds: see rwlock_bench_test.go

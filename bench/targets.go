@@ -35,8 +35,9 @@ const (
 
 // The libraries the targets are about.
 const (
-	relockName = "relock"
-	fairName   = "relock-fair"
+	relockName        = "relock"
+	fairName          = "relock-fair"
+	relockDefaultName = "relock-default"
 )
 
 // WriteTargets writes the targets with the run's numbers, as a

@@ -206,7 +206,11 @@ func (r *workRun) worker(ctx context.Context, w int) {
 // the guard g), Unlock. ok is false when Lock failed.
 func (r *workRun) cycle(ctx context.Context, w int, l Locker, g *guard, name string) (c cycle, ok bool) {
 	t0 := time.Since(r.start)
-	u, err := lock(ctx, l, name, r.sc.Depth)
+	lctx := ctx
+	if r.sc.Background {
+		lctx = context.Background()
+	}
+	u, err := lock(lctx, l, name, r.sc.Depth)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.fail("lock", err)
