@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -119,14 +120,31 @@ func partsCycle(c *Client, rdb redis.UniversalClient, variant, name string) func
 	return func(ctx context.Context) error { return FloorCycle(ctx, rdb, "floor:"+name) }
 }
 
+// withDeadline runs cycle under a context with timeout d of its own per
+// call (none when d is 0).
+func withDeadline(cycle func(context.Context) error, d time.Duration) func(context.Context) error {
+	if d <= 0 {
+		return cycle
+	}
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return cycle(ctx)
+	}
+}
+
 // BenchmarkUncontendedParts splits an uncontended Lock+Unlock on a real
 // Redis, one caller at a time, into the variants of partsVariants: where
 // the latency goes, and the CPU this process spends per cycle
-// (client-µs/op, getrusage; the Redis server runs elsewhere).
+// (client-µs/op, getrusage; the Redis server runs elsewhere). With
+// RELOCK_PARTS_DEADLINE set (a duration, "5s" say), every cycle runs under
+// a context of its own with that timeout, as a service passes its
+// request's; else under context.Background().
 func BenchmarkUncontendedParts(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client()
 	ctx := context.Background()
+	perCall, _ := time.ParseDuration(os.Getenv("RELOCK_PARTS_DEADLINE"))
 	for _, variant := range partsVariants {
 		b.Run(variant, func(b *testing.B) {
 			rdb := rdb
@@ -135,7 +153,7 @@ func BenchmarkUncontendedParts(b *testing.B) {
 			}
 			c := partsClient(rdb, variant)
 			b.Cleanup(func() { _ = c.Close() })
-			cycle := partsCycle(c, rdb, variant, "parts")
+			cycle := withDeadline(partsCycle(c, rdb, variant, "parts"), perCall)
 			if err := cycle(ctx); err != nil { // loads the scripts
 				b.Fatal(err)
 			}
