@@ -47,7 +47,7 @@ func (r *scheduleRun) sample(ctx context.Context) {
 
 func (r *scheduleRun) sampleOnce(ctx context.Context) schedule.Sample {
 	s := schedule.Sample{At: time.Now(), Held: map[string]bool{}, Known: !r.restoring.Load()}
-	switch r.plan.Kind {
+	switch r.plan.BaseKind() {
 	case schedule.KindSema:
 		r.sampleSema(ctx, &s)
 	case schedule.KindLatch:
@@ -118,7 +118,7 @@ func (r *scheduleRun) sampleLatches(ctx context.Context, s *schedule.Sample) {
 func (r *scheduleRun) held(ctx context.Context, res string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	switch r.plan.Kind {
+	switch r.plan.BaseKind() {
 	case schedule.KindSema:
 		st, err := r.inspect[0].Semaphore(res, 1).State(ctx)
 		return st.Used > 0 || st.Waiters > 0, err

@@ -36,10 +36,10 @@ import (
 // drawn orders, keeping the first while they wait for the second: no
 // overlap on A or D, no wait reaching schedule.DeadlockWait (a deadlock not
 // broken), every process done within schedule.DeadlockRun.
-// -schedule.kind=reshard plays a Lock's, FairLock's or RWLock's plan on a
-// three-master Cluster while the test moves A's slot between masters two
-// to four times (each split for 0 to 500 ms: ASK and TRYAGAIN, then
-// MOVED), with the lock kinds' checks.
+// -schedule.kind=reshard plays a Lock's, FairLock's, RWLock's or (a third
+// of the plans) Semaphore's plan on a three-master Cluster while the test
+// moves A's slot between masters two to four times (each split for 0 to
+// 500 ms: ASK and TRYAGAIN, then MOVED), with that kind's checks.
 //
 // go test runs the CI seeds; -schedule.long runs many fresh ones and prints
 // the table RELIABILITY.md shows; -schedule.seed and -schedule.kind replay
@@ -112,7 +112,7 @@ func TestFaultSchedule(t *testing.T) {
 			run.stopEarly = !*scheduleLong
 			v := run.run()
 			rows = append(rows, scheduleRow(v, time.Since(began)))
-			if c.kind == schedule.KindSema {
+			if plan.BaseKind() == schedule.KindSema {
 				t.Logf("longest queue seen: %d waiters", v.MaxQueue)
 			}
 			if c.kind == schedule.KindDeadlock {

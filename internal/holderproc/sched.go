@@ -24,7 +24,7 @@ import (
 type schedWorker struct {
 	plan    *schedule.Plan
 	proc    *schedule.Proc
-	rdbs    []*redis.Client
+	rdbs    []redis.UniversalClient // one per server, or the Cluster's
 	logger  *slog.Logger
 	rep     *judge.Reporter
 	clients []*relock.Client
@@ -94,7 +94,7 @@ func (w *schedWorker) connect(addrs []string) (closeAll func()) {
 	if w.plan.Cluster {
 		rdb := redis.NewClusterClient(clusterOptions(addrs, w.proc.Client))
 		c := relock.New(rdb, clientOptions(w.proc, w.logger)...)
-		w.clients = append(w.clients, c)
+		w.clients, w.rdbs = append(w.clients, c), append(w.rdbs, rdb)
 		return func() { _ = c.Close(); _ = rdb.Close() }
 	}
 	var closers []func() error

@@ -91,7 +91,7 @@ func Check(plan *Plan, h *History, samples []Sample, pauses []Span, takenAway []
 		}
 	}
 	taken := append(slices.Clone(h.Forces), takenAway...)
-	switch plan.Kind {
+	switch plan.BaseKind() {
 	case KindSema:
 		for _, s := range samples {
 			v.MaxQueue = max(v.MaxQueue, s.Sema.Waiters)

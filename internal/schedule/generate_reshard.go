@@ -16,18 +16,27 @@ var reshardSpans = []time.Duration{0, 100 * time.Millisecond, 500 * time.Millise
 // least this far apart.
 const reshardSlack = time.Second
 
-// genReshard draws a reshard plan: the processes of a Lock's, FairLock's
-// or RWLock's plan on a three-master Cluster, without connection faults
-// (the faults of this kind are the Cluster's own), while the slot of A
-// moves to another master two to four times; a process may be paused, as
-// in the other kinds. The checks are the lock kinds'.
+// genReshard draws a reshard plan: the processes of a Lock's, FairLock's,
+// RWLock's or Semaphore's plan (its Base, whose checks judge it) on a
+// three-master Cluster, without connection faults (the faults of this kind
+// are the Cluster's own), while the slot of A (every key of the name) moves
+// to another master two to four times; a process may be paused, as in the
+// other kinds.
 func genReshard(r *rand.Rand, p *Plan, size Size) {
 	p.Cluster = true
-	base := pick(r, []string{KindLock, KindFair, KindRW})
-	for i, role := range roles(base, r) {
-		pr := genProc(r, fmt.Sprintf("p%d", i+1), role, base, size)
-		pr.Conn = nil
-		p.Procs = append(p.Procs, pr)
+	// A third of the plans are a Semaphore's, drawn from a stream of their
+	// own, so that the lock kinds' plans are what they were before.
+	if rand.New(rand.NewPCG(uint64(p.Seed), 0x5e4c)).IntN(3) == 0 {
+		p.Base = KindSema
+		genSema(r, p, size)
+	} else {
+		p.Base = pick(r, []string{KindLock, KindFair, KindRW})
+		for i, role := range roles(p.Base, r) {
+			p.Procs = append(p.Procs, genProc(r, fmt.Sprintf("p%d", i+1), role, p.Base, size))
+		}
+	}
+	for i := range p.Procs {
+		p.Procs[i].Conn = nil
 	}
 	next := time.Duration(0)
 	for range 2 + r.IntN(3) {

@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// A reshard plan runs a lock kind's processes on a Cluster, without
-// connection faults, with two to four moves of A's slot one after the
-// other, and replays from its seed.
+// A reshard plan runs a Lock's, FairLock's, RWLock's or Semaphore's
+// processes on a Cluster, without connection faults, with two to four
+// moves of A's slot one after the other, and replays from its seed.
 func TestGenerateReshard(t *testing.T) {
 	bases := map[string]bool{}
 	for seed := range int64(30) {
@@ -15,7 +15,7 @@ func TestGenerateReshard(t *testing.T) {
 		if !p.Cluster || p.Servers() != 0 {
 			t.Fatalf("%d: not a Cluster plan", seed)
 		}
-		bases[p.Procs[0].Role] = true
+		bases[p.Base] = true
 		for _, pr := range p.Procs {
 			if len(pr.Conn) > 0 {
 				t.Fatalf("%d: %s has connection faults", seed, pr.ID)
@@ -39,9 +39,9 @@ func TestGenerateReshard(t *testing.T) {
 			t.Fatalf("%d: two draws differ", seed)
 		}
 	}
-	for _, role := range []string{RoleLock, RoleFair, RoleWrite} {
-		if !bases[role] {
-			t.Errorf("no plan of %s processes in 30 seeds", role)
+	for _, kind := range []string{KindLock, KindFair, KindRW, KindSema} {
+		if !bases[kind] {
+			t.Errorf("no plan of %s processes in 30 seeds", kind)
 		}
 	}
 }

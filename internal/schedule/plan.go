@@ -24,9 +24,9 @@ const (
 	// KindDeadlock: processes take two of Locks A and D and a Semaphore S,
 	// in orders that deadlock; detection breaks them (generate_deadlock.go).
 	KindDeadlock = "deadlock"
-	// KindReshard: a Lock's, FairLock's or RWLock's processes on a
-	// three-master Redis Cluster whose slot of A moves between masters
-	// (generate_reshard.go).
+	// KindReshard: a Lock's, FairLock's, RWLock's or Semaphore's processes
+	// (Plan.Base) on a three-master Redis Cluster whose slot of A moves
+	// between masters (generate_reshard.go).
 	KindReshard = "reshard"
 )
 
@@ -70,6 +70,18 @@ type Plan struct {
 	// Cluster runs the plan on a three-master Redis Cluster (KindReshard):
 	// each process has one Client, of a ClusterClient over its nodes.
 	Cluster bool `json:",omitempty"`
+	// Base is the kind whose processes and checks a reshard plan takes
+	// (lock, fair, rw or sema); empty for the other kinds.
+	Base string `json:",omitempty"`
+}
+
+// BaseKind is the kind whose processes the plan runs and whose rules judge
+// it: Base, or else Kind.
+func (p *Plan) BaseKind() string {
+	if p.Base != "" {
+		return p.Base
+	}
+	return p.Kind
 }
 
 // Round is one latch: set to Count at At by the process SetBy.
@@ -276,7 +288,7 @@ func (p *Plan) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d, kind %s:", p.Seed, p.Kind)
 	if p.Cluster {
-		b.WriteString(" on a three-master Cluster")
+		fmt.Fprintf(&b, " %s on a three-master Cluster", p.Base)
 	}
 	for _, pr := range p.Procs {
 		var leases []string
