@@ -42,11 +42,13 @@ import (
 
 // slackBuckets are the slacks a bounded inline call reserves, one clone
 // each per Client at most (a clone's timeouts are half its slack). The
-// smallest keeps a clone's read well above a loopback round trip on a busy
-// machine; a bound shorter than twice it runs on a goroutine.
+// smallest keeps a clone's read (25 ms) well above a loopback round trip
+// on a busy machine, where a goroutine waits that long for a core: a
+// shorter one would fail calls Redis answers in time. A bound shorter than
+// twice it (TryLock with no wait: 50 ms) runs on a goroutine, which waits
+// for the reply to the bound itself.
 var slackBuckets = [...]time.Duration{
-	4 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
-	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
 	time.Second, 2 * time.Second, 5 * time.Second,
 }
 

@@ -174,3 +174,27 @@ func parseCalls(info, prefix string) int64 {
 	n, _ := strconv.ParseInt(rest[:end], 10, 64)
 	return n
 }
+
+// A TryLock with a wait of 1 ms is bounded by the attempt's grace (50 ms).
+// On go-redis's default client it runs on a goroutine of relock's, which
+// waits for the reply up to that bound, not on a clone whose read timeout
+// would be a fraction of it: against a Redis that answers every request
+// 15 ms late it obtains the lock, every time.
+func TestShortTryLockOnTheDefaultClientWaitsItsWholeBound(t *testing.T) {
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := relock.New(rdb, relock.WithLogger(quietLogger()))
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.Lock("short-bound")
+	hctx, err := l.Lock(context.Background()) // warm up: connection, scripts
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(hctx))
+	p.SetReplyDelay(15 * time.Millisecond)
+	for range 5 {
+		hctx, err := l.TryLock(context.Background(), time.Millisecond, 0)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(hctx))
+	}
+}
