@@ -530,7 +530,8 @@ local function after_release(hash, st, now, env)
 			return false
 		end
 		wake_readers(hash, st, env)
-		redis.call('del', hash, env.q)
+		redis.call('del', hash) -- one key per command (see sema_reclaim)
+		redis.call('del', env.q)
 		end_hold(env.tail, env.op, st.f['~t'], env.ms, st.f['~s'])
 		return true
 	end

@@ -94,8 +94,13 @@ local function sema_reclaim(st)
 	end
 	redis.call('zremrangebyscore', k.d, '-inf', now)
 	redis.call('zremrangebyscore', k.c, '-inf', now)
-	if redis.call('exists', k.d, k.c) == 0 then
-		redis.call('del', k.h, k.q)
+	-- One key per command here and below: on a Cluster master that is
+	-- importing the slot, a command naming several keys fails when one of
+	-- them is missing, and the script would stop half-way, its reclaim done
+	-- but the running count not written.
+	if redis.call('exists', k.d) == 0 and redis.call('exists', k.c) == 0 then
+		redis.call('del', k.h)
+		redis.call('del', k.q)
 		st.cap, st.used, st.waiters = nil, 0, 0
 		return
 	end
@@ -270,7 +275,9 @@ local function sema_store(st)
 		maxdl = math.max(maxdl, tonumber(redis.call('zrange', k.c, -1, -1, 'withscores')[2] or 0))
 	end
 	if maxdl == 0 then
-		redis.call('del', k.h, k.q, k.c)
+		redis.call('del', k.h) -- one key per command (see sema_reclaim)
+		redis.call('del', k.q)
+		redis.call('del', k.c)
 		return
 	end
 	local s = st.set
