@@ -275,8 +275,14 @@ func (k *unlockCall) inline() (slack time.Duration, ok bool) {
 	if k.t.traits().otherClients {
 		return 0, false
 	}
+	return k.slackWithin(k.c.opts.unlockTimeout)
+}
+
+// slackWithin is the slack a request of every part needs with left to the
+// bound, and whether each part's client can end one by then.
+func (k *unlockCall) slackWithin(left time.Duration) (slack time.Duration, ok bool) {
 	for i := range k.parts {
-		s, fits := k.parts[i].e.h.client().slackNeeded(k.c.opts.unlockTimeout)
+		s, fits := k.parts[i].e.h.client().slackNeeded(left)
 		if !fits {
 			return 0, false
 		}
@@ -293,11 +299,52 @@ func (k *unlockCall) releaseInline(dctx context.Context, until time.Time, slack 
 	bctx := newBoundedCtx(dctx, until.Add(-slack), slack)
 	k.t.releaseParts(bctx, k.parts)
 	bctx.release()
+	k.markCut()
+	if k.cut {
+		k.resendCut(dctx, until)
+	}
+}
+
+// markCut marks the live parts whose release was cut short: its outcome is
+// unknown, or it was not sent.
+func (k *unlockCall) markCut() {
+	k.cut = false
 	for i := range k.parts {
 		p := &k.parts[i]
-		if p.live && p.err != nil && (outcomeUnknown(p.err) || errors.Is(p.err, errNotSent)) {
-			p.cut = true
-			k.cut = true
+		p.cut = p.live && p.err != nil && (outcomeUnknown(p.err) || errors.Is(p.err, errNotSent))
+		k.cut = k.cut || p.cut
+	}
+}
+
+// resendCut sends each release cut short again, the same request (its
+// replay is recognised, so a first one that still runs releases nothing
+// twice), for as long as the unlock bound leaves room for one more inline
+// request: each runs with the slack of what is left (clones.go), so the
+// Unlock waits for Redis until less than twice the smallest slack (100
+// ms) is left of its bound, as one that waits for its reply on a goroutine
+// waits to the bound, before it reports the release unconfirmed. Failures
+// that return at once back off between rounds.
+func (k *unlockCall) resendCut(dctx context.Context, until time.Time) {
+	for n := 1; k.cut; n++ {
+		left := time.Until(until)
+		slack, ok := k.slackWithin(left)
+		if !ok {
+			return
+		}
+		for i := range k.parts {
+			if p := &k.parts[i]; p.cut {
+				bctx := newBoundedCtx(dctx, until.Add(-slack), slack)
+				p.out, p.err = p.e.h.scheme.release(bctx, p.req)
+				bctx.release()
+			}
+		}
+		k.markCut()
+		if pause := faultBackoff(n); k.cut && time.Until(until.Add(-slack)) > pause {
+			select {
+			case <-k.c.closing:
+				return
+			case <-time.After(pause):
+			}
 		}
 	}
 }
