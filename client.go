@@ -64,11 +64,8 @@ type Client struct {
 }
 
 // New returns a Client on rdb, which Close leaves open; see Client.Err.
-// On a *redis.Client without ContextTimeoutEnabled, a call bounded by a
-// deadline shorter than go-redis's timeouts allow for runs on clones of rdb
-// that New makes (WithTimeout) with the hooks rdb has then: a hook added to
-// rdb after New does not see those calls. A Cluster or Ring client with
-// such timeouts runs them on a goroutine of relock's instead.
+// Add rdb's hooks before New: bounded calls may run on clones of a
+// *redis.Client that New makes with the hooks it has then (clones.go).
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, id: newClientID(), opts: defaultOptions(), closing: make(chan struct{})}
 	c.workers = newWorkers(c.closing)

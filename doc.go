@@ -34,12 +34,9 @@
 // context.Cause(ctx) when the context ended and ErrUnavailable when Redis
 // was the reason, holding nothing: what a request cut short took is
 // released before the owner's next call on that lock.
-// A cancellation without a deadline takes effect when Redis answers the
-// request in flight (within one round trip on a healthy Redis) or when
-// go-redis's own timeouts end it (on a hung Redis, up to WriteTimeout +
-// ReadTimeout), as with go-redis itself; a wait between attempts ends at
-// once. Calls run on the caller's goroutine where go-redis ends them by
-// their bound (see New for hooks).
+// A cancellation without a deadline ends a wait at once and a request in
+// flight when Redis answers (one round trip) or go-redis's timeouts end it
+// (on a hung Redis, WriteTimeout + ReadTimeout), as with go-redis itself.
 //
 // Unlock and Release work with a cancelled context and return within
 // WithUnlockTimeout; a release unconfirmed by then returns ErrNotConfirmed

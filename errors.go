@@ -11,24 +11,22 @@ import (
 
 // Sentinel errors, for errors.Is; docs/errors.md says when each is returned.
 var (
-	ErrNotObtained     = errors.New("relock: lock not obtained")                              // an acquire failed, holding nothing
-	ErrNotHeld         = errors.New("relock: lock not held by this owner")                    // the owner holds no hold; nothing changed
-	ErrLockLost        = errors.New("relock: lock lost")                                      // a hold ended without Unlock (see LossReason)
-	ErrUnlocked        = errors.New("relock: lock released")                                  // the cause of a hold context after Unlock
-	ErrClientClosed    = errors.New("relock: client closed")                                  // the Client is closed
-	ErrNotReplicated   = errors.New("relock: lock write not replicated")                      // see WithReplicas
-	ErrUnavailable     = errors.New("relock: redis unavailable")                              // Redis did not answer, or refused the user
-	ErrInvalidArgument = errors.New("relock: invalid argument")                               // found before anything is sent
-	ErrNotConfirmed    = errors.New("relock: unlock not confirmed")                           // a release unconfirmed in the unlock timeout
-	ErrUnsupported     = errors.New("relock: not supported by the server")                    // the server lacks what an option needs
-	ErrDeadlock        = errors.New("relock: deadlock")                                       // see WithDeadlockDetection
-	ErrForceUnlocked   = fmt.Errorf("%w: force-unlocked", ErrLockLost)                        // a force release freed the hold
-	ErrHolderChanged   = errors.New("relock: the lock is held by someone else than expected") // see HolderChangedError
-	// ErrUpgrade: a reader of an RWLock asked for its write lock.
-	ErrUpgrade = errors.New("relock: the owner holds the read lock; it cannot take the write lock (no upgrade)")
-	// ErrIncompatibleLayout: the name's records are in another version's layout; nothing changed.
-	ErrIncompatibleLayout = errors.New("relock: records of a layout this relock does not read")
-	ErrInvalidName        = fmt.Errorf("%w: invalid client name", ErrInvalidArgument) // a bad WithName name
+	ErrNotObtained        = errors.New("relock: lock not obtained")                                                         // an acquire failed, holding nothing
+	ErrNotHeld            = errors.New("relock: lock not held by this owner")                                               // the owner holds no hold; nothing changed
+	ErrLockLost           = errors.New("relock: lock lost")                                                                 // a hold ended without Unlock (see LossReason)
+	ErrUnlocked           = errors.New("relock: lock released")                                                             // the cause of a hold context after Unlock
+	ErrClientClosed       = errors.New("relock: client closed")                                                             // the Client is closed
+	ErrNotReplicated      = errors.New("relock: lock write not replicated")                                                 // see WithReplicas
+	ErrUnavailable        = errors.New("relock: redis unavailable")                                                         // Redis did not answer, or refused the user
+	ErrInvalidArgument    = errors.New("relock: invalid argument")                                                          // found before anything is sent
+	ErrNotConfirmed       = errors.New("relock: unlock not confirmed")                                                      // a release unconfirmed in the unlock timeout
+	ErrUnsupported        = errors.New("relock: not supported by the server")                                               // the server lacks what an option needs
+	ErrDeadlock           = errors.New("relock: deadlock")                                                                  // see WithDeadlockDetection
+	ErrForceUnlocked      = fmt.Errorf("%w: force-unlocked", ErrLockLost)                                                   // a force release freed the hold
+	ErrHolderChanged      = errors.New("relock: the lock is held by someone else than expected")                            // see HolderChangedError
+	ErrUpgrade            = errors.New("relock: the owner holds the read lock; it cannot take the write lock (no upgrade)") // a reader asked to write
+	ErrIncompatibleLayout = errors.New("relock: records of a layout this relock does not read")                             // another version's records; nothing changed
+	ErrInvalidName        = fmt.Errorf("%w: invalid client name", ErrInvalidArgument)                                       // a bad WithName name
 )
 
 // HolderChangedError (ErrHolderChanged): the guard missed; nothing was freed.

@@ -79,8 +79,7 @@ func (m rwMode) forceUnlockIf(ctx context.Context, g ForceGuard) (bool, error) {
 	return m.l.forceUnlockIf(ctx, g, m.kind == "w", m.holdID(), rwForceReleaseCall(m.l.c, m.l.keys, m.kind, g))
 }
 
-// ForceReleaseIf is ForceRelease for the permits of g.Owner only (g.Token
-// must be 0): a *HolderChangedError when it holds none while others do.
+// ForceReleaseIf is Lock.ForceUnlockIf for g.Owner's permits (Token 0).
 func (s *Semaphore) ForceReleaseIf(ctx context.Context, g ForceGuard) (bool, error) {
 	if s.err != nil {
 		return false, s.err

@@ -103,9 +103,8 @@ func WithFencingTokens(on bool) Option {
 	}
 }
 
-// WithUnlockLatch sets how long a final Unlock is remembered (30 s), to cover
-// go-redis's retries: a resend then reports success, not ErrLockLost. Limit:
-// a Lock or FairLock remembers 32 to 40 (none past a lease), an RWLock 64.
+// WithUnlockLatch sets how long a final Unlock is remembered (30 s), so that
+// go-redis's resend reports success; a Lock remembers 32 to 40 (docs/kinds.md).
 func WithUnlockLatch(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("unlock latch", d); err != nil {
@@ -128,8 +127,7 @@ func WithShardedPubSub(on bool) Option {
 // FairLock's queue, an RWLock writer's claim) lives without being renewed.
 const defaultWaiterTimeout = 10 * time.Second
 
-// WithWaiterTimeout sets how long a FairLock's queue and an RWLock writer's
-// claim live unless a waiter renews them (default 10 s).
+// WithWaiterTimeout sets how long a FairLock queue or writer claim lives unrenewed (10 s).
 func WithWaiterTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if err := checkDuration("waiter timeout", d); err != nil {

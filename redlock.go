@@ -180,8 +180,7 @@ func (r *RedLock) ForceUnlock(ctx context.Context) (int, error) {
 	return r.forceUnlock(ctx, ForceGuard{})
 }
 
-// ForceUnlockIf is ForceUnlock on the masters g.Owner holds, g.Token 0 (the
-// masters' tokens differ); a *HolderChangedError names others' holders.
+// ForceUnlockIf is Lock.ForceUnlockIf on each master, by g.Owner (Token 0).
 func (r *RedLock) ForceUnlockIf(ctx context.Context, g ForceGuard) (int, error) {
 	if r.err != nil {
 		return 0, r.err

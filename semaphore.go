@@ -148,8 +148,7 @@ func (s *Semaphore) Available(ctx context.Context) (int, error) {
 	return st.Permits - st.Used, err
 }
 
-// SetPermits sets the capacity to n in Redis and for this Semaphore (whose
-// Acquires never fail for it; others must use n). An ended ctx sends nothing.
+// SetPermits sets the capacity to n in Redis and for s; others must use n.
 func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	ctx, err := s.check(ctx)
 	if err != nil {
