@@ -145,6 +145,10 @@ func TestCloseIsBoundedWhileTheSubscriberDialsAHungRedis(t *testing.T) {
 	var toHung atomic.Bool
 	rdb := redis.NewClient(&redis.Options{
 		Addr: srv.Addr(),
+		// The commands' connections, to Redis, dialed before the cut: the
+		// Lock, the name record written at the first hold and Close's
+		// release may each need one at once.
+		MinIdleConns: 3,
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if toHung.Load() {
 				addr = hung
@@ -156,8 +160,9 @@ func TestCloseIsBoundedWhileTheSubscriberDialsAHungRedis(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
 	c := relock.New(rdb, relock.WithUnlockTimeout(300*time.Millisecond), relock.WithLogger(quietLogger()))
-	require.NoError(t, rdb.Ping(ctx).Err()) // the commands' connection, to Redis
-	toHung.Store(true)                      // every later one: the subscriber's
+	require.NoError(t, rdb.Ping(ctx).Err())
+	require.Eventually(t, func() bool { return rdb.PoolStats().IdleConns >= 3 }, 5*time.Second, time.Millisecond)
+	toHung.Store(true) // every later connection: the subscriber's
 	l := c.Lock("close-dial")
 	hctx, err := l.Lock(ctx)
 	require.NoError(t, err)
