@@ -322,13 +322,15 @@ func (k *unlockCall) markCut() {
 // request: each runs with the slack of what is left (clones.go), so the
 // Unlock waits for Redis until less than twice the smallest slack (100
 // ms) is left of its bound, as one that waits for its reply on a goroutine
-// waits to the bound, before it reports the release unconfirmed. Failures
-// that return at once back off between rounds.
+// waits to the bound, before it reports the release unconfirmed; on a
+// client that ends requests at their deadline, until the bound. A failure
+// that returns at once is followed by a pause (faultBackoff), cut at the
+// round's deadline.
 func (k *unlockCall) resendCut(dctx context.Context, until time.Time) {
 	for n := 1; k.cut; n++ {
 		left := time.Until(until)
 		slack, ok := k.slackWithin(left)
-		if !ok {
+		if !ok || left-slack < time.Millisecond {
 			return
 		}
 		for i := range k.parts {
@@ -339,7 +341,7 @@ func (k *unlockCall) resendCut(dctx context.Context, until time.Time) {
 			}
 		}
 		k.markCut()
-		if pause := faultBackoff(n); k.cut && time.Until(until.Add(-slack)) > pause {
+		if pause := min(faultBackoff(n), time.Until(until.Add(-slack))); k.cut && pause > 0 {
 			select {
 			case <-k.c.closing:
 				return
