@@ -21,6 +21,7 @@ type Proxy struct {
 	cond      *sync.Cond // signalled when stalled or isClosed changes
 	conns     map[net.Conn]struct{}
 	black     map[net.Conn]struct{} // connections whose traffic is dropped
+	frozen    map[net.Conn]struct{} // connections whose traffic is held back
 	toServer  time.Duration         // delay of what clients send
 	toClient  time.Duration         // delay of what the server sends
 	stalled   bool
@@ -51,7 +52,8 @@ func StartProxy(target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{l: l, target: target, closed: make(chan struct{}),
-		conns: make(map[net.Conn]struct{}), black: make(map[net.Conn]struct{})}
+		conns: make(map[net.Conn]struct{}), black: make(map[net.Conn]struct{}),
+		frozen: make(map[net.Conn]struct{})}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
@@ -109,6 +111,30 @@ func (p *Proxy) Unstall() {
 	p.stalled = false
 	p.cond.Broadcast()
 	p.mu.Unlock()
+}
+
+// Freeze holds back, from now on, the traffic of the connections open now,
+// in both directions, until Thaw, which lets it through in order;
+// connections accepted later work normally. A request written on a frozen
+// connection reaches the server only at Thaw, after what other
+// connections sent meanwhile: a request delayed in the network, or in the
+// socket buffer of a connection the server has not read yet. A frozen
+// connection its client closes still passes what it held at Thaw, then
+// closes.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		p.frozen[c] = struct{}{}
+	}
+}
+
+// Thaw lets the frozen connections' traffic through.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.frozen)
+	p.cond.Broadcast()
 }
 
 // Blackhole silently drops, from now on, all traffic of the connections open

@@ -32,6 +32,8 @@ func (p *Proxy) pipe(dst, src net.Conn, fromServer bool) {
 	delete(p.conns, dst)
 	delete(p.black, src)
 	delete(p.black, dst)
+	delete(p.frozen, src)
+	delete(p.frozen, dst)
 	p.mu.Unlock()
 }
 
@@ -57,7 +59,7 @@ func (p *Proxy) read(src net.Conn, fromServer bool, queue chan<- chunk) {
 func (p *Proxy) write(dst, src net.Conn, queue <-chan chunk, written chan<- struct{}) {
 	defer close(written)
 	for c := range queue {
-		if !p.hold(c.due) || (!p.blackholed(src) && !writeAll(dst, c.data)) {
+		if !p.hold(src, c.due) || (!p.blackholed(src) && !writeAll(dst, c.data)) {
 			_ = src.Close()
 			for range queue {
 			}
@@ -87,9 +89,10 @@ func (p *Proxy) blackholed(c net.Conn) bool {
 	return ok
 }
 
-// hold waits until due and then out any stall before data passes; it
-// reports false when the proxy closed meanwhile.
-func (p *Proxy) hold(due time.Time) bool {
+// hold waits until due and then out any stall, and any freeze of src,
+// before data from src passes; it reports false when the proxy closed
+// meanwhile.
+func (p *Proxy) hold(src net.Conn, due time.Time) bool {
 	if wait := time.Until(due); wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
@@ -101,8 +104,14 @@ func (p *Proxy) hold(due time.Time) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.stalled && !p.isClosed {
+	for (p.stalled || p.isFrozen(src)) && !p.isClosed {
 		p.cond.Wait()
 	}
 	return !p.isClosed
+}
+
+// isFrozen reports whether c's traffic is held back; p.mu is held.
+func (p *Proxy) isFrozen(c net.Conn) bool {
+	_, ok := p.frozen[c]
+	return ok
 }
