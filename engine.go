@@ -109,10 +109,13 @@ type lockCall struct {
 	until  time.Time // the end of TryLock's wait (zero: none), which bounds the call as ctx does
 
 	// An attempt in flight when the bound came (see bounded.go): its
-	// reply, its op, and whether the background finishes the call.
-	late     <-chan reply[attempt]
-	lateOp   string
-	detached bool
+	// reply, its op, whether that reply is to the request sent again
+	// (settleCut: the first may still run), and whether the background
+	// finishes the call.
+	late       <-chan reply[attempt]
+	lateOp     string
+	lateResent bool
+	detached   bool
 
 	// onePart holds parts for a call of one part (all but a MultiLock's):
 	// a slice of their own would be an allocation per Lock.

@@ -68,7 +68,9 @@ func (k *lockCall) settleLate(dctx context.Context, req acquireReq, waitAs, unkn
 	op := k.lateOp
 	k.detach(func(r reply[attempt]) {
 		switch {
-		case r.err == nil && r.v.outcome == acquired:
+		case r.err == nil && (r.v.outcome == acquired || k.lateResent):
+			// A reply to the request sent again (settleCut) leaves the
+			// first one, which may still run, to be voided all the same.
 			unknown = k.t.leftover(dctx, req, k.parts, op, r.v, nil)
 		case r.err == nil:
 			unknown = ""
@@ -161,6 +163,6 @@ func (k *lockCall) giveUp(dctx context.Context, req acquireReq, waitAs, unknown 
 	}
 	if unknown != "" {
 		s := k.parts[0].h.scheme // only a scheme's own record leaves an op to free
-		k.c.releaseInBackground(s, releaseReq{owner: req.owner, op: k.c.newOp(), gen: unknown, final: true}, started.Add(k.c.leaseFor(req.lease)))
+		k.c.releaseInBackground(s, releaseReq{owner: req.owner, op: k.c.newOp(), gen: unknown, final: true, void: true}, started.Add(k.c.leaseFor(req.lease)))
 	}
 }

@@ -63,7 +63,7 @@ func (k *lockCall) acquireInline(ctx, bctx, dctx context.Context, until time.Tim
 		k.awaitBound(ctx, until)
 		return attempt{}, k.c.notSentByBound(ctx, err)
 	}
-	k.late, k.lateOp = k.settleCut(dctx, req, a, err), req.op
+	k.late, k.lateOp, k.lateResent = k.settleCut(dctx, req, a, err), req.op, outcomeUnknown(err)
 	k.awaitBound(ctx, until)
 	return attempt{}, k.c.overrun(ctx)
 }

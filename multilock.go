@@ -211,7 +211,7 @@ func (t multiTarget) acquireParts(ctx context.Context, r acquireReq, parts []loc
 func (t multiTarget) cleanUp(g multiGroup, parts []lockPart, op string, lease time.Duration) {
 	for _, i := range g.parts {
 		if p := parts[i]; p.held == "" {
-			req := releaseReq{owner: p.h.key.owner, op: g.c.newOp(), gen: op, final: true}
+			req := releaseReq{owner: p.h.key.owner, op: g.c.newOp(), gen: op, final: true, void: true}
 			g.c.releaseInBackground(lockScheme{t.m.parts[i]}, req, time.Now().Add(lease))
 		}
 	}

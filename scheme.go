@@ -218,6 +218,10 @@ type releaseReq struct {
 	// ahead: the position of a Lock's queue that a final release expects
 	// at its head (0: none; see hold.at).
 	ahead int64
+	// void: the release of an acquire whose outcome is unknown, gen its op
+	// id: the release marks it void, so that the request, should it reach
+	// Redis only now, takes nothing (scripts/void_common.lua).
+	void bool
 	// until is when the hold's lease ends at the latest (zero: unknown): a
 	// scheme that retries part of a release in the background stops then.
 	until time.Time

@@ -299,7 +299,7 @@ func lockAcquireCall(c *Client, k lockKeys, owner string, r acquireReq, queue bo
 func lockReleaseCall(c *Client, k lockKeys, owner string, r releaseReq) scriptCall {
 	return newCall(lockReleaseScript, k.releaseKeys,
 		strArg(owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), flagArg(r.final), c.args.publish, c.args.latch, c.args.blind,
-		positionArg(r.ahead))
+		positionArg(r.ahead), flagArg(r.void))
 }
 
 // positionArg is a queue position as a script argument ("" for none,
@@ -326,7 +326,8 @@ func fairAcquireCall(c *Client, k fairKeys, r acquireReq) scriptCall {
 // that listens.
 func fairReleaseCall(c *Client, k fairKeys, r releaseReq) scriptCall {
 	return newCall(fairReleaseScript, k.releaseKeys,
-		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
+		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), flagArg(r.final), c.args.publish, c.args.latch, c.args.blind,
+		flagArg(r.void))
 }
 
 // abandonCall runs script, the abandon script of an exclusive lock (Lock,
@@ -441,7 +442,8 @@ var rwReleaseScript = newScript("rw_release")
 // release that frees the lock hands it over to the first queued writer.
 func rwReleaseCall(c *Client, k rwKeys, kind string, r releaseReq) scriptCall {
 	return newCall(rwReleaseScript, k.releaseKeys,
-		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), kind, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind)
+		strArg(r.owner, r.refs.owner), strArg(r.op, r.refs.op), strArg(r.gen, r.refs.gen), kind, flagArg(r.final), c.args.publish, c.args.latch, c.args.blind,
+		flagArg(r.void))
 }
 
 var rwRenewScript = newScript("rw_renew")

@@ -294,7 +294,7 @@ var semaReleaseScript = newScript("sema_release")
 func semaReleaseCall(s *Semaphore, r releaseReq) scriptCall {
 	c := s.c
 	return scriptCall{script: semaReleaseScript, keys: s.semaKeys(s.latch),
-		args: []any{r.gen, r.op, c.args.publish, c.args.latch, c.args.blind}}
+		args: []any{r.gen, r.op, c.args.publish, c.args.latch, c.args.blind, flagArg(r.void)}}
 }
 
 var semaAbandonScript = newScript("sema_abandon")

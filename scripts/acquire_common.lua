@@ -81,22 +81,24 @@ end
 -- queue, the owner holding the lock already. A request whose op id is the
 -- last applied (a replay, or the claim of a grant that reached its waiter
 -- late) gets its lease counted from now and the hold's reply. Otherwise it
--- returns nil and the hash's fields {owner's count, ~o, ~t, ~g, ~q, extra}
--- for the acquire to go on with; extra (nil: none) is one more field the
--- caller reads in the same HMGET (Lock: the waiter's place in the queue,
--- see queue_common).
+-- returns nil and the hash's fields {owner's count, ~o, ~t, ~g, ~q, extra,
+-- nil, ~x} for the acquire to go on with; extra (nil: none) is one more
+-- field the caller reads in the same HMGET (Lock: the waiter's place in
+-- the queue, see queue_common), and ~x the hash's void marks
+-- (void_common), which a caller checks before it takes anything.
 local function replay_or_read(hash, owner, op, gen, lease, extra)
 	if gen ~= '' then
 		return nil, nil
 	end
 	local cur
 	if extra then
-		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', extra, '~v')
+		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', extra, '~v', '~x')
 		layout_check(cur[7], hash)
+		cur[7] = nil
 	else
-		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', '~v')
+		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', '~v', '~x')
 		layout_check(cur[6], hash)
-		cur[6] = nil
+		cur[6], cur[7], cur[8] = nil, nil, cur[7]
 	end
 	if last_op(cur[2], cur[4]) == op then
 		-- The lease is counted from now for the caller (a waiter claiming a

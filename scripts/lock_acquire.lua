@@ -33,14 +33,19 @@ local done, cur = replay_or_read(hash, owner, op, ARGV[3], ARGV[4], '~@' .. op)
 if done then
 	return done
 end
-if cur and not cur[5] and (cur[1] or not cur[4]) then
-	-- Free (or the owner's own leftover) and nobody queued: the common
-	-- acquire, which needs none of the queue's helpers, made only below.
+if cur and not cur[5] and not cur[8] and (cur[1] or not cur[4]) then
+	-- Free (or the owner's own leftover), nobody queued, no void marks: the
+	-- common acquire, which needs none of the rarer helpers, made only below.
 	return {1, grant_new(hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
 end
--- include here: acquire_rare queue_common
+-- include here: acquire_rare queue_common void_common
 if not cur then
 	return reenter_hold(hash, owner, op, ARGV[3], ARGV[4])
+end
+if cur[8] and void_claimed(hash, cur[8], op) then
+	-- A request its Client has settled already (void_common): nobody waits
+	-- for this reply.
+	return {0, redis.call('pttl', hash), Q_ABSENT, 0}
 end
 if not cur[1] and cur[4] then
 	local place, at = Q_ABSENT, 0

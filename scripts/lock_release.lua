@@ -20,6 +20,9 @@
 --          over from the queue ("" or absent: none). A guess, checked
 --          against ~q: its entry is read with the hold's fields, and a
 --          hand-over to it reads no more of the queue (see qf_reader).
+-- ARGV[9]  "1": the release of an acquire whose outcome the Client does
+--          not know, ARGV[3] its op id, which is marked void whether or
+--          not it holds (void_common); absent or "0" otherwise
 --
 -- Returns  1  the caller's hold is over: the lock is free or handed over
 --          0  one hold released, the owner still holds the rest
@@ -37,11 +40,21 @@ local done, cur = release_hold(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], KEYS
 if done then
 	return done
 end
-if cur and free_alone(KEYS[1], ARGV[1], ARGV[2], cur, ARGV[6]) then
+local void = ARGV[9] == '1'
+if cur and not void and free_alone(KEYS[1], ARGV[1], ARGV[2], cur, ARGV[6]) then
 	return 1
 end
 -- A replay, or someone waits: the rarer helpers are made only here.
--- include here: release_rare handover_common
+-- include here: release_rare handover_common void_common
+if void then
+	-- The release of an acquire of unknown outcome, named by its op id
+	-- (ARGV[3]): the request, if it has yet to run, takes nothing
+	-- (void_common).
+	void_mark(KEYS[1], redis.call('hget', KEYS[1], '~x'), ARGV[3], ARGV[6])
+	if cur and free_alone(KEYS[1], ARGV[1], ARGV[2], cur, ARGV[6]) then
+		return 1
+	end
+end
 if not cur then
 	return release_replay(KEYS[1], KEYS[1], ARGV[2])
 end

@@ -22,7 +22,7 @@ local n = #KEYS
 local owner, op = ARGV[1], ARGV[2]
 local cur = {}
 for i = 1, n do
-	cur[i] = redis.call('hmget', KEYS[i], owner, '~g', '~o', '~t', '~v')
+	cur[i] = redis.call('hmget', KEYS[i], owner, '~g', '~o', '~t', '~v', '~x')
 	layout_check(cur[i][5], KEYS[i])
 end
 if last_op(cur[1][3], cur[1][2]) == op then
@@ -31,6 +31,18 @@ if last_op(cur[1][3], cur[1][2]) == op then
 		out[i + 1] = tonumber(cur[i][4] or 0)
 	end
 	return out
+end
+-- include here: void_common
+local voided = 0
+for i = 1, n do
+	if cur[i][6] and void_claimed(KEYS[i], cur[i][6], op) then
+		voided = i
+	end
+end
+if voided > 0 then
+	-- A request its Client has settled already, every part marked by the
+	-- settlement's releases (void_common): nobody waits for this reply.
+	return {0, voided, redis.call('pttl', KEYS[voided])}
 end
 for i = 1, n do
 	local gen = ARGV[4 + i]

@@ -1,4 +1,4 @@
--- include: rw_common
+-- include: rw_common void_common
 -- rw_read_acquire: take or re-enter a read hold.
 --
 -- KEYS[1]  lock hash (see rw_common)
@@ -37,6 +37,11 @@ local cf, df, gf, of = fields('r', owner)
 local reply = seen(hash, 'r', owner, op, gen, lease, now, {st.f[cf], st.f[of], st.f[gf]}, 0)
 if reply then
 	return reply
+end
+if st.f['~x'] and void_claimed(hash, st.f['~x'], op) then
+	-- A request its Client has settled already (void_common): nobody
+	-- waits for this reply.
+	return {0, 0}
 end
 -- The writer itself may read (downgrade); an owner's own leftover is taken
 -- over.

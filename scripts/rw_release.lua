@@ -1,4 +1,4 @@
--- include: rw_common release_rare
+-- include: rw_common release_rare void_common
 -- rw_release: release one read or write hold of an owner; the release that
 -- frees the lock hands the write hold over to the first queued writer that
 -- still listens, in the same call (see rw_common).
@@ -17,6 +17,7 @@
 -- ARGV[7]  latch lifetime in milliseconds
 -- ARGV[8]  "1" to hand over without trusting PUBLISH's receiver count
 --          (classic pub/sub on a Cluster), "0" otherwise
+-- ARGV[9]  as lock_release's ARGV[9] (void_common)
 --
 -- Returns  1  the owner has no hold of this kind left
 --          0  one hold released, the owner still holds the rest
@@ -32,7 +33,11 @@ local env = {rch = KEYS[2], tail = KEYS[3], q = KEYS[4], pub = ARGV[6], ms = ARG
 local now = now_ms()
 local st = scan(hash, now, true)
 local cf, _, gf, of = fields(kind, owner)
+local void = ARGV[9] == '1'
 if st.f[gf] ~= gen then
+	if void then
+		void_mark(hash, st.f['~x'], gen, env.ms)
+	end
 	return release_replay(KEYS[1], KEYS[3], op)
 end
 if st.f[of] == op then
@@ -59,5 +64,12 @@ if not after_release(hash, st, now, env) then
 		redis.call('hset', hash, '~s', env.slot)
 	end
 	end_hold(env.tail, op, nil, env.ms, s)
+end
+if void then
+	-- The release of an acquire of unknown outcome, named by its op id:
+	-- the request, if it has yet to run, takes nothing (void_common). Made
+	-- last: the release may have removed the hash, and the mark makes it
+	-- again for the latch's time.
+	void_mark(hash, st.f['~x'], gen, env.ms)
 end
 return 1

@@ -1,4 +1,4 @@
--- include: rw_common acquire_common queue_common
+-- include: rw_common acquire_common queue_common void_common
 -- rw_write_acquire: take or re-enter the write hold, or queue for it.
 --
 -- KEYS[1]  lock hash (see rw_common)
@@ -53,6 +53,11 @@ local cf, df, gf, of = fields('w', owner)
 local reply = seen(hash, 'w', owner, op, gen, lease, now, {st.f[cf], st.f[of], st.f[gf]}, tonumber(st.f['~t'] or 0))
 if reply then
 	return reply
+end
+if st.f['~x'] and void_claimed(hash, st.f['~x'], op) then
+	-- A request its Client has settled already (void_common): nobody
+	-- waits for this reply.
+	return {0, 0, 0}
 end
 if st.f['r:' .. owner] then
 	local left = ARGV[10]

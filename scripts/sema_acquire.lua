@@ -1,4 +1,4 @@
--- include: acquire_rare sema_common
+-- include: acquire_rare sema_common void_common
 -- sema_acquire: take n permits of a Semaphore, or queue for them.
 --
 -- KEYS[1]  semaphore hash (see sema_common)
@@ -47,6 +47,16 @@ if st.cap then
 			sema_store(st)
 		end
 		return {1, 0, (sema_hold(redis.call('hget', k.h, 'h:' .. op) or (n .. ':')))}
+	end
+end
+if st.x then
+	local voided
+	voided, st.x = void_claimed(k.h, st.x, op)
+	if voided then
+		-- A request its Client has settled already (void_common): nobody
+		-- waits for this reply.
+		sema_store(st)
+		return {0, 0, 3}
 	end
 end
 if st.cap and st.cap ~= cap then

@@ -34,6 +34,11 @@
 -- unpack has a limit).
 local SEMA_BATCH = 1000
 
+-- SEMA_VOID_MS is how long the void marks (void_common) of a semaphore
+-- nobody holds or waits for are kept: a request that reaches Redis later
+-- than that after its settlement is not fenced.
+local SEMA_VOID_MS = 60000
+
 -- sema_hold reads a hold's value: its permits and owner.
 local function sema_hold(v)
 	local n, owner = string.match(v, '^(%d+):(.*)$')
@@ -61,6 +66,16 @@ end
 -- sema_head is the id at the head of the queue, or nil.
 local function sema_head(k)
 	return redis.call('zrange', k.q, 0, 0)[1]
+end
+
+-- sema_keep_marks writes back, for SEMA_VOID_MS, the void marks
+-- (void_common) of a semaphore whose hash was just removed: nobody holds
+-- or waits for it, and its marks outlive its state.
+local function sema_keep_marks(st)
+	if st.x then
+		redis.call('hset', st.k.h, '~x', st.x)
+		redis.call('pexpire', st.k.h, SEMA_VOID_MS)
+	end
 end
 
 -- sema_reclaim takes out the holds whose lease ended (their permits come
@@ -102,6 +117,7 @@ local function sema_reclaim(st)
 		redis.call('del', k.h)
 		redis.call('del', k.q)
 		st.cap, st.used, st.waiters = nil, 0, 0
+		sema_keep_marks(st)
 		return
 	end
 	redis.call('hset', k.h, '~u', st.used, '~w', st.waiters)
@@ -113,9 +129,9 @@ end
 -- anything changed, see sema_wake_head) and st.set (fields sema_store
 -- writes).
 local function sema_open(k, now)
-	local f = redis.call('hmget', k.h, '~p', '~u', '~w', '~v')
+	local f = redis.call('hmget', k.h, '~p', '~u', '~w', '~v', '~x')
 	layout_check(f[4], k.h)
-	local st = {k = k, now = now, cap = tonumber(f[1]), used = tonumber(f[2] or 0), waiters = tonumber(f[3] or 0), set = {}}
+	local st = {k = k, now = now, cap = tonumber(f[1]), used = tonumber(f[2] or 0), waiters = tonumber(f[3] or 0), set = {}, x = f[5]}
 	if st.cap then
 		if st.waiters > 0 then
 			st.head = sema_head(k)
@@ -278,6 +294,7 @@ local function sema_store(st)
 		redis.call('del', k.h) -- one key per command (see sema_reclaim)
 		redis.call('del', k.q)
 		redis.call('del', k.c)
+		sema_keep_marks(st)
 		return
 	end
 	local s = st.set

@@ -1,4 +1,4 @@
--- include: acquire_rare sema_common timeset_common
+-- include: acquire_rare sema_common timeset_common void_common
 -- sema_release: give back the permits of one hold of a Semaphore, and hand
 -- them on, in the same call, to the waiters at the head of the queue they
 -- serve (see sema_serve): only those wake.
@@ -14,6 +14,7 @@
 -- ARGV[3]  publish command
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  "1" to trust every PUBLISH (see sema_serve)
+-- ARGV[6]  as lock_release's ARGV[9] (void_common)
 --
 -- Returns 1 released (also for a replay the latch records), -1 the hold
 -- was gone (lost; nothing changed but the reclaim of ended holds).
@@ -25,7 +26,11 @@
 
 local k = {h = KEYS[1], d = KEYS[3], q = KEYS[4], c = KEYS[5]}
 local st = sema_open(k, math.floor(now_us() / 1000))
+local void = ARGV[6] == '1'
 if not st.cap or not sema_drop(st, ARGV[1]) then
+	if void then
+		void_mark(k.h, st.x, ARGV[1], ARGV[4])
+	end
 	if timeset_has(KEYS[2], ARGV[2], st.now, ARGV[4]) then
 		return 1
 	end
@@ -34,5 +39,10 @@ end
 sema_serve(st, ARGV[3], ARGV[5], nil)
 sema_wake_head(st, ARGV[3], nil)
 sema_store(st)
+if void then
+	-- The release of an acquire of unknown outcome, named by its op id:
+	-- the request, if it has yet to run, takes nothing (void_common).
+	void_mark(k.h, st.x, ARGV[1], ARGV[4])
+end
 timeset_add(KEYS[2], ARGV[2], st.now, ARGV[4])
 return 1
