@@ -35,7 +35,8 @@ local function void_mark(hash, ring, op, ms)
 		ring = ring .. entry
 		local _, n = string.gsub(ring, '%z', '')
 		if n > VOID_SLOTS + 1 then
-			ring = string.sub(ring, string.find(ring, '\0', 2, true))
+			local second = string.find(ring, '\0', 2, true)
+			ring = string.sub(ring, second)
 		end
 	end
 	redis.call('hset', hash, '~x', ring)
