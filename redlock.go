@@ -301,6 +301,17 @@ collect:
 	return vals, errs
 }
 
+// mayStillRun reports whether a master's request of a round may run after
+// the round: errs has an error of unknown outcome, or a master's silence.
+func mayStillRun(errs []error) bool {
+	for _, err := range errs {
+		if err != nil && (outcomeUnknown(err) || errors.Is(err, errNodeTimeout)) {
+			return true
+		}
+	}
+	return false
+}
+
 // redScheme runs a RedLock's rounds; lockWith and unlockWith do the rest.
 type redScheme struct{ r *RedLock }
 
@@ -354,7 +365,10 @@ func (s redScheme) acquire(ctx context.Context, req acquireReq) (attempt, error)
 	// Undo this round everywhere: a master that granted, or that may have
 	// executed the request without answering in time, lets this round's
 	// grant go; the others answer "not held" and change nothing.
-	s.undo(ctx, releaseReq{owner: req.owner, op: r.home.newOp(), gen: gen, final: req.gen == ""}, start.Add(req.lease))
+	// A new hold's round that a master may still run (it did not answer)
+	// is voided there too (scripts/void_common.lua).
+	void := req.gen == "" && mayStillRun(errs)
+	s.undo(ctx, releaseReq{owner: req.owner, op: r.home.newOp(), gen: gen, final: req.gen == "", void: void}, start.Add(req.lease))
 	cause := fmt.Errorf("%d of %d masters granted, %d needed: %w", len(v.granted), len(r.nodes), r.quorum, errors.Join(v.failures...))
 	if req.gen != "" {
 		if v.lost > len(r.nodes)-r.quorum {

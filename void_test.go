@@ -30,9 +30,6 @@ func TestCutShortAcquireArrivingAfterItsSettlementTakesNothing(t *testing.T) {
 	for _, setup := range clientSetups {
 		t.Run(setup.name, func(t *testing.T) {
 			for _, k := range deadlineKinds {
-				if k.name == "RedLock" {
-					continue // its rounds run on goroutines of their own, bounded by its node timeout
-				}
 				t.Run(k.name, func(t *testing.T) {
 					t.Parallel()
 					lateAcquireTakesNothing(t, setup.opts, k.name, func(c *relock.Client, name string) lateLocker { return k.open(c, name) })
