@@ -17,9 +17,10 @@ import (
 // after the Client has settled it — sent the request again on another
 // connection and released what that took — finds its op id voided and
 // takes nothing: the lock stays free for others, and once the late request
-// has run nothing of the Client is left in Redis. Before the fence, the
-// late request took the lock anew, for a hold nobody knew of, until its
-// lease (the watchdog's 30 s) ran out.
+// has run nothing of the Client is left in Redis: for every kind that
+// acquires (a CountDownLatch does not). Before the fence, the late request
+// took the lock anew, for a hold nobody knew of, until its lease (the
+// watchdog's 30 s) ran out.
 //
 // The proxy freezes the connection the request goes out on: the request
 // stays in the network, or in a socket buffer Redis has not read yet,
