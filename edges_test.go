@@ -294,7 +294,7 @@ func testLockCompletingAfterClose(t *testing.T, newLocker func(c *relock.Client)
 // still gets ErrUpgrade.
 func TestLeftoverReadHoldDoesNotBlockTheSameOwnersWriteLock(t *testing.T) {
 	fs := startFaulty(t)
-	// rw_release has 4 keys and 8 arguments: once armed, the first is let
+	// rw_release has 4 keys and 9 arguments: once armed, the first is let
 	// through (and cut), the background retries wait for the gate.
 	gate := make(chan struct{})
 	var releases, retried atomic.Int32
@@ -302,12 +302,12 @@ func TestLeftoverReadHoldDoesNotBlockTheSameOwnersWriteLock(t *testing.T) {
 	var once sync.Once
 	fs.rdb.AddHook(&scriptHook{
 		gate: func(n, argc int) {
-			if n == 4 && argc == 8 && armed.Load() && releases.Add(1) > 1 {
+			if n == 4 && argc == 9 && armed.Load() && releases.Add(1) > 1 {
 				<-gate
 			}
 		},
 		after: func(n, argc int) {
-			if n == 4 && argc == 8 && armed.Load() && releases.Load() > 1 {
+			if n == 4 && argc == 9 && armed.Load() && releases.Load() > 1 {
 				retried.Add(1)
 			}
 		},
