@@ -18,8 +18,8 @@ import (
 // connection and released what that took — finds its op id voided and
 // takes nothing: the lock stays free for others, and once the late request
 // has run nothing of the Client is left in Redis: for every kind that
-// acquires (a CountDownLatch does not). Before the fence, the late request
-// took the lock anew, for a hold nobody knew of, until its lease (the
+// acquires (a CountDownLatch does not). Unfenced, the late request would
+// take the lock anew, for a hold nobody knows of, until its lease (the
 // watchdog's 30 s) ran out.
 //
 // The proxy freezes the connection the request goes out on: the request

@@ -18,7 +18,7 @@ type Proxy struct {
 	closed chan struct{} // closed by Close: ends the writers' waits
 
 	mu        sync.Mutex
-	cond      *sync.Cond // signalled when stalled or isClosed changes
+	cond      *sync.Cond // signalled when stalled, frozen or isClosed changes
 	conns     map[net.Conn]struct{}
 	black     map[net.Conn]struct{} // connections whose traffic is dropped
 	frozen    map[net.Conn]struct{} // connections whose traffic is held back
