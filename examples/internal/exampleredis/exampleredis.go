@@ -32,6 +32,7 @@ func Open() *Server {
 			// Not err: it quotes the URL, password and all.
 			log.Fatal("REDIS_URL is not a valid redis:// URL (it is not shown: it may hold a password)")
 		}
+		opts.ContextTimeoutEnabled = true // as the README sets up go-redis
 		return &Server{Options: opts, Where: opts.Addr}
 	}
 	s := Embedded()
@@ -45,7 +46,12 @@ func Embedded() *Server {
 	if err != nil {
 		log.Fatal(err)
 	}
-	return &Server{Options: &redis.Options{Addr: m.Addr()}, Where: "an embedded miniredis", mini: m}
+	// ContextTimeoutEnabled, as the README sets up go-redis: a request ends
+	// at its context's deadline, not at a clone's shorter timeouts
+	// (clones.go), which a miniredis running a script under a busy
+	// machine's load can outlast.
+	opts := &redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true}
+	return &Server{Options: opts, Where: "an embedded miniredis", mini: m}
 }
 
 // Relock returns a new relock Client on a connection of its own, as a
