@@ -72,7 +72,7 @@ func (c *Client) releaseAtClose(h *hold, until time.Time) {
 		return
 	}
 	c.holds.mu.Lock()
-	req := &releaseReq{owner: h.key.owner, op: c.newOp(), gen: h.gen, final: true, ahead: h.next(), until: h.expiresAt.time()}
+	req := &releaseReq{owner: h.key.owner, op: c.newOp(), gen: h.gen, final: true, ahead: h.next(), until: h.expiresAt.time(), void: h.void}
 	if req.gen != "" {
 		h.releasing = true
 	}

@@ -530,7 +530,7 @@ func (sole[S]) leftover(_ context.Context, _ acquireReq, _ []lockPart, op string
 func (t sole[S]) takeBack(ctx context.Context, req acquireReq, parts []lockPart, a attempt) {
 	c := t.client()
 	lease := c.leaseFor(req.lease)
-	rel := releaseReq{owner: parts[0].h.key.owner, op: c.newOp(), gen: a.gen, final: true}
+	rel := releaseReq{owner: parts[0].h.key.owner, op: c.newOp(), gen: a.gen, final: true, void: a.resent}
 	if _, err := t.s.release(ctx, rel); err != nil {
 		c.releaseInBackground(t.s, rel, time.Now().Add(lease))
 	}

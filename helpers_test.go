@@ -89,9 +89,10 @@ func hgetall(t testing.TB, rdb redis.UniversalClient, key string) map[string]str
 	if !ownTail(key) {
 		return m
 	}
-	// The latch, and the void marks a settled acquire leaves
-	// (scripts/void_common.lua): the free lock's record, with its token.
-	for _, f := range []string{"~r", "~n", "~p0", "~p1", "~p2", "~p3", "~x"} {
+	// The latch, the generation last freed and the void marks a settled
+	// acquire leaves (scripts/void_common.lua): the free lock's record,
+	// with its token.
+	for _, f := range []string{"~r", "~n", "~p0", "~p1", "~p2", "~p3", "~x", "~f"} {
 		delete(m, f)
 	}
 	if m["~g"] == "" {

@@ -45,12 +45,17 @@ package relock
 //
 // An acquire cut short by the call's bound — or whose caller's context
 // ended while it ran — may have taken the lock in Redis with nobody to use
-// it. The caller returns ErrNotObtained; in the background the same
-// request, with the same op id, is sent again (the scripts answer it as a
-// replay: the grant the first one made, or one of its own), and what it
-// took is released, as for an attempt that overran its bound on the
-// goroutine path (lockCall.settleLate). The records' semaphores stay taken
-// until then, and Close waits for it within its bound (calls.go).
+// it. In the background the same request, with the same op id, is sent
+// again (the scripts answer it as a replay: the grant the first one made,
+// or one of its own). A request cut short by a clone's read timeout (a
+// quarter of the bound at most), not by the bound itself, leaves the call
+// time: a grant that answers the request sent again by the bound is the
+// call's (lockCall.awaitResend), and its hold's final release voids the
+// first copy, which may still reach Redis. Otherwise the caller returns
+// ErrNotObtained at its bound, and what the request took is released, as
+// for an attempt that overran its bound on the goroutine path
+// (lockCall.settleLate). The records' semaphores stay taken until then,
+// and Close waits for it within its bound (calls.go).
 //
 // The limit, without ContextTimeoutEnabled: a connection that go-redis
 // opens for a call, or a Cluster's slot map it reloads, costs round trips

@@ -46,9 +46,11 @@ func (k *lockCall) inlineContext(ctx, dctx context.Context, until time.Time) (bc
 // acquireInline runs the attempt req under bctx (inlineContext) on the
 // caller's goroutine. Its reply is not used when the caller's context ended
 // meanwhile, or when go-redis cut it short by the time bctx gives it (a
-// timeout) or it was never sent (errNotSent): as on the goroutine path,
-// the caller then waits for its bound, the attempt is recorded as one in
-// flight at the bound (k.late) and settled in the background (settleCut),
+// timeout) or it was never sent (errNotSent). A request cut short is sent
+// again in the background (settleCut), and a grant that this answers
+// with by the bound is the call's (awaitResend). Otherwise, as on the
+// goroutine path, the caller waits for its bound, the attempt is recorded
+// as one in flight at the bound (k.late) and settled in the background,
 // and the call fails as an overrun.
 func (k *lockCall) acquireInline(ctx, bctx, dctx context.Context, until time.Time, req acquireReq) (attempt, error) {
 	a, err := k.t.acquireParts(bctx, req, k.parts)
@@ -60,12 +62,44 @@ func (k *lockCall) acquireInline(ctx, bctx, dctx context.Context, until time.Tim
 		return a, err
 	}
 	if errors.Is(err, errNotSent) { // nothing to settle
-		k.awaitBound(ctx, until)
+		k.awaitBound(ctx, until, nil)
 		return attempt{}, k.c.notSentByBound(ctx, err)
 	}
-	k.late, k.lateOp, k.lateResent = k.settleCut(dctx, req, a, err), req.op, outcomeUnknown(err)
-	k.awaitBound(ctx, until)
+	late, resent := k.settleCut(dctx, req, a, err), outcomeUnknown(err)
+	if resent && ctx.Err() == nil {
+		if a, ok := k.awaitResend(ctx, until, &late); ok {
+			return a, nil
+		}
+	}
+	k.late, k.lateOp, k.lateResent = late, req.op, resent
+	k.awaitBound(ctx, until, nil)
 	return attempt{}, k.c.overrun(ctx)
+}
+
+// awaitResend waits, at most until the call's bound, for the reply to the
+// request settleCut sent again (*late) after go-redis cut the first short.
+// That cut comes at a clone's read timeout (clones.go), a quarter of the
+// bound at most, so a Redis that stalls longer than that but answers within
+// the bound still grants the call its lock: ok, with the grant marked
+// resent (its hold's final release voids the first request, which may still
+// reach Redis). A reply other than a grant, or one that comes after the
+// bound, is not the call's: *late is left with it, for settleLate. A
+// MultiLock's parts are released by a script with no void marks
+// (multi_release.lua), so its grant is not taken so either.
+func (k *lockCall) awaitResend(ctx context.Context, until time.Time, late *<-chan reply[attempt]) (attempt, bool) {
+	r, ok := k.awaitBound(ctx, until, *late)
+	if !ok {
+		return attempt{}, false
+	}
+	inTime := ctx.Err() == nil && (until.IsZero() || time.Now().Before(until))
+	if r.err == nil && r.v.outcome == acquired && len(k.parts) == 1 && inTime {
+		r.v.resent = true
+		return r.v, true
+	}
+	answered := make(chan reply[attempt], 1)
+	answered <- r
+	*late = answered
+	return attempt{}, false
 }
 
 // cutByBound reports whether err is that of a request go-redis or the
@@ -85,8 +119,9 @@ func (c *Client) notSentByBound(ctx context.Context, err error) error {
 }
 
 // awaitBound waits until the call's bound — ctx's end, until (zero: none)
-// — or the Client's Close.
-func (k *lockCall) awaitBound(ctx context.Context, until time.Time) {
+// — or the Client's Close, or until answer (nil: none) has a reply, which
+// it returns with ok true.
+func (k *lockCall) awaitBound(ctx context.Context, until time.Time, answer <-chan reply[attempt]) (r reply[attempt], ok bool) {
 	var timeout <-chan time.Time
 	if d, ok := ctx.Deadline(); !until.IsZero() && (!ok || until.Before(d)) {
 		t := time.NewTimer(time.Until(until))
@@ -97,7 +132,10 @@ func (k *lockCall) awaitBound(ctx context.Context, until time.Time) {
 	case <-ctx.Done():
 	case <-timeout:
 	case <-k.c.closing:
+	case r = <-answer:
+		return r, true
 	}
+	return r, false
 }
 
 // settleCut returns the reply of an attempt whose reply the call does not

@@ -45,6 +45,11 @@ type hold struct {
 	told      atomic.Bool
 	watched   bool // renewed by the watchdog: some entry has lease 0
 	releasing bool // a final release is in flight: a renewal miss is expected
+	// void: the acquire that started the generation was sent twice (a
+	// request cut short, then sent again: lockCall.awaitResend), and the
+	// first may still reach Redis; the final release marks the generation
+	// void, so that it takes nothing then (void_common.lua).
+	void bool
 }
 
 type holdKey struct{ id, owner string }
@@ -299,7 +304,7 @@ func (c *Client) grant(h *hold, from, parent context.Context, g partGrant, lease
 		return nil
 	}
 	if h.gen == "" {
-		h.gen, h.token, h.at, h.drift, h.since = g.gen, g.token, g.at, drift, monoOf(started)
+		h.gen, h.token, h.at, h.drift, h.since, h.void = g.gen, g.token, g.at, drift, monoOf(started), g.void
 		h.told.Store(false)
 	}
 	e.gen, e.next, h.entries = h.gen, h.entries, e

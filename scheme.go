@@ -218,9 +218,11 @@ type releaseReq struct {
 	// ahead: the position of a Lock's queue that a final release expects
 	// at its head (0: none; see hold.at).
 	ahead int64
-	// void: the release of an acquire whose outcome is unknown, gen its op
-	// id: the release marks it void, so that the request, should it reach
-	// Redis only now, takes nothing (scripts/void_common.lua).
+	// void: the release of an acquire whose outcome is unknown, or the
+	// final release of a hold whose acquire was sent twice (hold.void);
+	// gen is that acquire's op id: the release marks it void, so that the
+	// request, should it reach Redis only now, takes nothing
+	// (scripts/void_common.lua).
 	void bool
 	// until is when the hold's lease ends at the latest (zero: unknown): a
 	// scheme that retries part of a release in the background stops then.
@@ -261,12 +263,17 @@ type attempt struct {
 	// acquired, for a target of several parts: each part's generation and
 	// token, in order (else gen and token are the one part's).
 	grants []partGrant
+	// acquired: the reply is that of the request sent again after the
+	// first was cut short (lockCall.awaitResend); the first may still reach
+	// Redis, so the hold's final release marks its generation void.
+	resent bool
 }
 
 type partGrant struct {
 	gen   string
 	token int64
 	at    int64 // see attempt.at
+	void  bool  // see attempt.resent
 }
 
 // grantOf is what a granted attempt gave part i.
@@ -274,7 +281,7 @@ func (a attempt) grantOf(i int) partGrant {
 	if a.grants != nil {
 		return a.grants[i]
 	}
-	return partGrant{gen: a.gen, token: a.token, at: a.at}
+	return partGrant{gen: a.gen, token: a.token, at: a.at, void: a.resent}
 }
 
 type releaseOutcome int

@@ -136,7 +136,7 @@ func (k *unlockCall) prepare() (fails []partFailure, live int) {
 		p.live = true
 		p.req = releaseReq{owner: h.key.owner, gen: p.e.gen, final: h.entries != nil && h.entries.next == nil}
 		if p.req.final {
-			p.req.ahead = h.next()
+			p.req.ahead, p.req.void = h.next(), h.void
 		}
 		h.releasing = p.req.final
 		p.until, p.since = h.expiresAt.time(), h.since.time()

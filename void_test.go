@@ -98,3 +98,107 @@ func lateAcquireTakesNothing(t *testing.T, setup func(*redis.Options), kind stri
 	assert.NoError(t, open(other, name).Unlock(hctx))
 	requireNothingOf(t, admin, c.ID(), 10*time.Second)
 }
+
+// An acquire whose reply is late is sent again, and the copy sent later can
+// be the one that takes the lock: the first copy is still in the network,
+// or in a socket buffer Redis has not read yet. The call takes that grant;
+// the first copy reaches Redis only after the Unlock here, and takes
+// nothing. Without the fence it would take the lock anew, for a hold nobody
+// knows of, until its lease (the watchdog's 30 s) ran out.
+//
+//   - relock sends it again: on go-redis's default client a bounded call
+//     runs on a clone that reads for a quarter of the bound at most
+//     (clones.go); with go-redis's own retries off, relock sends the
+//     request again when that read times out, and takes the grant that
+//     answers it by the bound (lockCall.awaitResend) instead of failing
+//     there. The hold's final release marks the first copy void. A
+//     MultiLock does not take such a grant: its release has no void marks.
+//   - go-redis sends it again (MaxRetries, 3 by default) when a read times
+//     out: relock does not see it. Every final release of an exclusive
+//     lock records the generation it freed, and a copy of the request that
+//     started it takes nothing. An RWLock or a Semaphore keeps no such
+//     record (see docs/internals.md), and is not checked here.
+func TestACopyOfAnAcquireArrivingAfterItsHoldEndedTakesNothing(t *testing.T) {
+	kinds := []struct {
+		name string
+		open func(c *relock.Client, name string) lateLocker
+	}{
+		{"Lock", func(c *relock.Client, n string) lateLocker { return c.Lock(n) }},
+		{"FairLock", func(c *relock.Client, n string) lateLocker { return c.FairLock(n) }},
+		{"SpinLock", func(c *relock.Client, n string) lateLocker { return c.SpinLock(n) }},
+		{"ReadLock", func(c *relock.Client, n string) lateLocker { return c.RWLock(n).ReadLock() }},
+		{"WriteLock", func(c *relock.Client, n string) lateLocker { return c.RWLock(n).WriteLock() }},
+		{"Semaphore", func(c *relock.Client, n string) lateLocker { return onePermit{c.Semaphore(n, 1)} }},
+		{"MultiLock", func(c *relock.Client, n string) lateLocker {
+			return relock.NewMultiLock(c.Lock(n+":a"), c.Lock(n+":b"))
+		}},
+	}
+	// relock sends it again: go-redis's 3 s timeouts, no retries of its
+	// own, a deadline of 1 s (a clone with 250 ms reads).
+	byRelock := copyMaker{
+		opts: func(o *redis.Options) { o.MaxRetries = -1 },
+		ctx: func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Second)
+		},
+	}
+	// go-redis sends it again: its reads end at 200 ms, and the call has no
+	// deadline.
+	byGoRedis := copyMaker{
+		opts: func(o *redis.Options) { o.ReadTimeout = 200 * time.Millisecond },
+		ctx:  func() (context.Context, context.CancelFunc) { return context.Background(), func() {} },
+	}
+	for _, k := range kinds {
+		if k.name != "MultiLock" {
+			t.Run("ByRelock/"+k.name, func(t *testing.T) {
+				t.Parallel()
+				copyArrivingLateTakesNothing(t, byRelock, k.name, k.open)
+			})
+		}
+		if k.name != "ReadLock" && k.name != "WriteLock" && k.name != "Semaphore" {
+			t.Run("ByGoRedis/"+k.name, func(t *testing.T) {
+				t.Parallel()
+				copyArrivingLateTakesNothing(t, byGoRedis, k.name, k.open)
+			})
+		}
+	}
+}
+
+// copyMaker is how the Client is set up and the call bounded, so that a
+// frozen request is sent again.
+type copyMaker struct {
+	opts func(*redis.Options)
+	ctx  func() (context.Context, context.CancelFunc)
+}
+
+func copyArrivingLateTakesNothing(t *testing.T, m copyMaker, kind string, open func(*relock.Client, string) lateLocker) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	p := redistest.NewProxy(t, srv.Addr())
+	opts := &redis.Options{Addr: p.Addr(), PoolSize: 1}
+	m.opts(opts)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := relock.New(rdb, relock.WithLogger(quietLogger()))
+	t.Cleanup(func() { _ = c.Close() })
+	name := "copy:" + kind
+	hctx, err := open(c, name).Lock(context.Background()) // warm up: the connection, the scripts
+	require.NoError(t, err)
+	require.NoError(t, open(c, name).Unlock(hctx))
+
+	// The request goes out on the frozen connection; the copy sent when its
+	// read times out goes on a new one.
+	p.Freeze()
+	ctx, cancel := m.ctx()
+	defer cancel()
+	hctx, err = open(c, name).Lock(ctx)
+	require.NoError(t, err, "the copy was answered within the bound")
+	require.NoError(t, hctx.Err())
+	require.NoError(t, open(c, name).Unlock(hctx), "Redis held it for the Client")
+
+	sent := commandCalls(t, admin, "evalsha")
+	p.Thaw()
+	require.Eventually(t, func() bool { return commandCalls(t, admin, "evalsha") > sent },
+		10*time.Second, 5*time.Millisecond, "the frozen request reaches Redis")
+	require.NoError(t, c.Close())
+	requireNothingOf(t, admin, c.ID(), 5*time.Second) // a hold it took would keep its 30 s lease
+}

@@ -82,23 +82,24 @@ end
 -- last applied (a replay, or the claim of a grant that reached its waiter
 -- late) gets its lease counted from now and the hold's reply. Otherwise it
 -- returns nil and the hash's fields {owner's count, ~o, ~t, ~g, ~q, extra,
--- nil, ~x} for the acquire to go on with; extra (nil: none) is one more
+-- nil, ~x, ~f} for the acquire to go on with; extra (nil: none) is one more
 -- field the caller reads in the same HMGET (Lock: the waiter's place in
--- the queue, see queue_common), and ~x the hash's void marks
--- (void_common), which a caller checks before it takes anything.
+-- the queue, see queue_common), ~x the hash's void marks (void_common),
+-- and ~f the generation the last release freed (see latch_hset): an
+-- acquire whose op id is either takes nothing.
 local function replay_or_read(hash, owner, op, gen, lease, extra)
 	if gen ~= '' then
 		return nil, nil
 	end
 	local cur
 	if extra then
-		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', extra, '~v', '~x')
+		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', extra, '~v', '~x', '~f')
 		layout_check(cur[7], hash)
 		cur[7] = nil
 	else
-		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', '~v', '~x')
+		cur = redis.call('hmget', hash, owner, '~o', '~t', '~g', '~q', '~v', '~x', '~f')
 		layout_check(cur[6], hash)
-		cur[6], cur[7], cur[8] = nil, nil, cur[7]
+		cur[6], cur[7], cur[8], cur[9] = nil, nil, cur[7], cur[8]
 	end
 	if last_op(cur[2], cur[4]) == op then
 		-- The lease is counted from now for the caller (a waiter claiming a

@@ -34,9 +34,9 @@ if done then
 	return done
 end
 local held = cur and cur[4] and not cur[1]
-if cur and not held and not cur[5] and not cur[8] and (cur[3] or cur[4] or redis.call('exists', KEYS[2]) == 0) then
+if cur and not held and not cur[5] and not cur[8] and cur[9] ~= op and (cur[3] or cur[4] or redis.call('exists', KEYS[2]) == 0) then
 	-- Free (or the owner's own leftover), nobody queued, no void marks
-	-- (void_common): the common
+	-- (void_common), not a copy of the hold just freed: the common
 	-- acquire, which needs none of the queue's or hand-over's helpers, made
 	-- only below. A hash that Redis still has (a hold, or a free lock's
 	-- record: ~t) and no ~q says nobody queues without the queue's EXISTS:
@@ -50,8 +50,10 @@ end
 if not cur then
 	return reenter_hold(hash, owner, op, ARGV[3], ARGV[4])
 end
-if cur[8] and void_claimed(hash, cur[8], op) then
-	-- A request its Client has settled already (void_common).
+if cur[9] == op or (cur[8] and void_claimed(hash, cur[8], op)) then
+	-- A copy of the request that started the hold the last release freed,
+	-- or a request its Client has settled already (void_common): see
+	-- lock_acquire.
 	return {0, redis.call('pttl', hash), Q_ABSENT}
 end
 local e = q_entry(op, ARGV[4], ARGV[5], owner)

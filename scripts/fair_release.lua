@@ -23,7 +23,8 @@ if cur and not void and free_alone(KEYS[1], ARGV[1], ARGV[2], cur, ARGV[6]) then
 end
 -- include here: release_rare handover_common fair_common void_common
 if void then
-	-- The release of an acquire of unknown outcome, named by its op id
+	-- The release of an acquire of unknown outcome, or the final release
+	-- of a hold whose acquire was sent twice, named by the op id
 	-- (ARGV[3]): the request, if it has yet to run, takes nothing
 	-- (void_common).
 	void_mark(KEYS[1], redis.call('hget', KEYS[1], '~x'), ARGV[3], ARGV[6])

@@ -171,7 +171,7 @@ local function free_hold(hash, channel, op, tail, cur, pub, ms, trust, r, owner)
 		return
 	end
 	if own then
-		free_record(hash, owner, op, ms, cur[7], cur[8], r.taken())
+		free_record(hash, owner, op, ms, cur[7], cur[8], r.taken(), cur[1])
 	else
 		redis.call('del', hash)
 	end

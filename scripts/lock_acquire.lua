@@ -33,18 +33,21 @@ local done, cur = replay_or_read(hash, owner, op, ARGV[3], ARGV[4], '~@' .. op)
 if done then
 	return done
 end
-if cur and not cur[5] and not cur[8] and (cur[1] or not cur[4]) then
-	-- Free (or the owner's own leftover), nobody queued, no void marks: the
-	-- common acquire, which needs none of the rarer helpers, made only below.
+if cur and not cur[5] and not cur[8] and cur[9] ~= op and (cur[1] or not cur[4]) then
+	-- Free (or the owner's own leftover), nobody queued, no void marks, and
+	-- not a copy of the hold just freed: the common acquire, which needs
+	-- none of the rarer helpers, made only below.
 	return {1, grant_new(hash, owner, op, ARGV[4], ARGV[5], cur[3]), 1}
 end
 -- include here: acquire_rare queue_common void_common
 if not cur then
 	return reenter_hold(hash, owner, op, ARGV[3], ARGV[4])
 end
-if cur[8] and void_claimed(hash, cur[8], op) then
-	-- A request its Client has settled already (void_common): nobody waits
-	-- for this reply.
+if cur[9] == op or (cur[8] and void_claimed(hash, cur[8], op)) then
+	-- A copy of the request that started the hold the last release freed
+	-- (go-redis sent it again when its reply was late, and the first copy
+	-- arrives only now), or a request its Client has settled already
+	-- (void_common): nobody waits for this reply.
 	return {0, redis.call('pttl', hash), Q_ABSENT, 0}
 end
 if not cur[1] and cur[4] then

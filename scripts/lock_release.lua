@@ -21,8 +21,9 @@
 --          against ~q: its entry is read with the hold's fields, and a
 --          hand-over to it reads no more of the queue (see qf_reader).
 -- ARGV[9]  "1": the release of an acquire whose outcome the Client does
---          not know, ARGV[3] its op id, which is marked void whether or
---          not it holds (void_common); absent or "0" otherwise
+--          not know, or the final release of a hold whose acquire was sent
+--          twice; ARGV[3] is that acquire's op id, which is marked void
+--          whether or not it holds (void_common); absent or "0" otherwise
 --
 -- Returns  1  the caller's hold is over: the lock is free or handed over
 --          0  one hold released, the owner still holds the rest
@@ -47,7 +48,8 @@ end
 -- A replay, or someone waits: the rarer helpers are made only here.
 -- include here: release_rare handover_common void_common
 if void then
-	-- The release of an acquire of unknown outcome, named by its op id
+	-- The release of an acquire of unknown outcome, or the final release
+	-- of a hold whose acquire was sent twice, named by the op id
 	-- (ARGV[3]): the request, if it has yet to run, takes nothing
 	-- (void_common).
 	void_mark(KEYS[1], redis.call('hget', KEYS[1], '~x'), ARGV[3], ARGV[6])

@@ -22,7 +22,7 @@ local n = #KEYS
 local owner, op = ARGV[1], ARGV[2]
 local cur = {}
 for i = 1, n do
-	cur[i] = redis.call('hmget', KEYS[i], owner, '~g', '~o', '~t', '~v', '~x')
+	cur[i] = redis.call('hmget', KEYS[i], owner, '~g', '~o', '~t', '~v', '~x', '~f')
 	layout_check(cur[i][5], KEYS[i])
 end
 if last_op(cur[1][3], cur[1][2]) == op then
@@ -38,10 +38,15 @@ for i = 1, n do
 	if cur[i][6] and void_claimed(KEYS[i], cur[i][6], op) then
 		voided = i
 	end
+	if cur[i][7] == op then
+		voided = i
+	end
 end
 if voided > 0 then
 	-- A request its Client has settled already, every part marked by the
-	-- settlement's releases (void_common): nobody waits for this reply.
+	-- settlement's releases (void_common), or a copy of the request that
+	-- started holds the parts' last releases freed (see lock_acquire):
+	-- nobody waits for this reply.
 	return {0, voided, redis.call('pttl', KEYS[voided])}
 end
 for i = 1, n do

@@ -65,13 +65,18 @@ local function latch_add(r, n, op)
 end
 
 -- latch_hset writes op into the latch of hash, whose ~r and ~n are r and
--- n (see latch_add), in one HSET.
-local function latch_hset(hash, r, n, op)
+-- n (see latch_add), and gen, the generation the release freed, as ~f, in
+-- one HSET. An acquire whose op id is ~f takes nothing: it is a copy of the
+-- request that started that hold, sent again by go-redis (a read that timed
+-- out) or by the Client (lockCall.awaitResend), whose first copy reaches
+-- Redis only after the hold has ended. Only the last freed generation is
+-- kept: a copy later than the next hold's release is not fenced.
+local function latch_hset(hash, r, n, op, gen)
 	local r2, n2, pf, p = latch_add(r, n, op)
 	if pf then
-		redis.call('hset', hash, '~r', r2, '~n', n2, pf, p)
+		redis.call('hset', hash, '~r', r2, '~n', n2, '~f', gen, pf, p)
 	else
-		redis.call('hset', hash, '~r', r2, '~n', n2)
+		redis.call('hset', hash, '~r', r2, '~n', n2, '~f', gen)
 	end
 end
 
@@ -88,7 +93,7 @@ local function free_alone(hash, owner, op, cur, ms)
 	end
 	-- The HDEL names only the fields a hold without waiters has.
 	redis.call('hdel', hash, owner, '~g', '~o', '~l')
-	latch_hset(hash, cur[7], cur[8], op)
+	latch_hset(hash, cur[7], cur[8], op, cur[1])
 	redis.call('pexpire', hash, ms)
 	return true
 end

@@ -76,9 +76,10 @@ end
 -- keeping ~t, and the fields listed in more (the queue's entries taken
 -- out, see qf_reader) — and records op (nil for none: a clean-up that
 -- nobody replays) in the latch, r and n (the hash's ~r and ~n, which the
--- caller read with the hold's fields); the record then lives the latch's time, ms.
+-- caller read with the hold's fields), and gen, the generation freed, as
+-- ~f (see latch_hset); the record then lives the latch's time, ms.
 -- Every reader takes a hash without ~g as free.
-local function free_record(hash, owner, op, ms, r, n, more)
+local function free_record(hash, owner, op, ms, r, n, more, gen)
 	local f = more or {}
 	if owner then
 		f[#f + 1] = owner
@@ -92,7 +93,9 @@ local function free_record(hash, owner, op, ms, r, n, more)
 	end
 	hdel_all(hash, f)
 	if op then
-		latch_hset(hash, r, n, op)
+		latch_hset(hash, r, n, op, gen)
+	elseif gen then
+		redis.call('hset', hash, '~f', gen)
 	end
 	redis.call('pexpire', hash, ms)
 end

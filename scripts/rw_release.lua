@@ -66,7 +66,8 @@ if not after_release(hash, st, now, env) then
 	end_hold(env.tail, op, nil, env.ms, s)
 end
 if void then
-	-- The release of an acquire of unknown outcome, named by its op id:
+	-- The release of an acquire of unknown outcome, or the final release
+	-- of a hold whose acquire was sent twice, named by the op id:
 	-- the request, if it has yet to run, takes nothing (void_common). Made
 	-- last: the release may have removed the hash, and the mark makes it
 	-- again for the latch's time.

@@ -40,7 +40,8 @@ sema_serve(st, ARGV[3], ARGV[5], nil)
 sema_wake_head(st, ARGV[3], nil)
 sema_store(st)
 if void then
-	-- The release of an acquire of unknown outcome, named by its op id:
+	-- The release of an acquire of unknown outcome, or the final release
+	-- of a hold whose acquire was sent twice, named by the op id:
 	-- the request, if it has yet to run, takes nothing (void_common).
 	void_mark(k.h, st.x, ARGV[1], ARGV[4])
 end

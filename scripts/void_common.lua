@@ -10,7 +10,9 @@
 -- settlement went out on another connection and ran first. An acquire whose
 -- op id is marked takes nothing and clears its mark; without the mark it
 -- would take the lock anew for a hold nobody knows of, until its lease ran
--- out.
+-- out. A request sent twice (the first cut short by its read timeout, then
+-- sent again, whose grant the caller took) is settled so by its hold's
+-- final release: the first may still arrive after it.
 --
 -- The marks are one field, ~x: the last VOID_SLOTS op ids marked, each
 -- after a NUL, with a closing NUL (op ids never contain NUL). Every
