@@ -39,10 +39,12 @@ func main() {
 	}
 
 	// A process that crashes while it holds a permit (here: it took it with
-	// a 100ms lease and never gives it back; a real crash stops the
-	// watchdog, and the permit comes back within the watchdog lease).
+	// a 400ms lease and never gives it back; a real crash stops the
+	// watchdog, and the permit comes back within the watchdog lease). The
+	// lease counts from before the request: a reply later than the lease
+	// is refused, and a new process's first request also loads the script.
 	crashed := srv.Relock()
-	if _, err := crashed.Semaphore("pool", workers).TryAcquire(ctx, 1, 0, 100*time.Millisecond); err != nil {
+	if _, err := crashed.Semaphore("pool", workers).TryAcquire(ctx, 1, 0, 400*time.Millisecond); err != nil {
 		log.Fatal(err)
 	}
 	story.Say("crashed", "took 1 permit and died without releasing it")
@@ -61,7 +63,7 @@ func main() {
 					if g.enter() == workers {
 						story.Say(name, "%d jobs at once: the dead process's permit came back", workers)
 					}
-					time.Sleep(40 * time.Millisecond) // the job
+					time.Sleep(80 * time.Millisecond) // the job
 					g.running.Add(-1)
 					return nil
 				})
