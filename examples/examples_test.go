@@ -125,7 +125,7 @@ var observeEvents = []string{
 	`event\s+woken lock "orders"`,
 }
 
-// Not checked: Renewed (a watchdog tick falls inside B's 250ms wait, but a
+// Not checked: Renewed (a watchdog tick falls inside B's 450ms wait, but a
 // slow machine may miss it).
 
 func TestExamples(t *testing.T) {

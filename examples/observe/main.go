@@ -22,8 +22,8 @@ func main() {
 	defer srv.Close()
 	story := exampleredis.NewStory("relock observe on " + srv.Where)
 
-	// Two processes of one service; the watchdog renews every 200ms.
-	opts := []relock.Option{relock.WithObserver(printer(story)), relock.WithWatchdogLease(600 * time.Millisecond)}
+	// Two processes of one service; the watchdog renews every 400ms.
+	opts := []relock.Option{relock.WithObserver(printer(story)), relock.WithWatchdogLease(1200 * time.Millisecond)}
 	procA, procB := srv.Relock(opts...), srv.Relock(opts...)
 	ctx := context.Background()
 	handOver(ctx, story, procA, procB)
@@ -85,7 +85,7 @@ func handOver(ctx context.Context, story *exampleredis.Story, procA, procB *relo
 		got <- held
 	}()
 	story.Say("B", "waits for %q", orders.Name())
-	time.Sleep(250 * time.Millisecond) // long enough for one watchdog tick
+	time.Sleep(450 * time.Millisecond) // long enough for one watchdog tick
 	check(orders.Unlock(held))
 	story.Say("A", "unlocked")
 	check(procB.Lock("orders").Unlock(<-got))
