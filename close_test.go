@@ -145,10 +145,6 @@ func TestCloseIsBoundedWhileTheSubscriberDialsAHungRedis(t *testing.T) {
 	var toHung atomic.Bool
 	rdb := redis.NewClient(&redis.Options{
 		Addr: srv.Addr(),
-		// The commands' connections, to Redis, dialed before the cut: the
-		// Lock, the name record written at the first hold and Close's
-		// release may each need one at once.
-		MinIdleConns: 3,
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if toHung.Load() {
 				addr = hung
@@ -160,8 +156,20 @@ func TestCloseIsBoundedWhileTheSubscriberDialsAHungRedis(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
 	c := relock.New(rdb, relock.WithUnlockTimeout(300*time.Millisecond), relock.WithLogger(quietLogger()))
-	require.NoError(t, rdb.Ping(ctx).Err())
-	require.Eventually(t, func() bool { return rdb.PoolStats().IdleConns >= 3 }, 5*time.Second, time.Millisecond)
+	// The commands' connections, to Redis, dialed and set up before the
+	// cut: the Lock, the name record written at the first hold and Close's
+	// release may each need one at once. (Not MinIdleConns: the pool would
+	// dial replacements after the cut, to the hung listener, and hand one
+	// to a command.)
+	conns := make([]*redis.Conn, 4)
+	for i := range conns {
+		conns[i] = rdb.Conn()
+		require.NoError(t, conns[i].Ping(ctx).Err())
+	}
+	for _, cn := range conns {
+		require.NoError(t, cn.Close())
+	}
+	require.Equal(t, uint32(len(conns)), rdb.PoolStats().IdleConns)
 	toHung.Store(true) // every later connection: the subscriber's
 	l := c.Lock("close-dial")
 	hctx, err := l.Lock(ctx)
