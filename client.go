@@ -33,6 +33,8 @@ type Client struct {
 	// unbounded): Unlock runs its release inline when that fits in the
 	// unlock timeout.
 	pastDeadline time.Duration
+	// copies is how go-redis may send a request of rdb's twice (copies.go).
+	copies copyRisk
 	// clones end their requests by a bound when rdb does not (clones.go).
 	clones timeoutClones
 
@@ -86,6 +88,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		c.err = checkReplicaTimeout(rdb, c.opts.replicaTimeout)
 	}
 	c.pastDeadline = pastDeadline(rdb)
+	c.copies = copyRiskOf(rdb)
 	c.initClones(rdb)
 	c.initMode()
 	if c.opts.logger == nil {

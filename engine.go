@@ -116,6 +116,9 @@ type lockCall struct {
 	lateOp     string
 	lateResent bool
 	detached   bool
+	// ranRead is the read timeout of the go-redis client the last inline
+	// attempt's request went on (0: the Client's own), for mayBeCopied.
+	ranRead time.Duration
 
 	// onePart holds parts for a call of one part (all but a MultiLock's):
 	// a slice of their own would be an allocation per Lock.
@@ -179,6 +182,7 @@ func (k *lockCall) try(ctx, dctx context.Context, q *acquisition) (attempt, erro
 	q.attempts++
 	var a attempt
 	var err error
+	k.ranRead = 0
 	if k.unbounded(ctx) { // the common case, one call less deep
 		a, err = k.t.acquireParts(dctx, q.req, k.parts)
 	} else {
@@ -186,6 +190,9 @@ func (k *lockCall) try(ctx, dctx context.Context, q *acquisition) (attempt, erro
 	}
 	if k.late != nil {
 		return a, err // settled by settleLate
+	}
+	if err == nil && a.outcome == acquired && !a.resent && k.mayBeCopied(q.started) {
+		a.resent = true
 	}
 	a, q.unknown = k.settleAttempt(dctx, q.req, a, err, q.unknown, q.started)
 	return a, err

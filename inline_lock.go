@@ -53,6 +53,7 @@ func (k *lockCall) inlineContext(ctx, dctx context.Context, until time.Time) (bc
 // as one in flight at the bound (k.late) and settled in the background,
 // and the call fails as an overrun.
 func (k *lockCall) acquireInline(ctx, bctx, dctx context.Context, until time.Time, req acquireReq) (attempt, error) {
+	k.ranRead = k.c.readTimeoutFor(bctx)
 	a, err := k.t.acquireParts(bctx, req, k.parts)
 	d, bounded := bctx.(*deadlineCtx)
 	if bounded {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -86,4 +87,88 @@ func TestSemaphoreVoidMarksOutliveItsState(t *testing.T) {
 	hctx, err = s.TryAcquire(ctx, 1, 0, 0)
 	require.NoError(t, err, "the permit is free")
 	require.NoError(t, s.Release(hctx))
+}
+
+// An exclusive lock's final release records the generation it freed (~f):
+// an acquire whose op id is that generation — a copy of the request that
+// started the hold — takes nothing, whether the lock is free or held by
+// another since; any other op id acquires as before. Only the last freed
+// generation is kept (the documented limit). For Lock, FairLock and a
+// MultiLock's parts.
+func TestFreedGenerationTakesNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	c := New(srv.Client())
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	owner := c.id + ":copier"
+	type kind struct {
+		name    string
+		acquire func(op string) int64
+		release func(gen string)
+	}
+	l, f := c.Lock("freed"), c.FairLock("freed")
+	a, b := c.Lock("freed:a"), c.Lock("freed:b")
+	multi := []lockKeys{a.keys, b.keys}
+	kinds := []kind{
+		{"Lock", func(op string) int64 {
+			res, err := c.eval(ctx, "acquire", lockAcquireCall(c, l.keys, owner, acquireReq{owner: owner, op: op, lease: time.Minute}, false)).Int64Slice()
+			require.NoError(t, err)
+			return res[0]
+		}, func(gen string) {
+			_, err := c.eval(ctx, "release", lockReleaseCall(c, l.keys, owner, releaseReq{owner: owner, op: c.newOp(), gen: gen, final: true})).Int64()
+			require.NoError(t, err)
+		}},
+		{"FairLock", func(op string) int64 {
+			res, err := c.eval(ctx, "acquire", fairAcquireCall(c, f.keys, acquireReq{owner: owner, op: op, lease: time.Minute})).Int64Slice()
+			require.NoError(t, err)
+			return res[0]
+		}, func(gen string) {
+			_, err := c.eval(ctx, "release", fairReleaseCall(c, f.keys, releaseReq{owner: owner, op: c.newOp(), gen: gen, final: true})).Int64()
+			require.NoError(t, err)
+		}},
+		{"MultiLock", func(op string) int64 {
+			res, err := c.eval(ctx, "acquire", multiAcquireCall(c, multi, []string{"", ""}, owner, op, time.Minute)).Int64Slice()
+			require.NoError(t, err)
+			return res[0]
+		}, func(gen string) {
+			_, err := c.eval(ctx, "release", multiReleaseCall(c, multi, []string{gen, gen}, []bool{true, true}, owner, c.newOp())).Int64Slice()
+			require.NoError(t, err)
+		}},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			first, second := c.newOp(), c.newOp()
+			require.Equal(t, int64(1), k.acquire(first))
+			k.release(first)
+			assert.Equal(t, int64(0), k.acquire(first), "a copy of the freed hold's request takes nothing")
+			require.Equal(t, int64(1), k.acquire(second), "another op id acquires")
+			assert.Equal(t, int64(0), k.acquire(first), "nor while another hold holds")
+			k.release(second)
+			assert.Equal(t, int64(1), k.acquire(first), "a copy older than the last release is not fenced")
+			k.release(first)
+		})
+	}
+}
+
+// go-redis sends a command again on a read timeout unless MaxRetries is
+// negative; relock judges a grant by the read timeout of the client it
+// went on, and not at all where there is none or no retry.
+func TestCopyRiskFollowsGoRedisRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts redis.Options
+		want time.Duration
+	}{
+		{"Defaults", redis.Options{}, 3 * time.Second},
+		{"ReadTimeout", redis.Options{ReadTimeout: 200 * time.Millisecond}, 200 * time.Millisecond},
+		{"NoRetries", redis.Options{MaxRetries: -1}, 0},
+		{"NoReadTimeout", redis.Options{ReadTimeout: -1}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Addr = "127.0.0.1:1" // never dialed
+			rdb := redis.NewClient(&tc.opts)
+			t.Cleanup(func() { _ = rdb.Close() })
+			assert.Equal(t, tc.want, copyRiskOf(rdb).read)
+		})
+	}
 }

@@ -116,8 +116,9 @@ func lateAcquireTakesNothing(t *testing.T, setup func(*redis.Options), kind stri
 //   - go-redis sends it again (MaxRetries, 3 by default) when a read times
 //     out: relock does not see it. Every final release of an exclusive
 //     lock records the generation it freed, and a copy of the request that
-//     started it takes nothing. An RWLock or a Semaphore keeps no such
-//     record (see docs/internals.md), and is not checked here.
+//     started it takes nothing; and a grant whose reply took the read
+//     timeout of its client or longer marks its generation void at its
+//     final release (copies.go), for every kind.
 func TestACopyOfAnAcquireArrivingAfterItsHoldEndedTakesNothing(t *testing.T) {
 	kinds := []struct {
 		name string
@@ -154,7 +155,7 @@ func TestACopyOfAnAcquireArrivingAfterItsHoldEndedTakesNothing(t *testing.T) {
 				copyArrivingLateTakesNothing(t, byRelock, k.name, k.open)
 			})
 		}
-		if k.name != "ReadLock" && k.name != "WriteLock" && k.name != "Semaphore" {
+		{
 			t.Run("ByGoRedis/"+k.name, func(t *testing.T) {
 				t.Parallel()
 				copyArrivingLateTakesNothing(t, byGoRedis, k.name, k.open)
