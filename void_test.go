@@ -63,37 +63,24 @@ func (p onePermit) TryLock(ctx context.Context, wait, lease time.Duration) (cont
 func (p onePermit) Unlock(ctx context.Context) error { return p.s.Release(ctx) }
 
 func lateAcquireTakesNothing(t *testing.T, setup func(*redis.Options), kind string, open func(*relock.Client, string) lateLocker) {
-	srv := redistest.Start(t)
+	name := "late:" + kind
+	srv, p, c := warmClientBehindProxy(t, setup, name, open)
 	admin := srv.Client()
-	p := redistest.NewProxy(t, srv.Addr())
-	opts := &redis.Options{Addr: p.Addr(), PoolSize: 1}
-	setup(opts)
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
-	c := relock.New(rdb, relock.WithLogger(quietLogger()))
-	t.Cleanup(func() { _ = c.Close() })
 	other := relock.New(srv.Client(), relock.WithLogger(quietLogger()))
 	t.Cleanup(func() { _ = other.Close() })
-	name := "late:" + kind
-	hctx, err := open(c, name).Lock(context.Background()) // warm up: the connection, the scripts
-	require.NoError(t, err)
-	require.NoError(t, open(c, name).Unlock(hctx))
 
 	p.Freeze()
 	p.Stall() // no attempt after the first one gets through by the deadline either
 	ctx, cancel := context.WithTimeout(context.Background(), callBound)
 	defer cancel()
-	_, err = open(c, name).Lock(ctx)
+	_, err := open(c, name).Lock(ctx)
 	require.ErrorIs(t, err, relock.ErrNotObtained)
 	p.Unstall()
 	// Close returns once the settlement is done: it waits for it.
 	require.NoError(t, c.Close())
-	sent := commandCalls(t, admin, "evalsha")
-	p.Thaw()
-	require.Eventually(t, func() bool { return commandCalls(t, admin, "evalsha") > sent },
-		10*time.Second, 5*time.Millisecond, "the frozen request reaches Redis")
+	thawAndAwait(t, admin, p)
 
-	hctx, err = open(other, name).TryLock(context.Background(), 0, 0)
+	hctx, err := open(other, name).TryLock(context.Background(), 0, 0)
 	require.NoError(t, err, "the late request took nothing: the lock is free")
 	assert.NoError(t, open(other, name).Unlock(hctx))
 	requireNothingOf(t, admin, c.ID(), 10*time.Second)
@@ -172,34 +159,49 @@ type copyMaker struct {
 }
 
 func copyArrivingLateTakesNothing(t *testing.T, m copyMaker, kind string, open func(*relock.Client, string) lateLocker) {
-	srv := redistest.Start(t)
-	admin := srv.Client()
-	p := redistest.NewProxy(t, srv.Addr())
-	opts := &redis.Options{Addr: p.Addr(), PoolSize: 1}
-	m.opts(opts)
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
-	c := relock.New(rdb, relock.WithLogger(quietLogger()))
-	t.Cleanup(func() { _ = c.Close() })
 	name := "copy:" + kind
-	hctx, err := open(c, name).Lock(context.Background()) // warm up: the connection, the scripts
-	require.NoError(t, err)
-	require.NoError(t, open(c, name).Unlock(hctx))
+	srv, p, c := warmClientBehindProxy(t, m.opts, name, open)
+	admin := srv.Client()
 
 	// The request goes out on the frozen connection; the copy sent when its
 	// read times out goes on a new one.
 	p.Freeze()
 	ctx, cancel := m.ctx()
 	defer cancel()
-	hctx, err = open(c, name).Lock(ctx)
+	hctx, err := open(c, name).Lock(ctx)
 	require.NoError(t, err, "the copy was answered within the bound")
 	require.NoError(t, hctx.Err())
 	require.NoError(t, open(c, name).Unlock(hctx), "Redis held it for the Client")
 
+	thawAndAwait(t, admin, p)
+	require.NoError(t, c.Close())
+	requireNothingOf(t, admin, c.ID(), 5*time.Second) // a hold it took would keep its 30 s lease
+}
+
+// warmClientBehindProxy starts a Redis and a Client of one connection that
+// reaches it through a proxy, its go-redis options set by setup, and warms
+// it up on the lock name (the connection, the scripts).
+func warmClientBehindProxy(t *testing.T, setup func(*redis.Options), name string, open func(*relock.Client, string) lateLocker) (*redistest.Server, *redistest.Proxy, *relock.Client) {
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	opts := &redis.Options{Addr: p.Addr(), PoolSize: 1}
+	setup(opts)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := relock.New(rdb, relock.WithLogger(quietLogger()))
+	t.Cleanup(func() { _ = c.Close() })
+	hctx, err := open(c, name).Lock(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, open(c, name).Unlock(hctx))
+	return srv, p, c
+}
+
+// thawAndAwait lets p's frozen traffic through and waits until the frozen
+// request has run in Redis (admin).
+func thawAndAwait(t *testing.T, admin *redis.Client, p *redistest.Proxy) {
+	t.Helper()
 	sent := commandCalls(t, admin, "evalsha")
 	p.Thaw()
 	require.Eventually(t, func() bool { return commandCalls(t, admin, "evalsha") > sent },
 		10*time.Second, 5*time.Millisecond, "the frozen request reaches Redis")
-	require.NoError(t, c.Close())
-	requireNothingOf(t, admin, c.ID(), 5*time.Second) // a hold it took would keep its 30 s lease
 }
